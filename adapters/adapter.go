@@ -1,0 +1,92 @@
+// Package adapters defines what an agent adapter reports to sessiond.
+//
+// An adapter observes: it reads an agent's files and the process table and
+// says which sessions exist, who could own them and what their data shows.
+// It never decides liveness (tracker does, from proc probes) and never writes
+// sessiond's store (state does).
+package adapters
+
+import (
+	"context"
+	"time"
+
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// Adapter is one agent's observer.
+type Adapter interface {
+	// Name is the agent name stored in records ("claude", "opencode").
+	Name() string
+	// Discover looks at the agent's data once. An error means "could not
+	// look at all", never "found nothing"; inputs that failed while others
+	// were read are reported in Observation.Errors instead.
+	Discover(ctx context.Context, snap *proc.Snapshot) (Observation, error)
+	// WatchPaths are directories whose changes hint that Discover should run
+	// again soon. Hints only: a periodic Discover is the truth.
+	WatchPaths() []string
+}
+
+// Observation is one Discover pass.
+type Observation struct {
+	Sessions []Observed
+	// Errors are inputs (a config root, a database file) that could not be
+	// read this pass. Sessions last seen in such an input keep their last
+	// known state and get an adapter_error problem.
+	Errors []InputError
+}
+
+// InputError names an input and why it could not be read.
+type InputError struct {
+	Input string
+	Err   error
+}
+
+func (e InputError) Error() string { return e.Input + ": " + e.Err.Error() }
+
+// Observed is what an adapter saw of one session.
+type Observed struct {
+	UpstreamID string
+	// Source is the input the session was found in (config root, db path).
+	Source string
+	Cwd    string
+	Title  string
+	// Owners are the processes that own or could own the session. Empty when
+	// none is known. More than one only for inferred ownership.
+	Owners []Owner
+	// Activity is what the data says the session is doing. The tracker uses
+	// it only while an owner lives.
+	Activity session.Activity
+	// ActivityEvidence says where Activity came from ("registry status",
+	// "transcript tail", "server status").
+	ActivityEvidence string
+	// LastActivity is the time of the session's last write, zero if unknown.
+	LastActivity time.Time
+	// InFlight lists work that was started and not finished: tool calls
+	// without results, incomplete messages, a busy marker. With every owner
+	// dead, any of it makes the session interrupted.
+	InFlight []Issue
+	// Problems are other problems the adapter found (orphan_processes).
+	Problems []Issue
+}
+
+// Owner is a process that owns or may own a session.
+type Owner struct {
+	Identity proc.Identity
+	// Inferred is true when the owner was inferred (cwd, open files) rather
+	// than named by the agent's data, its argv or a launch.
+	Inferred bool
+	// Evidence says how the owner was found ("registry", "argv --resume",
+	// "cwd match, holds db open").
+	Evidence string
+}
+
+// Issue is one problem item an adapter reports.
+type Issue struct {
+	Kind session.ProblemKind
+	// Key tells items of one kind apart (a tool call id, a pid).
+	Key    string
+	Detail string
+	// Since is when the item started, zero if unknown.
+	Since time.Time
+}

@@ -1,0 +1,134 @@
+// Package proc answers "is this the same process, and does it still live?"
+//
+// A process is identified by Identity{BootID, PID, StartTicks}: a PID alone
+// is reused by the kernel, and a (PID, start time) pair is unique only within
+// one boot. Probe is the only truth sessiond uses for "running".
+package proc
+
+import (
+	"fmt"
+	"time"
+)
+
+// Identity names one process for the life of the machine's current boot.
+// Two identities are the same process only if all three fields match.
+type Identity struct {
+	// BootID is the kernel's boot id (/proc/sys/kernel/random/boot_id on
+	// Linux, kern.bootsessionuuid on macOS).
+	BootID string `json:"boot_id"`
+	PID    int    `json:"pid"`
+	// StartTicks is the process start time: on Linux field 22 of
+	// /proc/<pid>/stat in clock ticks since boot (the value Claude Code
+	// records as procStart); on macOS microseconds since the epoch.
+	StartTicks uint64 `json:"start_ticks"`
+}
+
+// String formats the identity for logs and errors.
+func (id Identity) String() string {
+	return fmt.Sprintf("pid %d (start %d, boot %.8s)", id.PID, id.StartTicks, id.BootID)
+}
+
+// IsZero reports whether the identity names no process.
+func (id Identity) IsZero() bool { return id.PID == 0 }
+
+// Liveness is the answer of a probe.
+type Liveness int
+
+// Probe answers. Unknown only when the check itself failed.
+const (
+	Unknown Liveness = iota
+	Alive
+	Dead
+)
+
+func (l Liveness) String() string {
+	switch l {
+	case Alive:
+		return "alive"
+	case Dead:
+		return "dead"
+	}
+	return "unknown"
+}
+
+// Result is a probe's answer with the reason, for logs and status reasons.
+type Result struct {
+	Liveness Liveness
+	Reason   string
+}
+
+// Exit reports that a watched process is gone.
+type Exit struct {
+	Identity Identity
+	At       time.Time
+	// Reason says how the exit was noticed ("pidfd", "kqueue", "probe").
+	Reason string
+}
+
+// Process is one row of a process-table snapshot.
+type Process struct {
+	Identity Identity
+	PPID     int
+	// State is the one-letter state of /proc/<pid>/stat (R, S, Z, ...).
+	State byte
+	UID   int
+	// Cwd is empty when it could not be read (another user's process).
+	Cwd  string
+	Argv []string
+	// Env holds only the marker variables listed in EnvMarkers that are set;
+	// nil when the environment could not be read. Never the whole environment.
+	Env map[string]string
+}
+
+// EnvMarkers are the only environment variables a snapshot reads. An
+// environment holds tokens and API keys: read nothing else, log nothing.
+var EnvMarkers = []string{
+	"CLAUDECODE",
+	"CLAUDE_CONFIG_DIR",
+	"CLAUDE_PID",
+	"CLAUDE_CODE_SESSION_ID",
+	"OPENCODE",
+	"OPENCODE_PID",
+}
+
+// Snapshot is the process table at one moment, taken once per tick.
+type Snapshot struct {
+	Taken  time.Time
+	BootID string
+	Procs  map[int]*Process
+}
+
+// Children returns the direct children of pid in the snapshot.
+func (s *Snapshot) Children(pid int) []*Process {
+	var out []*Process
+	for _, p := range s.Procs {
+		if p.PPID == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Descendants returns every process below pid in the snapshot.
+func (s *Snapshot) Descendants(pid int) []*Process {
+	kids := map[int][]*Process{}
+	for _, p := range s.Procs {
+		kids[p.PPID] = append(kids[p.PPID], p)
+	}
+	var out []*Process
+	stack := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, c := range kids[n] {
+			if seen[c.Identity.PID] {
+				continue
+			}
+			seen[c.Identity.PID] = true
+			out = append(out, c)
+			stack = append(stack, c.Identity.PID)
+		}
+	}
+	return out
+}

@@ -1,0 +1,53 @@
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's start time. It is
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// BootTime returns the boot time from the btime line of <root>/stat.
+func (h *Host) BootTime() (time.Time, error) {
+	path := filepath.Join(h.startTimeRoot(), "stat")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Bytes()
+		if bytes.HasPrefix(line, []byte("btime ")) {
+			secs, err := strconv.ParseInt(string(bytes.TrimSpace(line[6:])), 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("parse btime in %s: %w", path, err)
+			}
+			return time.Unix(secs, 0), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("no btime line in %s", path)
+}
+
+// StartTime returns when the process started, in wall-clock time (to the
+// tick, 10 ms).
+func (h *Host) StartTime(id Identity) (time.Time, error) {
+	bt, err := h.BootTime()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return bt.Add(time.Duration(id.StartTicks) * time.Second / clockTicks), nil
+}
+
+func (h *Host) startTimeRoot() string {
+	if h.Root == "" {
+		return "/proc"
+	}
+	return h.Root
+}

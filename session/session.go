@@ -1,0 +1,239 @@
+// Package session is sessiond's data model: the record of one agent session,
+// its status vocabulary, its problems and the events that record its changes.
+//
+// It holds no I/O. state persists these types, tracker is the only code that
+// decides a record's Status, and api serves them. Keeping the vocabulary in a
+// leaf package lets adapters speak it without importing the store.
+package session
+
+import (
+	"time"
+
+	"github.com/sessiond/sessiond/proc"
+)
+
+// Status says whether a session's owning process lives. Only tracker sets it.
+type Status string
+
+// The statuses of DESIGN.md's status model.
+const (
+	// StatusStarting: launched by sessiond and still inside the grace period.
+	StatusStarting Status = "starting"
+	// StatusRunning: an owner (or, for inferred ownership, any candidate) probes Alive.
+	StatusRunning Status = "running"
+	// StatusStopped: every owner is confirmed dead and nothing was in flight.
+	StatusStopped Status = "stopped"
+	// StatusInterrupted: every owner is confirmed dead with a turn in flight.
+	StatusInterrupted Status = "interrupted"
+	// StatusUnknown: liveness cannot be decided yet (no candidate owner and
+	// data that moved inside the grace period, or a probe that failed).
+	StatusUnknown Status = "unknown"
+)
+
+// Terminal reports whether the status means the owner is gone. A terminal
+// session can still come back to running when a live process claims its
+// upstream id again (invariant 4).
+func (s Status) Terminal() bool { return s == StatusStopped || s == StatusInterrupted }
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusStarting, StatusRunning, StatusStopped, StatusInterrupted, StatusUnknown:
+		return true
+	}
+	return false
+}
+
+// Activity says what a running session is doing, as its agent's data shows.
+type Activity string
+
+// The activities of DESIGN.md's status model.
+const (
+	ActivityBusy    Activity = "busy"
+	ActivityIdle    Activity = "idle"
+	ActivityWaiting Activity = "waiting" // for the user: a permission or a question
+	ActivityUnknown Activity = "unknown"
+)
+
+// ProblemKind names a kind of trouble with a session.
+type ProblemKind string
+
+// The problem kinds of DESIGN.md.
+const (
+	// ProblemOrphanedToolCall: a tool call that never got its result.
+	ProblemOrphanedToolCall ProblemKind = "orphaned_tool_call"
+	// ProblemIncompleteMessage: an assistant message that never completed.
+	ProblemIncompleteMessage ProblemKind = "incomplete_message"
+	// ProblemStaleBusyMarker: the agent's own "busy" marker outlived its process.
+	ProblemStaleBusyMarker ProblemKind = "stale_busy_marker"
+	// ProblemStalled: a live owner busy with no progress past the threshold.
+	ProblemStalled ProblemKind = "stalled"
+	// ProblemOrphanProcesses: tool processes still running after their owner died.
+	ProblemOrphanProcesses ProblemKind = "orphan_processes"
+	// ProblemAdapterError: the adapter could not look; the status is the last known.
+	ProblemAdapterError ProblemKind = "adapter_error"
+	// ProblemNotDiscovered: a launched session whose owner lives but whose
+	// agent data has not shown it past the grace period.
+	ProblemNotDiscovered ProblemKind = "not_discovered"
+	// ProblemOwnerAmbiguous: several live processes could own the session.
+	ProblemOwnerAmbiguous ProblemKind = "owner_ambiguous"
+)
+
+// InFlight reports whether a problem of this kind is evidence that a turn
+// was in flight when the owner died (which makes a dead session interrupted
+// rather than stopped).
+func (k ProblemKind) InFlight() bool {
+	switch k {
+	case ProblemOrphanedToolCall, ProblemIncompleteMessage, ProblemStaleBusyMarker:
+		return true
+	}
+	return false
+}
+
+// Problem is one thing wrong with a session. Since is when it was first seen
+// and survives re-observation of the same problem (same Kind and Key).
+type Problem struct {
+	Kind   ProblemKind `json:"kind"`
+	Detail string      `json:"detail"`
+	Since  time.Time   `json:"since"`
+	// Key tells two problems of one kind apart (a tool call id, a pid), so
+	// Since is kept per item. Empty when there is one problem of the kind.
+	Key string `json:"key,omitempty"`
+}
+
+// ResumeCursor is what a follow-up needs to continue the same upstream
+// conversation after any restart.
+type ResumeCursor struct {
+	SchemaVersion int    `json:"schema_version"`
+	Agent         string `json:"agent"`
+	UpstreamID    string `json:"upstream_id"`
+	Cwd           string `json:"cwd"`
+	Root          string `json:"root"`
+}
+
+// Record is sessiond's stored record of one session. The JSON names of the
+// fields listed in the daemon issue's contract are fixed.
+type Record struct {
+	// V is the record's schema version, so stored records can be migrated.
+	V int `json:"v"`
+	// ID is sessiond's own short random id.
+	ID string `json:"id"`
+	// Agent is the adapter name ("claude", "opencode").
+	Agent string `json:"agent"`
+	// UpstreamID is the agent's own session id; (Agent, UpstreamID) is unique.
+	// Empty for a launched session whose agent has not yet shown its id.
+	UpstreamID string `json:"upstream_id"`
+
+	Status   Status   `json:"status"`
+	Activity Activity `json:"activity"`
+	// StatusReason says in words why the status is what it is.
+	StatusReason string `json:"status_reason,omitempty"`
+
+	// Owner is the process that owns the session, when one is known.
+	Owner *proc.Identity `json:"owner,omitempty"`
+	// OwnerInferred is true when Owner was inferred (cwd, open files) rather
+	// than named by the agent's data or by a launch.
+	OwnerInferred bool `json:"owner_inferred,omitempty"`
+	// OwnerEvidence says how the owner was found.
+	OwnerEvidence string `json:"owner_evidence,omitempty"`
+	// Candidates are every process that could own the session when ownership
+	// is inferred and ambiguous; the session runs while any of them lives.
+	Candidates []proc.Identity `json:"candidates,omitempty"`
+
+	Cwd      string `json:"cwd"`
+	Title    string `json:"title,omitempty"`
+	Launched bool   `json:"launched"`
+	// Source is the input the session was discovered in (a config root, a
+	// database file), so an error reading that input can be tied to it.
+	Source string `json:"source,omitempty"`
+
+	Problems []Problem `json:"problems"`
+
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	StoppedAt      *time.Time `json:"stopped_at"`
+	LastActivityAt *time.Time `json:"last_activity_at"`
+	// LastSeenAt is the last time an adapter observed the session.
+	LastSeenAt *time.Time `json:"last_seen_at,omitempty"`
+
+	Resume *ResumeCursor `json:"resume"`
+}
+
+// PID returns the owner's pid, or 0.
+func (r *Record) PID() int {
+	if r.Owner == nil {
+		return 0
+	}
+	return r.Owner.PID
+}
+
+// Problem returns the first problem of the kind, or nil.
+func (r *Record) Problem(kind ProblemKind) *Problem {
+	for i := range r.Problems {
+		if r.Problems[i].Kind == kind {
+			return &r.Problems[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy, so a decision can be compared with its input.
+func (r *Record) Clone() *Record {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	if r.Owner != nil {
+		o := *r.Owner
+		c.Owner = &o
+	}
+	c.Candidates = append([]proc.Identity(nil), r.Candidates...)
+	c.Problems = append([]Problem(nil), r.Problems...)
+	c.StoppedAt = cloneTime(r.StoppedAt)
+	c.LastActivityAt = cloneTime(r.LastActivityAt)
+	c.LastSeenAt = cloneTime(r.LastSeenAt)
+	if r.Resume != nil {
+		rc := *r.Resume
+		c.Resume = &rc
+	}
+	return &c
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}
+
+// EventType names what an event records.
+type EventType string
+
+// Event types.
+const (
+	// EventCreated: a session record was created (discovered or launched).
+	EventCreated EventType = "session.created"
+	// EventStatus: the status changed (From -> To).
+	EventStatus EventType = "session.status"
+	// EventUpdated: activity, owner or problems changed without a status change.
+	EventUpdated EventType = "session.updated"
+	// EventAction: a user action (repair, reap, stop, launch, resume) was applied.
+	EventAction EventType = "session.action"
+)
+
+// Event is one entry of the store's event log. Seq is assigned by the store,
+// never repeats and never goes back, also across restarts.
+type Event struct {
+	Seq       uint64    `json:"seq"`
+	Time      time.Time `json:"time"`
+	Type      EventType `json:"type"`
+	SessionID string    `json:"session_id"`
+	Agent     string    `json:"agent,omitempty"`
+	From      Status    `json:"from,omitempty"`
+	To        Status    `json:"to,omitempty"`
+	Activity  Activity  `json:"activity,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	// Problems lists the kinds present after the change.
+	Problems []ProblemKind `json:"problems,omitempty"`
+}
