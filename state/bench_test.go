@@ -1,0 +1,76 @@
+package state
+
+import (
+	"fmt"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/session"
+)
+
+func benchStore(b *testing.B, n int) (*Store, []string) {
+	b.Helper()
+	st := openT(b, dbPath(b), Options{Logger: zap.NewNop()})
+	ids := make([]string, 0, n)
+	for start := 0; start < n; start += 1000 {
+		err := st.Batch(func(tx *Tx) error {
+			for i := start; i < min(n, start+1000); i++ {
+				r := rec("claude", fmt.Sprintf("3f2a9c1e-0000-4000-8000-%012d", i))
+				r.Title = "fix the flaky test in tracker"
+				if err := tx.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
+					return err
+				}
+				ids = append(ids, r.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return st, ids
+}
+
+// BenchmarkUpdate is one status change with its event: one committed
+// (fsynced) write transaction.
+func BenchmarkUpdate(b *testing.B) {
+	st, ids := benchStore(b, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		_, err := st.Update(ids[0], func(r *session.Record) ([]session.Event, error) {
+			from := r.Status
+			r.Status = session.StatusStopped
+			if from == session.StatusStopped {
+				r.Status = session.StatusRunning
+			}
+			return []session.Event{{Type: session.EventStatus, From: from, To: r.Status}}, nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	st, ids := benchStore(b, 1000)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := st.Get(ids[i%len(ids)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkList10k(b *testing.B) {
+	st, _ := benchStore(b, 10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		recs, err := st.List()
+		if err != nil || len(recs) != 10000 {
+			b.Fatal(len(recs), err)
+		}
+	}
+}

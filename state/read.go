@@ -1,0 +1,159 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/sessiond/sessiond/session"
+)
+
+// Get returns the session with the id; an error wrapping ErrNotFound if
+// there is none.
+func (s *Store) Get(id string) (rec *session.Record, err error) {
+	err = s.view(func(tx *Tx) error {
+		rec, err = tx.Get(id)
+		return err
+	})
+	return rec, err
+}
+
+// ByUpstream returns the session recorded for an agent's own session id,
+// so an observation is matched to its record without a scan.
+func (s *Store) ByUpstream(agent, upstreamID string) (rec *session.Record, err error) {
+	err = s.view(func(tx *Tx) error {
+		rec, err = tx.ByUpstream(agent, upstreamID)
+		return err
+	})
+	return rec, err
+}
+
+// Lookup resolves what a user typed: an exact id, else an exact upstream id
+// (of any agent), else a unique prefix of an id or of an upstream id. No
+// match is an error wrapping ErrNotFound; several are an *AmbiguousError.
+func (s *Store) Lookup(ref string) (rec *session.Record, err error) {
+	if ref == "" {
+		return nil, fmt.Errorf("look up session %q: %w", ref, ErrNotFound)
+	}
+	bref := []byte(ref)
+	err = s.view(func(tx *Tx) error {
+		if v := tx.sessions.Get(bref); v != nil {
+			rec, err = decodeRecord(ref, v)
+			return err
+		}
+		exact := map[string]bool{}
+		prefix := map[string]bool{}
+		err := tx.upstream.ForEach(func(k, v []byte) error {
+			up := k[bytes.IndexByte(k, 0)+1:]
+			switch {
+			case bytes.Equal(up, bref):
+				exact[string(v)] = true
+			case bytes.HasPrefix(up, bref):
+				prefix[string(v)] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		cands := exact
+		if len(cands) == 0 {
+			c := tx.sessions.Cursor()
+			for k, _ := c.Seek(bref); k != nil && bytes.HasPrefix(k, bref); k, _ = c.Next() {
+				prefix[string(k)] = true
+			}
+			cands = prefix
+		}
+		switch len(cands) {
+		case 0:
+			return fmt.Errorf("look up session %q: %w", ref, ErrNotFound)
+		case 1:
+			for id := range cands {
+				rec, err = tx.Get(id)
+			}
+			return err
+		}
+		amb := &AmbiguousError{Ref: ref}
+		for id := range cands {
+			amb.Candidates = append(amb.Candidates, id)
+		}
+		sort.Strings(amb.Candidates)
+		return amb
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// List returns every session, ordered by CreatedAt then ID, so listings
+// are stable.
+func (s *Store) List() (recs []*session.Record, err error) {
+	err = s.view(func(tx *Tx) error {
+		recs, err = tx.all()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		a, b := recs[i], recs[j]
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.Before(b.CreatedAt)
+		}
+		return a.ID < b.ID
+	})
+	return recs, nil
+}
+
+// Events returns the events with Seq > since, ascending, at most limit of
+// them (0 means no limit), so a client resumes exactly where it stopped.
+func (s *Store) Events(since uint64, limit int) (evs []session.Event, err error) {
+	if since == math.MaxUint64 {
+		return nil, nil
+	}
+	err = s.view(func(tx *Tx) error {
+		c := tx.events.Cursor()
+		for k, v := c.Seek(seqKey(since + 1)); k != nil; k, v = c.Next() {
+			if limit > 0 && len(evs) >= limit {
+				break
+			}
+			var ev session.Event
+			if err := json.Unmarshal(v, &ev); err != nil {
+				return fmt.Errorf("decode event %x: %w", k, err)
+			}
+			evs = append(evs, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// LastSeq is the last event sequence number ever assigned (0 if none), also
+// when retention has pruned that event, so an SSE client knows where the
+// log ends.
+func (s *Store) LastSeq() (seq uint64, err error) {
+	err = s.view(func(tx *Tx) error {
+		seq = tx.events.Sequence()
+		return nil
+	})
+	return seq, err
+}
+
+// FirstSeq is the oldest retained event's sequence number (0 if none), so a
+// client that asks for older ones can be told they were pruned.
+func (s *Store) FirstSeq() (seq uint64, err error) {
+	err = s.view(func(tx *Tx) error {
+		if k, _ := tx.events.Cursor().First(); len(k) == 8 {
+			seq = binary.BigEndian.Uint64(k)
+		}
+		return nil
+	})
+	return seq, err
+}

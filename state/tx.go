@@ -1,0 +1,398 @@
+package state
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/session"
+)
+
+// NewID returns a new session id: 12 lowercase hex characters from
+// crypto/rand, short enough to type and, like Docker's short ids, unique
+// enough for one user's sessions (Create retries on the rare collision).
+func NewID() string {
+	var b [6]byte
+	rand.Read(b[:]) // never fails since Go 1.24
+	return hex.EncodeToString(b[:])
+}
+
+// Tx is one transaction over the store. The reconciler gets one from Batch
+// to change many sessions atomically. A Tx is valid only inside the
+// function it was passed to.
+type Tx struct {
+	s        *Store
+	tx       *bolt.Tx
+	sessions *bolt.Bucket
+	upstream *bolt.Bucket
+	events   *bolt.Bucket
+	appended int
+}
+
+func (s *Store) newTx(btx *bolt.Tx) (*Tx, error) {
+	root := btx.Bucket(bucketV1)
+	if root == nil {
+		return nil, fmt.Errorf("store %s has no v1 bucket", s.path)
+	}
+	tx := &Tx{s: s, tx: btx, sessions: root.Bucket(bucketSessions), upstream: root.Bucket(bucketUpstream), events: root.Bucket(bucketEvents)}
+	if tx.sessions == nil || tx.upstream == nil || tx.events == nil {
+		return nil, fmt.Errorf("store %s lacks a bucket of schema version %d", s.path, currentSchema)
+	}
+	return tx, nil
+}
+
+// view runs fn in a read-only transaction: a consistent snapshot that
+// never blocks writers.
+func (s *Store) view(fn func(tx *Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error {
+		tx, err := s.newTx(btx)
+		if err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// Batch runs fn in one write transaction, so a reconcile pass over many
+// sessions commits (with all its events) or not at all. An error from fn
+// rolls everything back and is returned as is. Changed waiters are woken
+// only after the commit succeeded. fn may run concurrently with readers but
+// never with another writer; it must not call Store methods that write.
+func (s *Store) Batch(fn func(tx *Tx) error) error {
+	var fnErr error
+	var appended int
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		tx, err := s.newTx(btx)
+		if err != nil {
+			return err
+		}
+		fnErr = fn(tx)
+		appended = tx.appended
+		return fnErr
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	if err != nil {
+		return fmt.Errorf("write to store %s: %w", s.path, err)
+	}
+	if appended > 0 {
+		s.notify()
+	}
+	return nil
+}
+
+// Create records a new session with its first event in one transaction.
+// See Tx.Create.
+func (s *Store) Create(rec *session.Record, ev session.Event) error {
+	return s.Batch(func(tx *Tx) error { return tx.Create(rec, ev) })
+}
+
+// Update changes one session in one transaction. See Tx.Update.
+func (s *Store) Update(id string, fn func(rec *session.Record) ([]session.Event, error)) (*session.Record, error) {
+	var out *session.Record
+	err := s.Batch(func(tx *Tx) (err error) {
+		out, err = tx.Update(id, fn)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get returns the session with the id; an error wrapping ErrNotFound if
+// there is none.
+func (tx *Tx) Get(id string) (*session.Record, error) {
+	v := tx.sessions.Get([]byte(id))
+	if v == nil {
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	return decodeRecord(id, v)
+}
+
+// ByUpstream returns the session recorded for the agent's own session id;
+// an error wrapping ErrNotFound if there is none.
+func (tx *Tx) ByUpstream(agent, upstreamID string) (*session.Record, error) {
+	id := tx.upstream.Get(upstreamKey(agent, upstreamID))
+	if id == nil {
+		return nil, fmt.Errorf("session %s/%s: %w", agent, upstreamID, ErrNotFound)
+	}
+	v := tx.sessions.Get(id)
+	if v == nil {
+		return nil, fmt.Errorf("session %s/%s (index names %s): %w", agent, upstreamID, id, ErrNotFound)
+	}
+	return decodeRecord(string(id), v)
+}
+
+// ForEach calls fn with every session, in id order, stopping at the first
+// error. The records are read before fn is first called, so fn may Update
+// or Create through the same Tx.
+func (tx *Tx) ForEach(fn func(rec *session.Record) error) error {
+	recs, err := tx.all()
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (tx *Tx) all() ([]*session.Record, error) {
+	var recs []*session.Record
+	err := tx.sessions.ForEach(func(k, v []byte) error {
+		r, err := decodeRecord(string(k), v)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
+		return nil
+	})
+	return recs, err
+}
+
+// Create records rec and appends ev, its first event, with ev's SessionID
+// set to rec's id and Agent and Time filled when empty (Type defaults to
+// session.EventCreated). It sets rec.ID (a NewID) when empty, rec.V, and
+// CreatedAt and UpdatedAt when zero. (Agent, UpstreamID) must be free, else
+// the error wraps ErrConflict and nothing is written, so a Batch may go on;
+// an empty UpstreamID (a launch whose agent has not shown its id yet) takes
+// no index entry.
+func (tx *Tx) Create(rec *session.Record, ev session.Event) error {
+	if rec == nil {
+		return errors.New("create session: nil record")
+	}
+	if rec.Agent == "" {
+		return fmt.Errorf("create session %s (upstream %q): agent is empty", rec.ID, rec.UpstreamID)
+	}
+	id := rec.ID
+	if id == "" {
+		for id = NewID(); tx.sessions.Get([]byte(id)) != nil; id = NewID() {
+		}
+	} else if tx.sessions.Get([]byte(id)) != nil {
+		return fmt.Errorf("create session %s: id already in use", id)
+	}
+	var ukey []byte
+	if rec.UpstreamID != "" {
+		ukey = upstreamKey(rec.Agent, rec.UpstreamID)
+		if owner := tx.upstream.Get(ukey); owner != nil {
+			return fmt.Errorf("create session %s/%s: held by session %s: %w", rec.Agent, rec.UpstreamID, owner, ErrConflict)
+		}
+	}
+	now := tx.s.now()
+	rec.ID = id
+	rec.V = recordVersion
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = rec.CreatedAt
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode session %s: %w", id, err)
+	}
+	if err := tx.sessions.Put([]byte(id), b); err != nil {
+		return fmt.Errorf("write session %s: %w", id, err)
+	}
+	if ukey != nil {
+		if err := tx.upstream.Put(ukey, []byte(id)); err != nil {
+			return fmt.Errorf("index session %s: %w", id, err)
+		}
+	}
+	ev.SessionID = id
+	if ev.Agent == "" {
+		ev.Agent = rec.Agent
+	}
+	if ev.Type == "" {
+		ev.Type = session.EventCreated
+	}
+	if ev.Time.IsZero() {
+		ev.Time = now
+	}
+	_, err = tx.append(ev)
+	return err
+}
+
+// Update reads the session, lets fn change it in place, and appends the
+// events fn returns (SessionID, Agent and Time filled when empty), all in
+// this transaction. The record is rewritten, with UpdatedAt set, only if
+// its encoding changed; events fn returns are appended either way. If
+// (Agent, UpstreamID) changed, the index follows, and a pair held by
+// another session is an error wrapping ErrConflict. An error from fn, a
+// conflict, or a missing session (ErrNotFound) writes nothing, so a Batch
+// may go on. Update returns the record as stored.
+func (tx *Tx) Update(id string, fn func(rec *session.Record) ([]session.Event, error)) (*session.Record, error) {
+	key := []byte(id)
+	// old stays valid and unchanged for the whole transaction: bbolt
+	// copies on write and never overwrites a value it handed out.
+	old := tx.sessions.Get(key)
+	if old == nil {
+		return nil, fmt.Errorf("update session %s: %w", id, ErrNotFound)
+	}
+	rec, err := decodeRecord(id, old)
+	if err != nil {
+		return nil, err
+	}
+	prevKey := upstreamKeyOf(rec)
+	evs, err := fn(rec)
+	if err != nil {
+		return nil, err
+	}
+	if rec.ID != id {
+		return nil, fmt.Errorf("update session %s: the update changed the id to %q", id, rec.ID)
+	}
+	rec.V = recordVersion
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode session %s: %w", id, err)
+	}
+	now := tx.s.now()
+	if !bytes.Equal(b, old) {
+		newKey := upstreamKeyOf(rec)
+		moved := !bytes.Equal(prevKey, newKey)
+		if moved && newKey != nil {
+			if owner := tx.upstream.Get(newKey); owner != nil && string(owner) != id {
+				return nil, fmt.Errorf("update session %s: %s/%s held by session %s: %w", id, rec.Agent, rec.UpstreamID, owner, ErrConflict)
+			}
+		}
+		rec.UpdatedAt = now
+		if b, err = json.Marshal(rec); err != nil {
+			return nil, fmt.Errorf("encode session %s: %w", id, err)
+		}
+		if err := tx.sessions.Put(key, b); err != nil {
+			return nil, fmt.Errorf("write session %s: %w", id, err)
+		}
+		if moved {
+			if prevKey != nil && string(tx.upstream.Get(prevKey)) == id {
+				if err := tx.upstream.Delete(prevKey); err != nil {
+					return nil, fmt.Errorf("unindex session %s: %w", id, err)
+				}
+			}
+			if newKey != nil {
+				if err := tx.upstream.Put(newKey, key); err != nil {
+					return nil, fmt.Errorf("index session %s: %w", id, err)
+				}
+			}
+		}
+	}
+	for _, ev := range evs {
+		if ev.SessionID == "" {
+			ev.SessionID = id
+		}
+		if ev.Agent == "" {
+			ev.Agent = rec.Agent
+		}
+		if ev.Time.IsZero() {
+			ev.Time = now
+		}
+		if _, err := tx.append(ev); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+func upstreamKeyOf(rec *session.Record) []byte {
+	if rec.UpstreamID == "" {
+		return nil
+	}
+	return upstreamKey(rec.Agent, rec.UpstreamID)
+}
+
+// Append adds an event that goes with no record change (a user action, a
+// repair) and returns its sequence number. Time is filled when zero, and
+// Agent from the session when empty.
+func (tx *Tx) Append(ev session.Event) (uint64, error) {
+	if ev.Agent == "" && ev.SessionID != "" {
+		if v := tx.sessions.Get([]byte(ev.SessionID)); v != nil {
+			var r struct {
+				Agent string `json:"agent"`
+			}
+			if err := json.Unmarshal(v, &r); err == nil {
+				ev.Agent = r.Agent
+			}
+		}
+	}
+	if ev.Time.IsZero() {
+		ev.Time = tx.s.now()
+	}
+	return tx.append(ev)
+}
+
+// append writes ev under the next sequence number. The number comes from
+// the bucket's own sequence, which is stored in the file, so numbers never
+// repeat or go back, across restarts and pruning alike.
+func (tx *Tx) append(ev session.Event) (uint64, error) {
+	seq, err := tx.events.NextSequence()
+	if err != nil {
+		return 0, fmt.Errorf("next event seq: %w", err)
+	}
+	ev.Seq = seq
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return 0, fmt.Errorf("encode event %d: %w", seq, err)
+	}
+	if err := tx.events.Put(seqKey(seq), b); err != nil {
+		return 0, fmt.Errorf("write event %d: %w", seq, err)
+	}
+	tx.appended++
+	if seq%tx.s.pruneStep == 0 {
+		if _, err := tx.s.prune(tx.events, seq); err != nil {
+			return 0, err
+		}
+	}
+	return seq, nil
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq) }
+
+// prune deletes the oldest events: those at or below last-MaxEvents and
+// those older than MaxEventAge. It walks from the first event and stops at
+// the first one kept, so it costs little when there is little to drop.
+func (s *Store) prune(events *bolt.Bucket, last uint64) (int, error) {
+	cutoff := s.now().Add(-s.maxAge)
+	var limit uint64
+	if n := uint64(s.maxEvents); last > n {
+		limit = last - n
+	}
+	var dead [][]byte
+	c := events.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(k) == 8 && binary.BigEndian.Uint64(k) > limit {
+			var e struct {
+				Time time.Time `json:"time"`
+			}
+			// An event that does not decode has no age; it goes.
+			if json.Unmarshal(v, &e) == nil && !e.Time.Before(cutoff) {
+				break
+			}
+		}
+		dead = append(dead, bytes.Clone(k))
+	}
+	// Delete after the walk: deleting under a bbolt cursor skips keys.
+	for _, k := range dead {
+		if err := events.Delete(k); err != nil {
+			return 0, fmt.Errorf("prune event %x: %w", k, err)
+		}
+	}
+	return len(dead), nil
+}
+
+func decodeRecord(id string, v []byte) (*session.Record, error) {
+	r := new(session.Record)
+	if err := json.Unmarshal(v, r); err != nil {
+		return nil, fmt.Errorf("decode session %s: %w", id, err)
+	}
+	return r, nil
+}
