@@ -1,0 +1,132 @@
+package tracker
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
+)
+
+// tableHost is a process table held in memory: probes answer from a map,
+// as fast as a real probe's bookkeeping allows, so the benchmark measures
+// the tracker and the store, not the kernel (proc has its own benchmark).
+type tableHost struct {
+	live map[proc.Identity]bool
+}
+
+func (h *tableHost) Probe(id proc.Identity) proc.Result {
+	if h.live[id] {
+		return proc.Result{Liveness: proc.Alive}
+	}
+	return proc.Result{Liveness: proc.Dead, Reason: "no such process"}
+}
+
+func (h *tableHost) Snapshot() (*proc.Snapshot, error) {
+	return &proc.Snapshot{Taken: time.Now(), BootID: "boot-a"}, nil
+}
+
+// populate fills a store with n sessions of which live are running with a
+// live owner and the rest stopped, and returns an adapter that observes all
+// of them, as a steady state looks.
+func populate(b *testing.B, st *state.Store, n, live int) (*tableHost, *fakeAdapter) {
+	b.Helper()
+	host := &tableHost{live: map[proc.Identity]bool{}}
+	ad := &fakeAdapter{name: "claude"}
+	now := time.Now()
+	last := now.Add(-time.Hour)
+	var obs []adapters.Observed
+	err := st.Batch(func(tx *state.Tx) error {
+		for i := 0; i < n; i++ {
+			id := proc.Identity{BootID: "boot-a", PID: 1000 + i, StartTicks: uint64(5000 + i)}
+			r := &session.Record{Agent: "claude", UpstreamID: fmt.Sprintf("%08d-0000-4000-8000-000000000000", i),
+				Owner: &id, Cwd: fmt.Sprintf("/home/u/proj%d", i%150), CreatedAt: now, LastActivityAt: &last, Problems: []session.Problem{}}
+			o := adapters.Observed{UpstreamID: r.UpstreamID, Cwd: r.Cwd, LastActivity: last, Source: "/home/u/.claude"}
+			if i < live {
+				host.live[id] = true
+				r.Status, r.Activity = session.StatusRunning, session.ActivityIdle
+				o.Owners = []adapters.Owner{{Identity: id, Evidence: "registry"}}
+				o.Activity = session.ActivityIdle
+			} else {
+				r.Status = session.StatusStopped
+				stopped := last
+				r.StoppedAt = &stopped
+			}
+			obs = append(obs, o)
+			if err := tx.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ad.set(adapters.Observation{Sessions: obs}, nil)
+	return host, ad
+}
+
+// BenchmarkReconcilePass is one steady-state pass: every session decided,
+// nothing changed, nothing written. Sizes show how the pass grows.
+func BenchmarkReconcilePass(b *testing.B) {
+	for _, size := range []struct{ n, live int }{{1000, 100}, {10000, 1000}, {100000, 10000}} {
+		b.Run(fmt.Sprintf("sessions=%d/live=%d", size.n, size.live), func(b *testing.B) {
+			st, err := state.Open(filepath.Join(b.TempDir(), "sessiond.db"), state.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			host, ad := populate(b, st, size.n, size.live)
+			tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host})
+			ctx := context.Background()
+			if _, err := tr.Reconcile(ctx, "warm"); err != nil { // first pass records last-seen times
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				rep, err := tr.Reconcile(ctx, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Changed != 0 || rep.Created != 0 {
+					b.Fatalf("steady state changed %d, created %d", rep.Changed, rep.Created)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(size.n), "ns/session")
+		})
+	}
+}
+
+// BenchmarkReconcileOneDeath is a pass in which one of 10,000 sessions'
+// owners died: the cost of noticing and recording one transition.
+func BenchmarkReconcileOneDeath(b *testing.B) {
+	st, err := state.Open(filepath.Join(b.TempDir(), "sessiond.db"), state.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	host, ad := populate(b, st, 10000, 1000)
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host})
+	ctx := context.Background()
+	if _, err := tr.Reconcile(ctx, "warm"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		// Flip one owner: dead on even iterations, alive (revived) on odd.
+		id := proc.Identity{BootID: "boot-a", PID: 1000 + i%1000, StartTicks: uint64(5000 + i%1000)}
+		host.live[id] = !host.live[id]
+		b.StartTimer()
+		if _, err := tr.Reconcile(ctx, "bench"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

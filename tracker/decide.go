@@ -1,0 +1,438 @@
+package tracker
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// evidence is everything one decision about one session may use. decide is
+// a pure function of a record and its evidence: no I/O, no clock of its own,
+// so every invariant is a table test.
+type evidence struct {
+	// obs is what the agent's adapter saw this pass; nil when the session
+	// was not in the scan (absent, or the adapter could not look).
+	obs *adapters.Observed
+	// adapterErr is set when the adapter could not look at the input this
+	// session lives in. The status then stays the last known.
+	adapterErr error
+	// probe answers liveness for an identity (memoized per pass).
+	probe func(proc.Identity) proc.Result
+	now   time.Time
+	// grace is both the launch grace period and how long a session's data
+	// must be still before a session with no candidate owner counts as dead.
+	grace time.Duration
+	// stallAfter is how long a live, busy owner may make no progress before
+	// the session is flagged stalled.
+	stallAfter time.Duration
+}
+
+// candidate is one process that owns or may own a session.
+type candidate struct {
+	id       proc.Identity
+	inferred bool
+	evidence string
+	result   proc.Result
+}
+
+// decide returns the record as it should be after this evidence, and the
+// events that record the change. It never returns events for an unchanged
+// record. It implements DESIGN.md's invariants 1-4; see the comments at each
+// rule.
+func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event) {
+	out := rec.Clone()
+	isNew := rec.Status == ""
+	observed := ev.obs != nil
+	now := ev.now
+
+	if observed {
+		o := ev.obs
+		t := now
+		out.LastSeenAt = &t
+		if o.Cwd != "" {
+			out.Cwd = o.Cwd
+		}
+		if o.Title != "" {
+			out.Title = o.Title
+		}
+		if o.Source != "" {
+			out.Source = o.Source
+		}
+		if !o.LastActivity.IsZero() && (out.LastActivityAt == nil || o.LastActivity.After(*out.LastActivityAt)) {
+			la := o.LastActivity
+			out.LastActivityAt = &la
+		}
+	}
+
+	cands := gatherCandidates(rec, ev)
+	var alive, unknown []candidate
+	for _, c := range cands {
+		switch c.result.Liveness {
+		case proc.Alive:
+			alive = append(alive, c)
+		case proc.Unknown:
+			unknown = append(unknown, c)
+		}
+	}
+
+	// Problems the adapter reports whatever the liveness (orphan processes).
+	// When the adapter did not report this pass, the last known ones stay:
+	// in-flight problems count only while the session is dead.
+	var problems, carriedInFlight []session.Problem
+	var inFlight []adapters.Issue
+	if observed {
+		problems = appendIssues(problems, ev.obs.Problems, now)
+		inFlight = ev.obs.InFlight
+	} else {
+		for _, p := range rec.Problems {
+			switch {
+			case p.Kind == session.ProblemOrphanProcesses:
+				problems = append(problems, p)
+			case p.Kind.InFlight():
+				carriedInFlight = append(carriedInFlight, p)
+			}
+		}
+	}
+	if ev.adapterErr != nil {
+		problems = append(problems, session.Problem{Kind: session.ProblemAdapterError, Detail: ev.adapterErr.Error(), Since: now})
+	}
+
+	switch {
+	case len(alive) > 0:
+		// Invariant 1: running iff an owner probes Alive. Invariant 4: this
+		// holds for a stopped session too; a live claimant revives it.
+		owner := pickOwner(rec, alive)
+		id := owner.id
+		out.Owner = &id
+		out.OwnerInferred = owner.inferred
+		out.OwnerEvidence = owner.evidence
+		out.Candidates = nil
+		out.StoppedAt = nil
+		if ambiguous(alive) {
+			for _, c := range alive {
+				out.Candidates = append(out.Candidates, c.id)
+			}
+			problems = append(problems, session.Problem{Kind: session.ProblemOwnerAmbiguous, Detail: "several live processes could own this session: " + pidList(alive), Since: now})
+		}
+		// Invariant 3: a launched session is starting inside its grace period
+		// until its agent's data shows it; past it, a live owner keeps it
+		// running, flagged not_discovered if the data never showed it.
+		inGrace := rec.Launched && now.Sub(rec.CreatedAt) < ev.grace
+		neverSeen := out.LastSeenAt == nil
+		switch {
+		case rec.Launched && neverSeen && inGrace:
+			out.Status = session.StatusStarting
+			out.StatusReason = fmt.Sprintf("launched as pid %d; waiting for the agent's data", id.PID)
+		default:
+			out.Status = session.StatusRunning
+			out.StatusReason = fmt.Sprintf("owner pid %d is alive (%s)", id.PID, owner.evidence)
+			if rec.Launched && neverSeen {
+				problems = append(problems, session.Problem{Kind: session.ProblemNotDiscovered, Detail: fmt.Sprintf("owner pid %d is alive but the agent's data has not shown this session", id.PID), Since: rec.CreatedAt.Add(ev.grace)})
+			}
+		}
+		switch {
+		case observed && ev.obs.Activity != "":
+			out.Activity = ev.obs.Activity
+		case out.Activity == "":
+			out.Activity = session.ActivityUnknown
+		}
+		// The watchdog: busy with no progress past the threshold, and not
+		// waiting for the user, is stalled. A flag, never a kill.
+		if out.Activity == session.ActivityBusy && out.LastActivityAt != nil && ev.stallAfter > 0 {
+			if now.Sub(*out.LastActivityAt) >= ev.stallAfter {
+				problems = append(problems, session.Problem{Kind: session.ProblemStalled, Detail: fmt.Sprintf("busy with no progress since %s (threshold %s)", out.LastActivityAt.UTC().Format(time.RFC3339), ev.stallAfter), Since: out.LastActivityAt.Add(ev.stallAfter)})
+			}
+		}
+
+	case len(unknown) > 0:
+		// No candidate alive, and at least one we could not check: we do not
+		// know, and say so rather than guess.
+		problems = append(problems, carriedInFlight...)
+		out.Status = session.StatusUnknown
+		out.StatusReason = fmt.Sprintf("could not probe pid %d: %s", unknown[0].id.PID, unknown[0].result.Reason)
+
+	case len(cands) > 0:
+		// Every candidate is confirmed dead.
+		problems = append(problems, carriedInFlight...)
+		markDead(out, rec, observed, inFlight, &problems, now, deadReason(cands))
+
+	case observed:
+		// No candidate owner at all: unknown until the data has been still
+		// for the grace period, then dead.
+		last := out.LastActivityAt
+		if last != nil && now.Sub(*last) < ev.grace {
+			out.Status = session.StatusUnknown
+			out.StatusReason = "no owner process found; data changed at " + last.UTC().Format(time.RFC3339)
+		} else {
+			markDead(out, rec, observed, inFlight, &problems, now, "no owner process, and the data has been still for the grace period")
+		}
+
+	default:
+		// Not observed and no candidate: invariant 2, absence from a scan
+		// never changes a status. Keep the last known.
+		if rec.Status.Terminal() {
+			problems = append(problems, carriedInFlight...)
+		}
+		if isNew {
+			out.Status = session.StatusUnknown
+			out.StatusReason = "not observed yet"
+		}
+	}
+
+	out.Problems = mergeProblems(rec.Problems, problems)
+	return out, events(rec, out, isNew, now)
+}
+
+// gatherCandidates lists every process that may own the session: the stored
+// owner and candidates, and the owners the adapter reports now. Identities
+// are unique per boot, so a stored owner already confirmed dead stays dead
+// and is not probed again.
+func gatherCandidates(rec *session.Record, ev evidence) []candidate {
+	var out []candidate
+	seen := map[proc.Identity]bool{}
+	add := func(id proc.Identity, inferred bool, evidence string, knownDead bool) {
+		if id.IsZero() || seen[id] {
+			return
+		}
+		seen[id] = true
+		c := candidate{id: id, inferred: inferred, evidence: evidence}
+		if knownDead {
+			c.result = proc.Result{Liveness: proc.Dead, Reason: "confirmed dead earlier"}
+		} else {
+			c.result = ev.probe(id)
+		}
+		out = append(out, c)
+	}
+	if ev.obs != nil {
+		for _, o := range ev.obs.Owners {
+			add(o.Identity, o.Inferred, o.Evidence, false)
+		}
+	}
+	terminal := rec.Status.Terminal()
+	if rec.Owner != nil {
+		evd := rec.OwnerEvidence
+		if evd == "" {
+			evd = "recorded owner"
+		}
+		add(*rec.Owner, rec.OwnerInferred, evd, terminal)
+	}
+	for _, id := range rec.Candidates {
+		add(id, true, "recorded candidate", terminal)
+	}
+	return out
+}
+
+// pickOwner prefers the current owner if it still lives, then an owner the
+// agent named over an inferred one, then the first.
+func pickOwner(rec *session.Record, alive []candidate) candidate {
+	if rec.Owner != nil {
+		for _, c := range alive {
+			if c.id == *rec.Owner && !c.inferred {
+				return c
+			}
+		}
+	}
+	for _, c := range alive {
+		if !c.inferred {
+			return c
+		}
+	}
+	if rec.Owner != nil {
+		for _, c := range alive {
+			if c.id == *rec.Owner {
+				return c
+			}
+		}
+	}
+	return alive[0]
+}
+
+// ambiguous: several live candidates and none named by the agent's data.
+func ambiguous(alive []candidate) bool {
+	if len(alive) < 2 {
+		return false
+	}
+	for _, c := range alive {
+		if !c.inferred {
+			return false
+		}
+	}
+	return true
+}
+
+// markDead makes out stopped, or interrupted when work was in flight: the
+// adapter reports it now, it was recorded before, or the session was busy
+// when last observed and cannot be observed now.
+func markDead(out, rec *session.Record, observed bool, inFlight []adapters.Issue, problems *[]session.Problem, now time.Time, reason string) {
+	flight := len(inFlight) > 0
+	if flight {
+		*problems = appendIssues(*problems, inFlight, now)
+	} else {
+		for _, p := range *problems {
+			if p.Kind.InFlight() {
+				flight = true
+			}
+		}
+	}
+	busyWhenLastSeen := !observed && rec.Activity == session.ActivityBusy && !rec.Status.Terminal()
+	switch {
+	case flight:
+		out.Status = session.StatusInterrupted
+		out.StatusReason = reason + "; work was in flight"
+	case busyWhenLastSeen:
+		out.Status = session.StatusInterrupted
+		out.StatusReason = reason + "; it was busy when last observed"
+	case rec.Status == session.StatusInterrupted && !observed:
+		// Keep what we knew: nothing new says the work was finished.
+		out.Status = session.StatusInterrupted
+		out.StatusReason = rec.StatusReason
+	default:
+		out.Status = session.StatusStopped
+		out.StatusReason = reason
+	}
+	out.Activity = ""
+	out.Candidates = nil
+	if out.StoppedAt == nil || !rec.Status.Terminal() {
+		t := now
+		if rec.Status == "" && out.LastActivityAt != nil {
+			// Discovered already dead: the best known end is the last write.
+			t = *out.LastActivityAt
+		}
+		out.StoppedAt = &t
+	}
+}
+
+func deadReason(cands []candidate) string {
+	if len(cands) == 1 {
+		return fmt.Sprintf("owner pid %d is dead: %s", cands[0].id.PID, cands[0].result.Reason)
+	}
+	return "every candidate owner is dead (" + pidList(cands) + ")"
+}
+
+func pidList(cs []candidate) string {
+	s := make([]string, len(cs))
+	for i, c := range cs {
+		s[i] = strconv.Itoa(c.id.PID)
+	}
+	return "pids " + strings.Join(s, ", ")
+}
+
+func appendIssues(dst []session.Problem, issues []adapters.Issue, now time.Time) []session.Problem {
+	for _, is := range issues {
+		since := is.Since
+		if since.IsZero() {
+			since = now
+		}
+		dst = append(dst, session.Problem{Kind: is.Kind, Key: is.Key, Detail: is.Detail, Since: since})
+	}
+	return dst
+}
+
+// mergeProblems keeps Since from the previous record for a problem seen
+// again (same kind and key), drops duplicates and orders the list so equal
+// sets compare equal.
+func mergeProblems(prev, next []session.Problem) []session.Problem {
+	type key struct {
+		kind session.ProblemKind
+		key  string
+	}
+	old := map[key]time.Time{}
+	for _, p := range prev {
+		old[key{p.Kind, p.Key}] = p.Since
+	}
+	seen := map[key]bool{}
+	out := make([]session.Problem, 0, len(next))
+	for _, p := range next {
+		k := key{p.Kind, p.Key}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if s, ok := old[k]; ok && !s.IsZero() {
+			p.Since = s
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// events describes the change from prev to next. No change, no event; a
+// change that only moves timestamps or titles is recorded without an event.
+func events(prev, next *session.Record, isNew bool, now time.Time) []session.Event {
+	ev := session.Event{
+		Time:     now,
+		Agent:    next.Agent,
+		To:       next.Status,
+		Activity: next.Activity,
+		Reason:   next.StatusReason,
+		Problems: problemKinds(next.Problems),
+	}
+	switch {
+	case isNew:
+		ev.Type = session.EventCreated
+	case prev.Status != next.Status:
+		ev.Type = session.EventStatus
+		ev.From = prev.Status
+	case prev.Activity != next.Activity,
+		!sameOwner(prev, next),
+		!sameProblems(prev.Problems, next.Problems):
+		ev.Type = session.EventUpdated
+		ev.From = prev.Status
+	default:
+		return nil
+	}
+	return []session.Event{ev}
+}
+
+func sameOwner(a, b *session.Record) bool {
+	if (a.Owner == nil) != (b.Owner == nil) {
+		return false
+	}
+	if a.Owner != nil && *a.Owner != *b.Owner {
+		return false
+	}
+	if len(a.Candidates) != len(b.Candidates) {
+		return false
+	}
+	for i := range a.Candidates {
+		if a.Candidates[i] != b.Candidates[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sameProblems compares kinds, keys and details; Since is kept by merge.
+func sameProblems(a, b []session.Problem) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Kind != b[i].Kind || a[i].Key != b[i].Key || a[i].Detail != b[i].Detail {
+			return false
+		}
+	}
+	return true
+}
+
+func problemKinds(ps []session.Problem) []session.ProblemKind {
+	var out []session.ProblemKind
+	for _, p := range ps {
+		if len(out) == 0 || out[len(out)-1] != p.Kind {
+			out = append(out, p.Kind)
+		}
+	}
+	return out
+}

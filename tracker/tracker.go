@@ -1,0 +1,534 @@
+// Package tracker is where a session's status is decided, and the only code
+// that changes it.
+//
+// A pass observes (a process-table snapshot, each adapter's Discover), then
+// decides each session with the pure function decide, then records every
+// change through state in one transaction with its event. Passes run on a
+// periodic tick, at once when a watched owner exits, and shortly after an
+// adapter's change hint. The tracker does no I/O of its own: processes are
+// read through Host, agent data through adapters, the store through state.
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
+)
+
+// Host is the process table: liveness probes and snapshots. proc.Host is the
+// real one; tests use fakes.
+type Host interface {
+	Probe(proc.Identity) proc.Result
+	Snapshot() (*proc.Snapshot, error)
+}
+
+// ExitSource delivers owner exits as events (pidfd, kqueue), so a death is
+// noticed at once rather than at the next tick. proc.ExitWatcher is the real one.
+type ExitSource interface {
+	Watch(proc.Identity) error
+	Unwatch(proc.Identity)
+	Exits() <-chan proc.Exit
+}
+
+// Config configures a Tracker. Zero durations take the defaults.
+type Config struct {
+	Store    *state.Store
+	Adapters []adapters.Adapter
+	Host     Host
+	// Exits is optional: without it deaths are noticed at the next tick.
+	Exits ExitSource
+	// Interval between periodic passes (default 5 s).
+	Interval time.Duration
+	// Grace is the launch grace period, and how long the data of a session
+	// with no candidate owner must be still before it counts as dead
+	// (default 30 s).
+	Grace time.Duration
+	// StallAfter flags a live, busy session with no progress (default 20 min).
+	StallAfter time.Duration
+	// Debounce delays a pass after a change hint so bursts coalesce
+	// (default 200 ms).
+	Debounce time.Duration
+	// DiscoverTimeout bounds one adapter's Discover (default 30 s).
+	DiscoverTimeout time.Duration
+	Now             func() time.Time
+	Logger          *zap.Logger
+}
+
+// Defaults for Config.
+const (
+	DefaultInterval   = 5 * time.Second
+	DefaultGrace      = 30 * time.Second
+	DefaultStallAfter = 20 * time.Minute
+	DefaultDebounce   = 200 * time.Millisecond
+)
+
+// AdapterHealth is what the last pass learned about one adapter.
+type AdapterHealth struct {
+	Name         string    `json:"name"`
+	LastScan     time.Time `json:"last_scan"`
+	LastDuration string    `json:"last_duration"`
+	Sessions     int       `json:"sessions"`
+	// LastError is the error of the last pass ("" when it looked fine);
+	// InputErrors names each input that could not be read.
+	LastError   string   `json:"last_error,omitempty"`
+	InputErrors []string `json:"input_errors,omitempty"`
+}
+
+// Stats are counters for health and metrics.
+type Stats struct {
+	Passes        uint64
+	LastPass      time.Time
+	LastDuration  time.Duration
+	LastError     string
+	Probes        uint64
+	ProbeUnknown  uint64
+	AdapterErrors uint64
+	Transitions   uint64
+	Created       uint64
+	Adapters      []AdapterHealth
+}
+
+// PassReport summarizes one pass.
+type PassReport struct {
+	Trigger  string
+	Duration time.Duration
+	Sessions int
+	Created  int
+	Changed  int
+}
+
+// Tracker runs reconcile passes. Safe for concurrent use; passes serialize.
+type Tracker struct {
+	cfg Config
+	log *zap.Logger
+
+	passMu  sync.Mutex // one pass at a time
+	watched map[proc.Identity]bool
+
+	hint chan struct{}
+
+	statsMu sync.Mutex
+	stats   Stats
+	health  map[string]AdapterHealth
+
+	// OnPass, if set before Run, is called after each successful pass (the
+	// daemon sends WATCHDOG=1 and updates metrics from it).
+	OnPass func(PassReport)
+}
+
+// New returns a Tracker. Call Reconcile once before serving (invariant 6),
+// then Run.
+func New(cfg Config) *Tracker {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.StallAfter <= 0 {
+		cfg.StallAfter = DefaultStallAfter
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	if cfg.DiscoverTimeout <= 0 {
+		cfg.DiscoverTimeout = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &Tracker{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		watched: map[proc.Identity]bool{},
+		hint:    make(chan struct{}, 1),
+		health:  map[string]AdapterHealth{},
+	}
+}
+
+// Hint says an adapter's data changed; a pass follows after the debounce.
+// It never blocks.
+func (t *Tracker) Hint() {
+	select {
+	case t.hint <- struct{}{}:
+	default:
+	}
+}
+
+// Run drives passes until ctx is done: every Interval, at once on an owner's
+// exit, and after hints. Cancellation is not an error: Run returns nil.
+func (t *Tracker) Run(ctx context.Context) error {
+	tick := time.NewTicker(t.cfg.Interval)
+	defer tick.Stop()
+	var exits <-chan proc.Exit
+	if t.cfg.Exits != nil {
+		exits = t.cfg.Exits.Exits()
+	}
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+	for {
+		var trigger string
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			trigger = "tick"
+		case ex := <-exits:
+			t.log.Debug("owner exited", zap.Int("pid", ex.Identity.PID), zap.String("noticed_by", ex.Reason))
+			trigger = "exit"
+		case <-t.hint:
+			debounce.Reset(t.cfg.Debounce)
+			continue
+		case <-debounce.C:
+			trigger = "hint"
+		}
+		if _, err := t.Reconcile(ctx, trigger); err != nil && ctx.Err() == nil {
+			t.log.Error("reconcile pass failed", zap.String("trigger", trigger), zap.Error(err))
+		}
+	}
+}
+
+// Reconcile runs one pass now: observe, decide, record. It is also the
+// startup reconciliation that must finish before the daemon reports ready.
+func (t *Tracker) Reconcile(ctx context.Context, trigger string) (PassReport, error) {
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	start := time.Now()
+	rep, err := t.pass(ctx)
+	rep.Trigger = trigger
+	rep.Duration = time.Since(start)
+
+	t.statsMu.Lock()
+	t.stats.Passes++
+	t.stats.LastPass = t.cfg.Now()
+	t.stats.LastDuration = rep.Duration
+	t.stats.Transitions += uint64(rep.Changed)
+	t.stats.Created += uint64(rep.Created)
+	if err != nil {
+		t.stats.LastError = err.Error()
+	} else {
+		t.stats.LastError = ""
+	}
+	t.statsMu.Unlock()
+
+	if err == nil {
+		t.log.Debug("reconciled", zap.String("trigger", trigger), zap.Duration("took", rep.Duration),
+			zap.Int("sessions", rep.Sessions), zap.Int("created", rep.Created), zap.Int("changed", rep.Changed))
+		if t.OnPass != nil {
+			t.OnPass(rep)
+		}
+	}
+	return rep, err
+}
+
+// Stats returns a copy of the counters and each adapter's health.
+func (t *Tracker) Stats() Stats {
+	t.statsMu.Lock()
+	defer t.statsMu.Unlock()
+	s := t.stats
+	s.Adapters = nil
+	for _, a := range t.cfg.Adapters {
+		h, ok := t.health[a.Name()]
+		if !ok {
+			h = AdapterHealth{Name: a.Name()}
+		}
+		s.Adapters = append(s.Adapters, h)
+	}
+	return s
+}
+
+// observation is one adapter's result for this pass.
+type observation struct {
+	err       error           // Discover failed: nothing is known this pass
+	badInputs map[string]bool // inputs that failed while others were read
+	byUp      map[string]*adapters.Observed
+}
+
+func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
+	var rep PassReport
+	snap, err := t.cfg.Host.Snapshot()
+	if err != nil {
+		// Adapters still run: they must cope with a nil snapshot (no owners
+		// inferred this pass); stored owners are still probed directly.
+		t.log.Warn("process snapshot failed", zap.Error(err))
+		snap = nil
+	}
+	obs := t.discoverAll(ctx, snap)
+	if ctx.Err() != nil {
+		return rep, ctx.Err()
+	}
+
+	probes := map[proc.Identity]proc.Result{}
+	var unknown uint64
+	probe := func(id proc.Identity) proc.Result {
+		if r, ok := probes[id]; ok {
+			return r
+		}
+		r := t.cfg.Host.Probe(id)
+		probes[id] = r
+		if r.Liveness == proc.Unknown {
+			unknown++
+			t.log.Warn("liveness probe failed", zap.Int("pid", id.PID), zap.String("reason", r.Reason))
+		}
+		return r
+	}
+	defer func() {
+		t.statsMu.Lock()
+		t.stats.Probes += uint64(len(probes))
+		t.stats.ProbeUnknown += unknown
+		t.statsMu.Unlock()
+	}()
+	now := t.cfg.Now()
+	base := evidence{probe: probe, now: now, grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
+
+	recs, err := t.cfg.Store.List()
+	if err != nil {
+		return rep, fmt.Errorf("list sessions: %w", err)
+	}
+	rep.Sessions = len(recs)
+
+	// Match records to observations, and find observations with no record.
+	claimed := map[string]map[string]bool{} // agent -> upstream ids with a record
+	for _, r := range recs {
+		if r.UpstreamID == "" {
+			continue
+		}
+		if claimed[r.Agent] == nil {
+			claimed[r.Agent] = map[string]bool{}
+		}
+		claimed[r.Agent][r.UpstreamID] = true
+	}
+	links := t.linkLaunched(recs, obs, claimed)
+
+	evidenceFor := func(r *session.Record) evidence {
+		ev := base
+		o, ok := obs[r.Agent]
+		if !ok {
+			return ev // no adapter for this agent: nothing is known
+		}
+		up := r.UpstreamID
+		if up == "" {
+			up = links[r.ID]
+		}
+		if up != "" {
+			ev.obs = o.byUp[up]
+		}
+		if ev.obs == nil {
+			switch {
+			case o.err != nil:
+				ev.adapterErr = o.err
+			case r.Source != "" && o.badInputs[r.Source]:
+				ev.adapterErr = fmt.Errorf("cannot read %s", r.Source)
+			}
+		}
+		return ev
+	}
+
+	// Decide outside the write transaction; re-decide inside it on the fresh
+	// record only for the sessions that change, so the writer lock is short
+	// and a concurrent change (a launch, a link) is never overwritten.
+	var changed []string
+	for _, r := range recs {
+		next, evs := decide(r, evidenceFor(r))
+		if len(evs) > 0 || recordMoved(r, next) || links[r.ID] != "" {
+			changed = append(changed, r.ID)
+		}
+	}
+	type created struct {
+		rec *session.Record
+		ev  session.Event
+	}
+	var creates []created
+	for agent, o := range obs {
+		for up, ob := range o.byUp {
+			if claimed[agent][up] {
+				continue
+			}
+			fresh := &session.Record{Agent: agent, UpstreamID: up, CreatedAt: now, Problems: []session.Problem{}}
+			ev := base
+			ev.obs = ob
+			next, evs := decide(fresh, ev)
+			creates = append(creates, created{next, evs[0]})
+		}
+	}
+	if len(changed) == 0 && len(creates) == 0 {
+		t.syncWatches(recs)
+		return rep, nil
+	}
+
+	err = t.cfg.Store.Batch(func(tx *state.Tx) error {
+		for _, id := range changed {
+			_, err := tx.Update(id, func(r *session.Record) ([]session.Event, error) {
+				if r.UpstreamID == "" && links[id] != "" {
+					r.UpstreamID = links[id]
+				}
+				next, evs := decide(r, evidenceFor(r))
+				*r = *next
+				return evs, nil
+			})
+			if errors.Is(err, state.ErrNotFound) {
+				continue // removed meanwhile
+			}
+			if err != nil {
+				return fmt.Errorf("update session %s: %w", id, err)
+			}
+			rep.Changed++
+		}
+		for _, c := range creates {
+			err := tx.Create(c.rec, c.ev)
+			if errors.Is(err, state.ErrConflict) {
+				continue // recorded meanwhile (a launch linked it)
+			}
+			if err != nil {
+				return fmt.Errorf("create session %s/%s: %w", c.rec.Agent, c.rec.UpstreamID, err)
+			}
+			rep.Created++
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	if recs, err = t.cfg.Store.List(); err == nil {
+		t.syncWatches(recs)
+	}
+	return rep, nil
+}
+
+// linkLaunched ties a launched record that has no upstream id yet (OpenCode
+// shows its id only in its own data) to the unclaimed observation whose
+// owner is the launched process. Exactly one match, or none.
+func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observation, claimed map[string]map[string]bool) map[string]string {
+	links := map[string]string{}
+	for _, r := range recs {
+		if r.UpstreamID != "" || r.Owner == nil || !r.Launched {
+			continue
+		}
+		o := obs[r.Agent]
+		if o == nil {
+			continue
+		}
+		var match []string
+		for up, ob := range o.byUp {
+			if claimed[r.Agent][up] {
+				continue
+			}
+			for _, ow := range ob.Owners {
+				if ow.Identity == *r.Owner {
+					match = append(match, up)
+					break
+				}
+			}
+		}
+		if len(match) == 1 {
+			links[r.ID] = match[0]
+			if claimed[r.Agent] == nil {
+				claimed[r.Agent] = map[string]bool{}
+			}
+			claimed[r.Agent][match[0]] = true
+		}
+	}
+	return links
+}
+
+// recordMoved reports changes that carry no event (last activity, title,
+// cwd, last seen) but still belong in the record.
+func recordMoved(a, b *session.Record) bool {
+	return !timeEq(a.LastActivityAt, b.LastActivityAt) || a.Title != b.Title || a.Cwd != b.Cwd ||
+		a.Source != b.Source || (a.LastSeenAt == nil) != (b.LastSeenAt == nil) ||
+		a.StatusReason != b.StatusReason && a.Status != b.Status
+}
+
+func timeEq(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[string]*observation {
+	out := map[string]*observation{}
+	for _, a := range t.cfg.Adapters {
+		name := a.Name()
+		dctx, cancel := context.WithTimeout(ctx, t.cfg.DiscoverTimeout)
+		start := time.Now()
+		res, err := a.Discover(dctx, snap)
+		cancel()
+		o := &observation{err: err, badInputs: map[string]bool{}, byUp: map[string]*adapters.Observed{}}
+		h := AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: time.Since(start).String()}
+		if err != nil {
+			h.LastError = err.Error()
+			t.log.Warn("adapter could not look; statuses kept", zap.String("adapter", name), zap.Error(err))
+		} else {
+			for i := range res.Sessions {
+				s := &res.Sessions[i]
+				if s.UpstreamID == "" {
+					continue
+				}
+				o.byUp[s.UpstreamID] = s
+			}
+			for _, ie := range res.Errors {
+				o.badInputs[ie.Input] = true
+				h.InputErrors = append(h.InputErrors, ie.Error())
+				t.log.Warn("adapter input unreadable", zap.String("adapter", name), zap.String("input", ie.Input), zap.Error(ie.Err))
+			}
+			h.Sessions = len(o.byUp)
+		}
+		out[name] = o
+		t.statsMu.Lock()
+		if err != nil || len(res.Errors) > 0 {
+			t.stats.AdapterErrors++
+		}
+		t.health[name] = h
+		t.statsMu.Unlock()
+	}
+	return out
+}
+
+// syncWatches asks the exit source to watch every live owner and candidate
+// of a non-terminal session, and to forget the rest.
+func (t *Tracker) syncWatches(recs []*session.Record) {
+	if t.cfg.Exits == nil {
+		return
+	}
+	want := map[proc.Identity]bool{}
+	for _, r := range recs {
+		if r.Status.Terminal() {
+			continue
+		}
+		if r.Owner != nil {
+			want[*r.Owner] = true
+		}
+		for _, c := range r.Candidates {
+			want[c] = true
+		}
+	}
+	for id := range want {
+		if !t.watched[id] {
+			if err := t.cfg.Exits.Watch(id); err != nil {
+				t.log.Debug("cannot watch owner exit; the periodic probe covers it", zap.Int("pid", id.PID), zap.Error(err))
+				continue
+			}
+			t.watched[id] = true
+		}
+	}
+	for id := range t.watched {
+		if !want[id] {
+			t.cfg.Exits.Unwatch(id)
+			delete(t.watched, id)
+		}
+	}
+}

@@ -1,0 +1,308 @@
+package tracker
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
+)
+
+// fakeAdapter is an adapter made of function fields, for tests.
+type fakeAdapter struct {
+	name string
+	mu   sync.Mutex
+	obs  adapters.Observation
+	err  error
+}
+
+func (f *fakeAdapter) Name() string         { return f.name }
+func (f *fakeAdapter) WatchPaths() []string { return nil }
+func (f *fakeAdapter) Discover(ctx context.Context, _ *proc.Snapshot) (adapters.Observation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.obs, f.err
+}
+func (f *fakeAdapter) set(obs adapters.Observation, err error) {
+	f.mu.Lock()
+	f.obs, f.err = obs, err
+	f.mu.Unlock()
+}
+
+// clock is a settable test clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func openStore(t *testing.T, path string) *state.Store {
+	t.Helper()
+	st, err := state.Open(path, state.Options{Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// startProcess starts a real process and returns its identity; the process
+// is killed and reaped at cleanup.
+func startProcess(t *testing.T, host *proc.Host) (*exec.Cmd, proc.Identity) {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	id, err := host.Identify(cmd.Process.Pid)
+	if err != nil {
+		t.Fatalf("identify pid %d: %v", cmd.Process.Pid, err)
+	}
+	return cmd, id
+}
+
+// deadIdentity returns the identity of a real process that has exited and
+// been reaped.
+func deadIdentity(t *testing.T, host *proc.Host) proc.Identity {
+	t.Helper()
+	cmd, id := startProcess(t, host)
+	cmd.Process.Kill()
+	cmd.Wait()
+	return id
+}
+
+func get(t *testing.T, st *state.Store, ref string) *session.Record {
+	t.Helper()
+	r, err := st.Lookup(ref)
+	if err != nil {
+		t.Fatalf("lookup %s: %v", ref, err)
+	}
+	return r
+}
+
+// Invariant 6: startup reconciliation over a store holding stale records.
+// Live owners are re-adopted; dead ones become stopped or interrupted, before
+// anything else runs.
+func TestStartupRecoveryOverStaleRecords(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	_, live := startProcess(t, host)
+	dead := deadIdentity(t, host)
+	busyDead := deadIdentity(t, host)
+	now := time.Now()
+	for _, r := range []*session.Record{
+		{Agent: "claude", UpstreamID: "live", Status: session.StatusRunning, Activity: session.ActivityIdle, Owner: &live, CreatedAt: now},
+		{Agent: "claude", UpstreamID: "dead-idle", Status: session.StatusRunning, Activity: session.ActivityIdle, Owner: &dead, CreatedAt: now},
+		{Agent: "claude", UpstreamID: "dead-busy", Status: session.StatusRunning, Activity: session.ActivityBusy, Owner: &busyDead, CreatedAt: now},
+	} {
+		if err := st.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The adapter failed to look: recovery must still use the probes.
+	ad := &fakeAdapter{name: "claude", err: errors.New("root unreadable")}
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Logger: zaptest.NewLogger(t)})
+	if _, err := tr.Reconcile(context.Background(), "startup"); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, st, "live"); r.Status != session.StatusRunning || r.PID() != live.PID {
+		t.Errorf("live owner: %s pid %d (%s)", r.Status, r.PID(), r.StatusReason)
+	}
+	if r := get(t, st, "dead-idle"); r.Status != session.StatusStopped {
+		t.Errorf("dead idle owner: %s (%s)", r.Status, r.StatusReason)
+	}
+	if r := get(t, st, "dead-busy"); r.Status != session.StatusInterrupted {
+		t.Errorf("dead busy owner: %s (%s)", r.Status, r.StatusReason)
+	}
+	if r := get(t, st, "live"); r.Problem(session.ProblemAdapterError) == nil {
+		t.Errorf("adapter error not reported on %+v", r.Problems)
+	}
+}
+
+// Invariant 2 over several passes: a session missing from scans, or behind
+// an adapter error, keeps its status while its owner lives, and stops only
+// when the probe says the owner died.
+func TestAbsenceAndAdapterErrorsNeverStop(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	cmd, owner := startProcess(t, host)
+	ad := &fakeAdapter{name: "claude"}
+	seen := adapters.Observation{Sessions: []adapters.Observed{{
+		UpstreamID: "u1", Cwd: "/w", Owners: []adapters.Owner{{Identity: owner, Evidence: "registry"}},
+		Activity: session.ActivityBusy, LastActivity: time.Now(),
+	}}}
+	ad.set(seen, nil)
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Logger: zaptest.NewLogger(t)})
+	ctx := context.Background()
+	mustPass := func() {
+		t.Helper()
+		if _, err := tr.Reconcile(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPass()
+	if r := get(t, st, "u1"); r.Status != session.StatusRunning || r.Activity != session.ActivityBusy {
+		t.Fatalf("discovered: %s/%s", r.Status, r.Activity)
+	}
+	ad.set(adapters.Observation{}, nil) // the scan misses it
+	mustPass()
+	if r := get(t, st, "u1"); r.Status != session.StatusRunning {
+		t.Fatalf("absent from scan: %s (%s)", r.Status, r.StatusReason)
+	}
+	ad.set(adapters.Observation{}, errors.New("EACCES")) // the adapter cannot look
+	mustPass()
+	r := get(t, st, "u1")
+	if r.Status != session.StatusRunning || r.Problem(session.ProblemAdapterError) == nil {
+		t.Fatalf("adapter error: %s problems %+v", r.Status, r.Problems)
+	}
+	ad.set(seen, nil) // back to normal: the adapter error clears
+	mustPass()
+	if r := get(t, st, "u1"); r.Problem(session.ProblemAdapterError) != nil {
+		t.Fatalf("adapter error not cleared: %+v", r.Problems)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	ad.set(adapters.Observation{}, nil)
+	mustPass()
+	if r := get(t, st, "u1"); r.Status != session.StatusInterrupted {
+		t.Fatalf("owner killed while busy: %s (%s)", r.Status, r.StatusReason)
+	}
+}
+
+// Invariants 3 and 4 through the store: a launched session is starting in
+// the grace period, running with not_discovered after it, stopped when its
+// owner dies, and running again with the new owner when a live process
+// claims its upstream id.
+func TestGraceAndRevival(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	clk := &clock{now: time.Now()}
+	cmd, owner := startProcess(t, host)
+	launched := &session.Record{Agent: "claude", UpstreamID: "u2", Status: session.StatusStarting, Owner: &owner, Launched: true, CreatedAt: clk.Now()}
+	if err := st.Create(launched, session.Event{Type: session.EventCreated, To: session.StatusStarting}); err != nil {
+		t.Fatal(err)
+	}
+	ad := &fakeAdapter{name: "claude"}
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Now: clk.Now, Grace: 30 * time.Second, Logger: zaptest.NewLogger(t)})
+	ctx := context.Background()
+	pass := func() *session.Record {
+		t.Helper()
+		if _, err := tr.Reconcile(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		return get(t, st, "u2")
+	}
+	clk.Add(10 * time.Second)
+	if r := pass(); r.Status != session.StatusStarting {
+		t.Fatalf("inside grace: %s", r.Status)
+	}
+	clk.Add(25 * time.Second)
+	r := pass()
+	if r.Status != session.StatusRunning || r.Problem(session.ProblemNotDiscovered) == nil {
+		t.Fatalf("past grace, never discovered: %s %+v", r.Status, r.Problems)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if r := pass(); r.Status != session.StatusStopped {
+		t.Fatalf("owner dead: %s (%s)", r.Status, r.StatusReason)
+	}
+	// Another process resumes the same upstream session.
+	_, second := startProcess(t, host)
+	ad.set(adapters.Observation{Sessions: []adapters.Observed{{UpstreamID: "u2", Owners: []adapters.Owner{{Identity: second, Evidence: "argv --resume"}}, Activity: session.ActivityIdle}}}, nil)
+	r = pass()
+	if r.Status != session.StatusRunning || r.PID() != second.PID || r.StoppedAt != nil {
+		t.Fatalf("revival: %s pid %d stopped_at %v", r.Status, r.PID(), r.StoppedAt)
+	}
+	if r.ID != launched.ID {
+		t.Fatalf("revival changed the id: %s -> %s", launched.ID, r.ID)
+	}
+	evs, err := st.Events(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []session.Status
+	for _, e := range evs {
+		if e.SessionID == r.ID && (e.Type == session.EventCreated || e.Type == session.EventStatus) {
+			statuses = append(statuses, e.To)
+		}
+	}
+	want := []session.Status{session.StatusStarting, session.StatusRunning, session.StatusStopped, session.StatusRunning}
+	if !equalStatuses(statuses, want) {
+		t.Fatalf("event trail %v, want %v", statuses, want)
+	}
+}
+
+func equalStatuses(a, b []session.Status) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// An owner's death is noticed by its exit event, at once, not at the next
+// tick (which is an hour away here).
+func TestExitEventReconcilesAtOnce(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	cmd, owner := startProcess(t, host)
+	ad := &fakeAdapter{name: "claude"}
+	ad.set(adapters.Observation{Sessions: []adapters.Observed{{UpstreamID: "u3", Owners: []adapters.Owner{{Identity: owner, Evidence: "registry"}}, Activity: session.ActivityIdle}}}, nil)
+	w, err := proc.NewExitWatcher(host, time.Hour, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Exits: w, Interval: time.Hour, Logger: zaptest.NewLogger(t)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := tr.Reconcile(ctx, "startup"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx) }()
+	changed := st.Changed()
+	killed := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case <-changed:
+			changed = st.Changed()
+			if r := get(t, st, "u3"); r.Status == session.StatusStopped {
+				t.Logf("stopped %s after the kill", time.Since(killed))
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatalf("Run returned %v on cancel", err)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no stop within 5s of the kill; status %s", get(t, st, "u3").Status)
+		}
+	}
+}
