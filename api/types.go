@@ -1,0 +1,121 @@
+// Package api holds sessiond's wire types and a Go client for its local API,
+// for sessionctl and for any other local tool.
+//
+// The API is HTTP/1.1 with JSON over a Unix socket, versioned under /v1.
+// openapi.json beside this file documents it for tools in other languages.
+package api
+
+import (
+	"time"
+
+	"github.com/sessiond/sessiond/session"
+)
+
+// Session is a session as the API serves it. The JSON names id, agent,
+// upstream_id, status, activity, pid, pid_start, cwd, launched, problems,
+// created_at, updated_at, stopped_at, last_activity_at and resume are a
+// contract other tools rely on; fields may be added, never renamed.
+type Session struct {
+	ID             string                `json:"id"`
+	Agent          string                `json:"agent"`
+	UpstreamID     string                `json:"upstream_id"`
+	Status         session.Status        `json:"status"`
+	StatusReason   string                `json:"status_reason,omitempty"`
+	Activity       session.Activity      `json:"activity"`
+	PID            int                   `json:"pid"`
+	PIDStart       uint64                `json:"pid_start"`
+	BootID         string                `json:"boot_id,omitempty"`
+	OwnerInferred  bool                  `json:"owner_inferred"`
+	OwnerEvidence  string                `json:"owner_evidence,omitempty"`
+	CandidatePIDs  []int                 `json:"candidate_pids,omitempty"`
+	Cwd            string                `json:"cwd"`
+	Title          string                `json:"title,omitempty"`
+	Source         string                `json:"source,omitempty"`
+	Launched       bool                  `json:"launched"`
+	Problems       []session.Problem     `json:"problems"`
+	CreatedAt      time.Time             `json:"created_at"`
+	UpdatedAt      time.Time             `json:"updated_at"`
+	StoppedAt      *time.Time            `json:"stopped_at"`
+	LastActivityAt *time.Time            `json:"last_activity_at"`
+	Resume         *session.ResumeCursor `json:"resume"`
+}
+
+// FromRecord converts a stored record to its wire form.
+func FromRecord(r *session.Record) Session {
+	s := Session{
+		ID: r.ID, Agent: r.Agent, UpstreamID: r.UpstreamID,
+		Status: r.Status, StatusReason: r.StatusReason, Activity: r.Activity,
+		OwnerInferred: r.OwnerInferred, OwnerEvidence: r.OwnerEvidence,
+		Cwd: r.Cwd, Title: r.Title, Source: r.Source, Launched: r.Launched,
+		Problems:  r.Problems,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StoppedAt: r.StoppedAt,
+		LastActivityAt: r.LastActivityAt, Resume: r.Resume,
+	}
+	if s.Problems == nil {
+		s.Problems = []session.Problem{}
+	}
+	if r.Owner != nil {
+		s.PID, s.PIDStart, s.BootID = r.Owner.PID, r.Owner.StartTicks, r.Owner.BootID
+	}
+	for _, c := range r.Candidates {
+		s.CandidatePIDs = append(s.CandidatePIDs, c.PID)
+	}
+	return s
+}
+
+// SessionList is the answer of GET /v1/sessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// Event is an entry of the event log, as GET /v1/events streams it. Seq is
+// also the SSE id, so a client resuming with Last-Event-ID misses nothing.
+type Event = session.Event
+
+// AdapterHealth is one adapter's last scan.
+type AdapterHealth struct {
+	Name         string    `json:"name"`
+	LastScan     time.Time `json:"last_scan"`
+	LastDuration string    `json:"last_duration"`
+	Sessions     int       `json:"sessions"`
+	LastError    string    `json:"last_error,omitempty"`
+	InputErrors  []string  `json:"input_errors,omitempty"`
+}
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Version   string    `json:"version"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"started_at"`
+	Uptime    string    `json:"uptime"`
+	StorePath string    `json:"store_path"`
+	// StoreRecovered names the file a corrupt store was moved to at start.
+	StoreRecovered string          `json:"store_recovered,omitempty"`
+	Socket         string          `json:"socket"`
+	LastReconcile  time.Time       `json:"last_reconcile"`
+	ReconcileTook  string          `json:"reconcile_took"`
+	ReconcileError string          `json:"reconcile_error,omitempty"`
+	LastEventSeq   uint64          `json:"last_event_seq"`
+	Sessions       map[string]int  `json:"sessions"` // by status
+	Adapters       []AdapterHealth `json:"adapters"`
+}
+
+// Error is the body of every error answer.
+type Error struct {
+	Error string `json:"error"`
+	// Code is a stable machine-readable word: not_found, ambiguous,
+	// bad_request, forbidden, internal, unavailable.
+	Code string `json:"code"`
+	// Candidates lists matching ids when Code is "ambiguous".
+	Candidates []string `json:"candidates,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeNotFound    = "not_found"
+	CodeAmbiguous   = "ambiguous"
+	CodeBadRequest  = "bad_request"
+	CodeForbidden   = "forbidden"
+	CodeInternal    = "internal"
+	CodeUnavailable = "unavailable"
+)

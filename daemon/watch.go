@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/tracker"
+)
+
+// maxWatches bounds the directories watched, so a huge history cannot
+// exhaust inotify watches (or, on macOS, kqueue's descriptor per watch).
+const maxWatches = 4096
+
+// watchAdapters turns changes under the adapters' watch paths into tracker
+// hints. fsnotify drops events and is not recursive, so this only hints:
+// the tracker's periodic pass stays the truth. The watch list is refreshed
+// periodically because adapters learn new directories (new projects).
+func watchAdapters(ctx context.Context, ads []adapters.Adapter, tr *tracker.Tracker, extra <-chan struct{}, log *zap.Logger) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		log.Warn("file change hints unavailable; relying on periodic passes", zap.Error(err))
+		w = nil
+	}
+	if w != nil {
+		defer w.Close()
+	}
+	watched := map[string]bool{}
+	sync := func() {
+		if w == nil {
+			return
+		}
+		want := map[string]bool{}
+		for _, a := range ads {
+			for _, p := range a.WatchPaths() {
+				if len(want) >= maxWatches {
+					break
+				}
+				want[p] = true
+			}
+		}
+		for p := range want {
+			if watched[p] {
+				continue
+			}
+			if err := w.Add(p); err != nil {
+				log.Debug("cannot watch directory", zap.String("path", p), zap.Error(err))
+				continue
+			}
+			watched[p] = true
+		}
+		for p := range watched {
+			if !want[p] {
+				_ = w.Remove(p)
+				delete(watched, p)
+			}
+		}
+	}
+	sync()
+	refresh := time.NewTicker(30 * time.Second)
+	defer refresh.Stop()
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if w != nil {
+		events, errs = w.Events, w.Errors
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh.C:
+			sync()
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.Has(fsnotify.Create) {
+				// A new directory (project) may need a watch of its own.
+				sync()
+			}
+			tr.Hint()
+		case err, ok := <-errs:
+			if !ok {
+				return
+			}
+			// Overflow or a watcher error: events were lost, rescan now.
+			log.Warn("file watcher error; rescanning", zap.Error(err))
+			tr.Hint()
+		case <-extra:
+			log.Info("rescan requested")
+			tr.Hint()
+		}
+	}
+}
