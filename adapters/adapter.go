@@ -27,12 +27,20 @@ type Adapter interface {
 	WatchPaths() []string
 }
 
+// Rescanner is implemented by adapters that read incrementally: after a
+// lost file-change event (watcher overflow) the next Discover must look at
+// everything again.
+type Rescanner interface {
+	RequestRescan()
+}
+
 // Observation is one Discover pass.
 type Observation struct {
 	Sessions []Observed
-	// Errors are inputs (a config root, a database file) that could not be
-	// read this pass. Sessions last seen in such an input keep their last
-	// known state and get an adapter_error problem.
+	// Errors are inputs (a config root, a project dir, a database file)
+	// that could not be read this pass. Sessions last seen in such an input,
+	// or under it when it is a directory, keep their last known state and
+	// get an adapter_error problem.
 	Errors []InputError
 }
 

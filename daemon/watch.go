@@ -86,12 +86,25 @@ func watchAdapters(ctx context.Context, ads []adapters.Adapter, tr *tracker.Trac
 			if !ok {
 				return
 			}
-			// Overflow or a watcher error: events were lost, rescan now.
-			log.Warn("file watcher error; rescanning", zap.Error(err))
+			// Overflow or a watcher error: events were lost, so incremental
+			// adapters must look at everything again, now.
+			log.Warn("file watcher error; rescanning everything", zap.Error(err))
+			rescanAll(ads)
 			tr.Hint()
 		case <-extra:
-			log.Info("rescan requested")
+			log.Info("full rescan requested")
+			rescanAll(ads)
 			tr.Hint()
+		}
+	}
+}
+
+// rescanAll makes every incremental adapter look at all its data on its
+// next pass.
+func rescanAll(ads []adapters.Adapter) {
+	for _, a := range ads {
+		if r, ok := a.(adapters.Rescanner); ok {
+			r.RequestRescan()
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -257,6 +258,17 @@ type observation struct {
 	byUp      map[string]*adapters.Observed
 }
 
+// failedInput returns the failed input that source is, or lies under (a
+// failed root covers every project dir in it), or "".
+func (o *observation) failedInput(source string) string {
+	for in := range o.badInputs {
+		if source == in || strings.HasPrefix(source, strings.TrimSuffix(in, "/")+"/") {
+			return in
+		}
+	}
+	return ""
+}
+
 func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 	var rep PassReport
 	snap, err := t.cfg.Host.Snapshot()
@@ -330,8 +342,10 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 			switch {
 			case o.err != nil:
 				ev.adapterErr = o.err
-			case r.Source != "" && o.badInputs[r.Source]:
-				ev.adapterErr = fmt.Errorf("cannot read %s", r.Source)
+			case r.Source != "":
+				if in := o.failedInput(r.Source); in != "" {
+					ev.adapterErr = fmt.Errorf("cannot read %s", in)
+				}
 			}
 		}
 		return ev

@@ -306,3 +306,43 @@ func TestExitEventReconcilesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// An input error names a path; sessions from that input, or from under it
+// (a root covers its project dirs), get adapter_error; others do not.
+func TestInputErrorsFlagTheirSessions(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	_, owner := startProcess(t, host)
+	ad := &fakeAdapter{name: "claude"}
+	mk := func(up, src string) adapters.Observed {
+		return adapters.Observed{UpstreamID: up, Source: src, Owners: []adapters.Owner{{Identity: owner, Evidence: "registry"}}}
+	}
+	ad.set(adapters.Observation{Sessions: []adapters.Observed{
+		mk("a", "/r1/projects/-p1"), mk("b", "/r1/projects/-p2"), mk("c", "/r2/projects/-p1"),
+	}}, nil)
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Logger: zaptest.NewLogger(t)})
+	ctx := context.Background()
+	if _, err := tr.Reconcile(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// Next pass: /r1/projects/-p1 cannot be read, and all of /r2.
+	ad.set(adapters.Observation{Sessions: []adapters.Observed{mk("b", "/r1/projects/-p2")}, Errors: []adapters.InputError{
+		{Input: "/r1/projects/-p1", Err: errors.New("permission denied")},
+		{Input: "/r2", Err: errors.New("permission denied")},
+	}}, nil)
+	if _, err := tr.Reconcile(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for up, want := range map[string]bool{"a": true, "b": false, "c": true} {
+		r := get(t, st, up)
+		if got := r.Problem(session.ProblemAdapterError) != nil; got != want {
+			t.Errorf("session %s: adapter_error %v, want %v (%+v)", up, got, want, r.Problems)
+		}
+		if r.Status != session.StatusRunning {
+			t.Errorf("session %s: %s", up, r.Status)
+		}
+	}
+	if h := tr.Stats().Adapters[0]; len(h.InputErrors) != 2 {
+		t.Errorf("health input errors: %v", h.InputErrors)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
 )
@@ -204,10 +205,9 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // buildAdapters is the list of agents sessiond observes. Adding an agent
 // is one line here.
 func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
-	var out []adapters.Adapter
-	_ = o
-	_ = log
-	return out
+	return []adapters.Adapter{
+		claude.New(claude.Config{Roots: o.claudeDirs, DefaultRoot: filepath.Join(home(), ".claude"), Logger: log.Named("claude")}),
+	}
 }
 
 func run(args []string, stderr io.Writer) int {

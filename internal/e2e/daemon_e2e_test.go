@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
@@ -366,5 +367,77 @@ func TestEventsFollow(t *testing.T) {
 		case <-timeout:
 			t.Fatal("no stopped event within 5s of the kill")
 		}
+	}
+}
+
+// A Claude Code session started outside sessiond is discovered from its
+// registry entry and transcript, is running and busy while its owner lives,
+// and within a second of the owner's kill -9 is interrupted with the
+// orphaned tool call, the stale busy marker and the orphaned tool process.
+func TestClaudeSessionKilledMidTool(t *testing.T) {
+	e := newEnv(t)
+	root := claudetest.NewRoot(t, filepath.Join(e.home, ".claude"))
+	cwd := filepath.Join(e.home, "proj")
+	os.MkdirAll(cwd, 0o755)
+	id := claudetest.NewSessionID()
+	owner, _ := startOwner(t)
+	tr := claudetest.NewTranscript(id, cwd, time.Now().Add(-time.Minute))
+	toolID := tr.CrashMidTool("run the tests", "python3 -c 'import time; time.sleep(300)'")
+	root.WriteTranscript(t, tr)
+	root.WriteRegistry(t, claudetest.LiveEntry(t, owner.Process.Pid, id, cwd, "busy"))
+	// The tool's process: a child that names its owner and session, as
+	// Claude Code 2.1.328 sets in its tools' environment.
+	tool := exec.Command("sleep", "300")
+	tool.Env = append(os.Environ(), "CLAUDECODE=1", fmt.Sprintf("CLAUDE_PID=%d", owner.Process.Pid), "CLAUDE_CODE_SESSION_ID="+id)
+	if err := tool.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tool.Process.Kill(); tool.Wait() })
+
+	e.startDaemon()
+	s := e.show(id[:8])
+	if s.Status != session.StatusRunning || s.Activity != session.ActivityBusy || s.PID != owner.Process.Pid || s.Cwd != cwd {
+		t.Fatalf("live: %s/%s pid %d cwd %s (%s)", s.Status, s.Activity, s.PID, s.Cwd, s.StatusReason)
+	}
+	killed := time.Now()
+	owner.Process.Signal(syscall.SIGKILL)
+	owner.Wait()
+	for {
+		s = e.show(id)
+		if s.Status == session.StatusInterrupted {
+			break
+		}
+		if time.Since(killed) > 3*time.Second {
+			t.Fatalf("3s after kill -9: %s (%s)", s.Status, s.StatusReason)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("interrupted %s after kill -9", time.Since(killed).Round(time.Millisecond))
+	kinds := map[session.ProblemKind]string{}
+	for _, p := range s.Problems {
+		kinds[p.Kind] += p.Key + " "
+	}
+	if !strings.Contains(kinds[session.ProblemOrphanedToolCall], toolID) {
+		t.Errorf("orphaned_tool_call missing %s: %+v", toolID, s.Problems)
+	}
+	if _, ok := kinds[session.ProblemStaleBusyMarker]; !ok {
+		t.Errorf("stale_busy_marker missing: %+v", s.Problems)
+	}
+	// Orphans are found on the next pass's snapshot.
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(kinds[session.ProblemOrphanProcesses], fmt.Sprint(tool.Process.Pid)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan_processes missing pid %d: %+v", tool.Process.Pid, s.Problems)
+		}
+		time.Sleep(100 * time.Millisecond)
+		s = e.show(id)
+		kinds = map[session.ProblemKind]string{}
+		for _, p := range s.Problems {
+			kinds[p.Kind] += p.Key + " "
+		}
+	}
+	out, _, _ := e.ctl("ls")
+	if !strings.Contains(out, "interrupted") || !strings.Contains(out, "orphaned_tool_call") {
+		t.Errorf("ls:\n%s", out)
 	}
 }

@@ -1,0 +1,411 @@
+package claude
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// Evidence strings for owners and activity.
+const (
+	EvidenceRegistry      = "registry"
+	EvidenceArgvResume    = "argv --resume"
+	EvidenceArgvSessionID = "argv --session-id"
+	EvidenceCwdMatch      = "cwd match, started before the session's last write"
+	EvidenceRegistryState = "registry status"
+	EvidenceTranscript    = "transcript tail"
+	EvidenceNoLiveOwner   = "no live owner seen"
+)
+
+// sessBuild gathers one session's evidence in one root.
+type sessBuild struct {
+	id      string
+	root    *rootState
+	file    *fileState
+	entries []*regFile
+	argv    []*claudeProc
+}
+
+// liveOwner is an owner seen alive in this pass's snapshot, whose
+// descendants are remembered in case it dies without naming them.
+type liveOwner struct {
+	id      proc.Identity
+	session string
+}
+
+// assemble turns the roots' state and the process view into observations.
+func (a *Adapter) assemble(v *procView) []adapters.Observed {
+	type key struct {
+		root *rootState
+		id   string
+	}
+	builds := map[key]*sessBuild{}
+	var order []key
+	get := func(r *rootState, id string) *sessBuild {
+		k := key{r, id}
+		b := builds[k]
+		if b == nil {
+			b = &sessBuild{id: id, root: r}
+			builds[k] = b
+			order = append(order, k)
+		}
+		return b
+	}
+	rootByPath := map[string]*rootState{}
+	for _, r := range a.roots {
+		if !r.ok || !r.present {
+			continue
+		}
+		rootByPath[r.path] = r
+		for _, p := range r.projects {
+			if !p.ok {
+				continue
+			}
+			for _, f := range p.files {
+				if f.read {
+					get(r, f.id).file = f
+				}
+			}
+		}
+		if r.regsOK {
+			for _, rf := range r.regs {
+				if rf.entry != nil && rf.entry.SessionID != "" {
+					b := get(r, rf.entry.SessionID)
+					b.entries = append(b.entries, rf)
+				}
+			}
+		}
+	}
+	// Live claude processes whose argv names a session.
+	for id, cps := range v.byArgv {
+		for _, cp := range cps {
+			var b *sessBuild
+			for _, k := range order {
+				if k.id == id && (cp.root == "" || cp.root == k.root.path) {
+					b = builds[k]
+					break
+				}
+			}
+			if b == nil {
+				r := rootByPath[cp.root]
+				if r == nil {
+					continue // another root, or one that cannot be read now
+				}
+				b = get(r, id)
+			}
+			b.argv = append(b.argv, cp)
+		}
+	}
+
+	// Sorted by session id now, so the output needs no sort of its own.
+	slices.SortFunc(order, func(x, y key) int { return strings.Compare(x.id, y.id) })
+	regTicks := a.registryTicks(v)
+	var live []liveOwner
+	out := make([]adapters.Observed, 0, len(order))
+	index := map[string]int{}
+	for _, k := range order {
+		o, lo := a.observe(builds[k], v)
+		live = append(live, lo...)
+		if i, ok := index[o.UpstreamID]; ok {
+			out[i] = merge(out[i], o)
+			continue
+		}
+		index[o.UpstreamID] = len(out)
+		out = append(out, o)
+	}
+
+	for sid, issues := range a.orphans(v, regTicks, live) {
+		i, ok := index[sid]
+		if !ok {
+			a.log.Debug("orphan processes of a session not found", zap.String("session", sid), zap.Int("processes", len(issues)))
+			continue
+		}
+		out[i].Problems = append(out[i].Problems, issues...)
+	}
+	for i := range out {
+		if len(out[i].Problems) > 1 {
+			sort.Slice(out[i].Problems, func(x, y int) bool { return out[i].Problems[x].Key < out[i].Problems[y].Key })
+		}
+	}
+	return out
+}
+
+// observe builds one Observed and lists its owners seen alive.
+func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveOwner) {
+	// Source is the most specific input the session lives in (its project
+	// dir), so an unreadable project dir flags exactly its own sessions.
+	o := adapters.Observed{UpstreamID: b.id, Source: b.root.path}
+	var sum *summary
+	if b.file != nil {
+		o.Source = filepath.Dir(b.file.path)
+		sum = &b.file.sum
+		o.Cwd = sum.Cwd
+		o.Title = sum.Title
+		o.LastActivity = sum.Last
+		if o.LastActivity.IsZero() {
+			o.LastActivity = b.file.mtime
+		}
+	}
+	var live []liveOwner
+	sort.Slice(b.entries, func(i, j int) bool { return b.entries[i].entry.PID < b.entries[j].entry.PID })
+	for _, rf := range b.entries {
+		e := rf.entry
+		if o.Cwd == "" {
+			o.Cwd = e.Cwd
+		}
+		if o.Title == "" && e.Name != "" {
+			o.Title = Shorten(e.Name, titleMax)
+		}
+		if b.file == nil {
+			for _, t := range []time.Time{e.UpdatedAt, e.StatusUpdatedAt, e.StartedAt} {
+				if t.After(o.LastActivity) {
+					o.LastActivity = t
+				}
+			}
+		}
+		id, valid := a.registryOwner(e, v)
+		o.Owners = append(o.Owners, adapters.Owner{Identity: id, Evidence: EvidenceRegistry})
+		if valid {
+			live = append(live, liveOwner{id, b.id})
+			if act, ok := registryActivity(e.Status); ok && o.ActivityEvidence == "" {
+				o.Activity = act
+				o.ActivityEvidence = EvidenceRegistryState
+				if act == session.ActivityWaiting && e.WaitingFor != "" {
+					o.ActivityEvidence += " (waiting for " + e.WaitingFor + ")"
+				}
+			}
+		}
+		if e.Status == "busy" {
+			since := e.StatusUpdatedAt
+			if since.IsZero() {
+				since = e.UpdatedAt
+			}
+			o.InFlight = append(o.InFlight, adapters.Issue{
+				Kind:   session.ProblemStaleBusyMarker,
+				Key:    strconv.Itoa(e.PID),
+				Detail: fmt.Sprintf("%s says busy (pid %d)", rf.path, e.PID),
+				Since:  since,
+			})
+		}
+	}
+	for _, cp := range b.argv {
+		if o.Cwd == "" {
+			o.Cwd = cp.p.Cwd
+		}
+		ev := EvidenceArgvResume
+		if cp.argvFlag == "--session-id" {
+			ev = EvidenceArgvSessionID
+		}
+		o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Evidence: ev})
+		live = append(live, liveOwner{cp.p.Identity, b.id})
+	}
+	if len(o.Owners) == 0 && v.snap != nil && sum != nil && sum.Cwd != "" {
+		// No process names the session: a live claude in its cwd that
+		// started before its last write may own it. One that started
+		// after is no evidence (an old session in the same directory).
+		last := sum.Last
+		if last.IsZero() {
+			last = b.file.mtime
+		}
+		for _, cp := range v.byCwd[filepath.Clean(sum.Cwd)] {
+			if cp.root != "" && cp.root != b.root.path {
+				continue
+			}
+			st, ok := v.startTime(cp.p.Identity)
+			if !ok || !st.Before(last) {
+				continue
+			}
+			o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Inferred: true, Evidence: EvidenceCwdMatch})
+		}
+		if len(o.Owners) == 1 {
+			live = append(live, liveOwner{o.Owners[0].Identity, b.id})
+		}
+	}
+	if o.ActivityEvidence == "" {
+		anyLive := len(live) > 0
+		for _, ow := range o.Owners {
+			anyLive = anyLive || ow.Inferred // inferred owners come from the snapshot: alive
+		}
+		switch {
+		case anyLive && sum != nil:
+			o.Activity = tailActivity(sum)
+			o.ActivityEvidence = EvidenceTranscript
+		case anyLive:
+			o.Activity = session.ActivityUnknown
+			o.ActivityEvidence = "no status and no transcript yet"
+		default:
+			o.Activity = session.ActivityUnknown
+			o.ActivityEvidence = EvidenceNoLiveOwner
+		}
+	}
+	if sum != nil {
+		o.InFlight = append(inFlight(sum), o.InFlight...)
+	}
+	return o, live
+}
+
+func appendOwner(owners []adapters.Owner, o adapters.Owner) []adapters.Owner {
+	for _, x := range owners {
+		if x.Identity == o.Identity {
+			return owners
+		}
+	}
+	return append(owners, o)
+}
+
+// registryOwner is the identity a registry entry names, and whether it was
+// validated against a live process (same pid and start, not a zombie).
+// An entry whose pid is live with other start ticks names a reused pid:
+// its identity is still reported (it probes Dead), but it is not valid.
+func (a *Adapter) registryOwner(e *RegistryEntry, v *procView) (proc.Identity, bool) {
+	boot := v.boot
+	if eb := e.BootID(); eb != "" && (boot == "" || eb != boot) {
+		// Written in another boot (or the boot is unknown): never valid here.
+		ticks, _ := procStartTicks(e.ProcStart)
+		return proc.Identity{BootID: eb, PID: e.PID, StartTicks: ticks}, false
+	}
+	ticks, _ := procStartTicks(e.ProcStart)
+	id := proc.Identity{BootID: boot, PID: e.PID, StartTicks: ticks}
+	var p *proc.Process
+	if v.snap != nil {
+		p = v.snap.Procs[e.PID]
+	} else if v.host != nil {
+		if live, err := v.host.Identify(e.PID); err == nil {
+			p = &proc.Process{Identity: live}
+		}
+	}
+	if p == nil || dead(p) {
+		return id, false
+	}
+	switch {
+	case procStartMatches(e.ProcStart, p.Identity.StartTicks):
+		id.StartTicks = p.Identity.StartTicks // the same value on Linux; exact on macOS
+		return id, true
+	case e.ProcStart == "" && v.snap != nil && isClaudeArgv(p.Argv) && !e.StartedAt.IsZero():
+		// No procStart (older versions): a claude process at that pid that
+		// started no later than the entry says is the same process.
+		if st, ok := v.startTime(p.Identity); ok && !st.After(e.StartedAt.Add(2*time.Second)) {
+			id.StartTicks = p.Identity.StartTicks
+			return id, true
+		}
+	}
+	return id, false
+}
+
+// registryTicks maps each pid named by a registry entry of this boot to the
+// procStart values recorded for it.
+func (a *Adapter) registryTicks(v *procView) map[int][]string {
+	m := map[int][]string{}
+	for _, r := range a.roots {
+		if !r.ok || !r.regsOK {
+			continue
+		}
+		for _, rf := range r.regs {
+			e := rf.entry
+			if e == nil || e.ProcStart == "" {
+				continue
+			}
+			if eb := e.BootID(); eb != "" && eb != v.boot {
+				continue
+			}
+			m[e.PID] = append(m[e.PID], e.ProcStart)
+		}
+	}
+	return m
+}
+
+func registryActivity(status string) (session.Activity, bool) {
+	switch status {
+	case "busy":
+		return session.ActivityBusy, true
+	case "idle":
+		return session.ActivityIdle, true
+	case "waiting":
+		return session.ActivityWaiting, true
+	}
+	return "", false
+}
+
+// tailActivity is what the last turn says the session does.
+func tailActivity(s *summary) session.Activity {
+	switch s.state {
+	case turnPrompt, turnToolResult:
+		return session.ActivityBusy
+	case turnAssistant:
+		if len(s.Pending) > 0 {
+			return session.ActivityBusy
+		}
+		return session.ActivityIdle
+	case turnInterrupted:
+		return session.ActivityIdle
+	}
+	return session.ActivityUnknown
+}
+
+// inFlight lists the last turn's unfinished work: tool calls without
+// results, a prompt without a reply, tool results the model never answered.
+func inFlight(s *summary) []adapters.Issue {
+	var out []adapters.Issue
+	for _, tc := range s.Pending {
+		d := tc.Name
+		if tc.Input != "" {
+			d += ": " + tc.Input
+		}
+		out = append(out, adapters.Issue{Kind: session.ProblemOrphanedToolCall, Key: tc.ID, Detail: d + " (no result)", Since: tc.At})
+	}
+	switch s.state {
+	case turnPrompt:
+		if s.Prompt != nil {
+			out = append(out, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "prompt:" + s.Prompt.UUID, Detail: "prompt got no reply: " + s.Prompt.Prompt, Since: s.Prompt.Time})
+		}
+	case turnToolResult:
+		if len(s.Pending) == 0 {
+			out = append(out, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "reply:" + s.stateUUID, Detail: "tool results were sent; the assistant's reply never came", Since: s.stateAt})
+		}
+	}
+	return out
+}
+
+// merge joins two observations of one session found in two roots: the one
+// with a transcript and the later activity leads; owners and issues join.
+func merge(x, y adapters.Observed) adapters.Observed {
+	lead, other := x, y
+	if y.LastActivity.After(x.LastActivity) {
+		lead, other = y, x
+	}
+	for _, o := range other.Owners {
+		lead.Owners = appendOwner(lead.Owners, o)
+	}
+	lead.InFlight = appendIssues(lead.InFlight, other.InFlight)
+	lead.Problems = appendIssues(lead.Problems, other.Problems)
+	if lead.ActivityEvidence == EvidenceNoLiveOwner && other.ActivityEvidence != EvidenceNoLiveOwner {
+		lead.Activity, lead.ActivityEvidence = other.Activity, other.ActivityEvidence
+	}
+	return lead
+}
+
+func appendIssues(dst, src []adapters.Issue) []adapters.Issue {
+	for _, s := range src {
+		dup := false
+		for _, d := range dst {
+			if d.Kind == s.Kind && d.Key == s.Key {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}

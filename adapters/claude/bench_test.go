@@ -1,0 +1,268 @@
+package claude
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+)
+
+const (
+	benchFiles    = 10000
+	benchProjects = 150
+)
+
+var (
+	benchOnce  sync.Once
+	benchDir   string
+	benchPaths []string
+	benchBytes int64
+	benchErr   error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
+
+// benchRoot builds, once per test binary, a config root with 10,000
+// transcripts of skewed sizes in 150 project folders: 60 % small (a few
+// turns, 2-40 KB, written whole), 30 % medium (200 KB-5 MB), 9.9 % large
+// (10-100 MB) and 10 huge (300-700 MB). Medium and bigger files are sparse:
+// real lines at both ends, a hole between, which costs a listing the same
+// as real data since a listing reads only the ends.
+func benchRoot(b *testing.B) (string, []string) {
+	b.Helper()
+	benchOnce.Do(func() {
+		benchDir, benchErr = os.MkdirTemp("", "claude-bench-")
+		if benchErr != nil {
+			return
+		}
+		root := claudetest.NewRoot(b, filepath.Join(benchDir, "claude"))
+		rng := rand.New(rand.NewPCG(1, 2))
+		start := time.Now().Add(-30 * 24 * time.Hour)
+		for i := range benchFiles {
+			cwd := fmt.Sprintf("/home/u/src/project-%03d", i%benchProjects)
+			id := claudetest.NewSessionID()
+			tr := claudetest.NewTranscript(id, cwd, start.Add(time.Duration(i)*time.Minute))
+			path := root.TranscriptPath(cwd, id)
+			switch x := rng.IntN(1000); {
+			case x < 600:
+				for range 1 + rng.IntN(12) {
+					tr.Turn("please run the tests", "go test ./...", "ok  \tpkg\t0.1s", "All tests pass.")
+				}
+				root.WriteTranscript(b, tr)
+			default:
+				var size int64
+				switch {
+				case i < 10:
+					size = 300<<20 + rng.Int64N(400<<20)
+				case x < 900:
+					size = 200<<10 + rng.Int64N(5<<20)
+				default:
+					size = 10<<20 + rng.Int64N(90<<20)
+				}
+				tr.QueueOperation("enqueue", "start").User("a long session").AtisLatch().APIRequestShape()
+				head := tr.Bytes()
+				tt := claudetest.NewTranscript(id, cwd, tr.At.Add(time.Hour))
+				for range 8 {
+					tt.Turn("and again", "make build", "built", "Done.")
+				}
+				claudetest.WriteSparse(b, path, size, head, tt.Bytes())
+			}
+			// A history of 30 days: files keep the age of their last line.
+			age := start.Add(time.Duration(i) * time.Minute)
+			if err := os.Chtimes(path, age, age); err != nil {
+				benchErr = err
+				return
+			}
+			benchPaths = append(benchPaths, path)
+			if fi, err := os.Stat(path); err == nil {
+				benchBytes += fi.Size()
+			}
+		}
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return filepath.Join(benchDir, "claude"), benchPaths
+}
+
+// peakHeap samples the live heap until stop is called and returns the peak.
+func peakHeap() (stop func() uint64) {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 { close(done); wg.Wait(); return peak.Load() }
+}
+
+func benchAdapter(dir string) *Adapter {
+	return New(Config{Roots: []string{dir}, DefaultRoot: dir, NoLearnedRoots: true})
+}
+
+// BenchmarkColdDiscovery: a fresh adapter lists 10,000 transcripts.
+func BenchmarkColdDiscovery(b *testing.B) {
+	dir, _ := benchRoot(b)
+	snap := snapshot(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var read int64
+	var peak uint64
+	var wall time.Duration
+	for range b.N {
+		b.StopTimer()
+		runtime.GC()
+		stop := peakHeap()
+		b.StartTimer()
+		t0 := time.Now()
+		a := benchAdapter(dir)
+		obs, err := a.Discover(context.Background(), snap)
+		wall += time.Since(t0)
+		b.StopTimer()
+		if p := stop(); p > peak {
+			peak = p
+		}
+		if err != nil || len(obs.Sessions) != benchFiles {
+			b.Fatalf("discover: %d sessions, %v", len(obs.Sessions), err)
+		}
+		read += a.Stats().BytesRead
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(benchFiles*b.N)/wall.Seconds(), "files/s")
+	b.ReportMetric(float64(read)/float64(benchFiles*b.N), "B-read/file")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+	b.ReportMetric(float64(benchBytes)/(1<<30), "GB-listed")
+}
+
+// BenchmarkSteadyState: a pass over 10,000 unchanged transcripts reads
+// nothing (stat only).
+func BenchmarkSteadyState(b *testing.B) {
+	dir, _ := benchRoot(b)
+	snap := snapshot(b)
+	a := benchAdapter(dir)
+	if _, err := a.Discover(context.Background(), snap); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(racyWindow) // let freshly written directories settle
+	if _, err := a.Discover(context.Background(), snap); err != nil {
+		b.Fatal(err)
+	}
+	before := a.Stats().BytesRead
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := a.Discover(context.Background(), snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	d := a.Stats().BytesRead - before
+	if d != 0 {
+		b.Fatalf("steady-state passes read %d bytes", d)
+	}
+	b.ReportMetric(float64(d)/float64(b.N), "B-read/pass")
+}
+
+// BenchmarkFullRescanPass: the periodic full rescan (default every 60 s)
+// lists every directory and stats every transcript; still nothing is read.
+func BenchmarkFullRescanPass(b *testing.B) {
+	dir, _ := benchRoot(b)
+	snap := snapshot(b)
+	a := benchAdapter(dir)
+	if _, err := a.Discover(context.Background(), snap); err != nil {
+		b.Fatal(err)
+	}
+	before := a.Stats().BytesRead
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		a.RequestRescan()
+		if _, err := a.Discover(context.Background(), snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	d := a.Stats().BytesRead - before
+	if d != 0 {
+		b.Fatalf("full rescans read %d bytes", d)
+	}
+	b.ReportMetric(float64(d)/float64(b.N), "B-read/pass")
+}
+
+// BenchmarkIncremental: one transcript of 10,000 grew by one turn; the pass
+// reads only the appended bytes.
+func BenchmarkIncremental(b *testing.B) {
+	dir, paths := benchRoot(b)
+	snap := snapshot(b)
+	a := benchAdapter(dir)
+	if _, err := a.Discover(context.Background(), snap); err != nil {
+		b.Fatal(err)
+	}
+	// The file that grows is a live session's: a registry entry names it
+	// (this process stands in for its owner), so it is stat'ed every pass.
+	path := paths[len(paths)-1]
+	root := &claudetest.Root{Dir: dir}
+	id := filepath.Base(path[:len(path)-len(".jsonl")])
+	reg := root.WriteRegistry(b, claudetest.LiveEntry(b, os.Getpid(), id, "/home/u/src/x", "busy"))
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(reg, old, old); err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(reg)
+	if _, err := a.Discover(context.Background(), snap); err != nil {
+		b.Fatal(err)
+	}
+	var appended int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	before := a.Stats().BytesRead
+	for range b.N {
+		b.StopTimer()
+		tr := claudetest.NewTranscript(id, "/home/u/src/x", time.Now())
+		tr.Turn("one more", "ls", "a b c", "ok")
+		for _, l := range tr.Lines() {
+			appended += int64(len(l) + 1)
+		}
+		claudetest.Append(b, path, tr.Lines()...)
+		b.StartTimer()
+		if _, err := a.Discover(context.Background(), snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	d := a.Stats().BytesRead - before
+	if d != appended {
+		b.Fatalf("read %d bytes for %d appended", d, appended)
+	}
+	b.ReportMetric(float64(d)/float64(b.N), "B-read/pass")
+}

@@ -1,0 +1,472 @@
+// Package claude observes Claude Code sessions for sessiond.
+//
+// It reads, per config root (~/.claude, $CLAUDE_CONFIG_DIR, and roots
+// learned from live claude processes):
+//
+//	<root>/sessions/<pid>.json            the live-process registry (never the *.key files)
+//	<root>/projects/<dir>/<uuid>.jsonl    the transcripts
+//
+// and the process-table snapshot the tracker hands to Discover. Claude
+// Code's files are not a contract (see shared/agents/claude-code.md): every
+// field is optional, unknown line types are skipped, corrupt and overlong
+// lines are skipped and counted, and nothing here decides liveness. The
+// registry names owners (validated against the process identity); a
+// transcript tells the last turn's state; the tracker probes the owners.
+//
+// Reading is incremental: a transcript's first listing reads only its first
+// and last 64 KB, later passes read only appended bytes, and a pass over
+// unchanged files only stats them. A full rescan of the directories runs
+// periodically (default 60 s), because change notifications are hints.
+package claude
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+)
+
+// Config configures an Adapter. Zero values take the defaults.
+type Config struct {
+	// Roots are the config roots to read (the daemon's --claude-dir).
+	Roots []string
+	// DefaultRoot is the root of claude processes that have no
+	// CLAUDE_CONFIG_DIR (default ~/.claude of the daemon's user).
+	DefaultRoot string
+	// NoLearnedRoots turns off reading the roots of live claude processes'
+	// CLAUDE_CONFIG_DIR (on by default).
+	NoLearnedRoots bool
+	// ProcRoot is the proc file system root (default /proc), used when a
+	// pass comes without a snapshot and for process start times.
+	ProcRoot string
+	Logger   *zap.Logger
+	// FullRescan is how often every directory is listed again even if its
+	// mtime did not change (default 60 s).
+	FullRescan time.Duration
+	// MaxLineBytes caps a transcript line; longer lines are skipped and
+	// counted (default 8 MiB; lines near 1 MB are real).
+	MaxLineBytes int
+	// WindowBytes is how much of a transcript's head and of its tail a
+	// listing reads (default 64 KiB).
+	WindowBytes int
+	// MaxAppendBytes bounds an incremental read: a file that grew more than
+	// this since the last pass is re-read from its tail window instead
+	// (default 16 MiB).
+	MaxAppendBytes int64
+	// ColdAfter: a transcript not modified for this long, that no live
+	// process may be writing (no registry entry or argv names it, no live
+	// claude runs in its cwd), is stat'ed only at full rescans (default
+	// 10 min). Zero takes the default; negative stats every file each pass.
+	ColdAfter time.Duration
+	// MaxWatches bounds WatchPaths (default 512), so neither inotify nor
+	// kqueue (a descriptor per watch) runs out.
+	MaxWatches int
+	// Workers read transcripts in parallel (default GOMAXPROCS, at most 8).
+	Workers int
+	// FS is the file system (default the OS); tests inject errors with it.
+	FS FS
+	// Host answers about processes when a pass has no snapshot, and gives
+	// process start times (default a proc.Host on ProcRoot).
+	Host ProcHost
+}
+
+// ProcHost is the part of proc.Host the adapter uses.
+type ProcHost interface {
+	BootID() (string, error)
+	Identify(pid int) (proc.Identity, error)
+	proc.StartTimer
+}
+
+// Defaults for Config.
+const (
+	DefaultFullRescan     = 60 * time.Second
+	DefaultMaxLineBytes   = 8 << 20
+	DefaultWindowBytes    = 64 << 10
+	DefaultMaxAppendBytes = 16 << 20
+	DefaultMaxWatches     = 512
+	DefaultColdAfter      = 10 * time.Minute
+	maxLearnedRoots       = 32
+)
+
+// Adapter is the Claude Code adapter. Safe for concurrent use; passes
+// serialize.
+type Adapter struct {
+	cfg  Config
+	log  *zap.Logger
+	fs   FS
+	host ProcHost
+
+	forceFull atomic.Bool
+	bytesRead atomic.Int64
+
+	mu         sync.Mutex // one pass at a time; guards the fields below
+	roots      []*rootState
+	lastFull   time.Time
+	remembered map[proc.Identity]*ownerMemory
+	lastErrs   map[string]string
+	stats      Stats
+
+	watchMu sync.Mutex
+	watch   []string
+	passed  bool
+}
+
+// New returns an Adapter. It does no I/O.
+func New(cfg Config) *Adapter {
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = proc.DefaultRoot
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.FullRescan <= 0 {
+		cfg.FullRescan = DefaultFullRescan
+	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if cfg.WindowBytes <= 0 {
+		cfg.WindowBytes = DefaultWindowBytes
+	}
+	if cfg.MaxAppendBytes <= 0 {
+		cfg.MaxAppendBytes = DefaultMaxAppendBytes
+	}
+	if cfg.ColdAfter == 0 {
+		cfg.ColdAfter = DefaultColdAfter
+	}
+	if cfg.ColdAfter < 0 {
+		cfg.ColdAfter = 1<<63 - 1
+	}
+	if cfg.MaxWatches <= 0 {
+		cfg.MaxWatches = DefaultMaxWatches
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = min(runtime.GOMAXPROCS(0), 8)
+	}
+	if cfg.FS == nil {
+		cfg.FS = OSFS{}
+	}
+	if cfg.Host == nil {
+		cfg.Host = &proc.Host{Root: cfg.ProcRoot}
+	}
+	if cfg.DefaultRoot == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			cfg.DefaultRoot = filepath.Join(home, ".claude")
+		}
+	}
+	cfg.DefaultRoot = cleanPath(cfg.DefaultRoot)
+	a := &Adapter{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		fs:         cfg.FS,
+		host:       cfg.Host,
+		remembered: map[proc.Identity]*ownerMemory{},
+		lastErrs:   map[string]string{},
+	}
+	seen := map[string]bool{}
+	for _, r := range cfg.Roots {
+		r = cleanPath(r)
+		if r == "" || seen[r] {
+			continue
+		}
+		seen[r] = true
+		a.roots = append(a.roots, newRootState(r, false))
+	}
+	return a
+}
+
+func cleanPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return filepath.Clean(p)
+}
+
+// Name implements adapters.Adapter.
+func (a *Adapter) Name() string { return "claude" }
+
+// RequestRescan makes the next pass list every directory again, as the
+// periodic full rescan does (after a watcher overflow, say).
+func (a *Adapter) RequestRescan() { a.forceFull.Store(true) }
+
+// Stats are counters for health, metrics and tests.
+type Stats struct {
+	Passes      uint64
+	FullRescans uint64
+	// BytesRead counts every byte read from agent files (transcripts and
+	// registry entries), through the adapter's own counting reader.
+	BytesRead       int64
+	FilesListed     uint64 // first listings and restarts (head and tail)
+	FilesRestarted  uint64 // of which: replaced, shrunk or rewritten files
+	FilesAppended   uint64 // incremental reads of appended bytes
+	FilesRetailed   uint64 // grew too much: re-read from the tail window
+	LinesRead       int64
+	LinesTooLong    int64
+	LinesCorrupt    int64
+	LinesGlued      int64
+	Transcripts     int
+	RegistryEntries int
+	Roots           int
+}
+
+// Stats returns the counters so far.
+func (a *Adapter) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.stats
+	s.BytesRead = a.bytesRead.Load()
+	return s
+}
+
+// WatchPaths implements adapters.Adapter: each root's sessions/ and
+// projects/ and the most recently used project folders (bounded by
+// MaxWatches), or the root itself while those do not exist yet.
+func (a *Adapter) WatchPaths() []string {
+	a.watchMu.Lock()
+	if a.passed {
+		defer a.watchMu.Unlock()
+		return append([]string(nil), a.watch...)
+	}
+	a.watchMu.Unlock()
+	// Before the first pass: the fixed directories that exist.
+	var out []string
+	for _, r := range a.cfg.Roots {
+		r = cleanPath(r)
+		n := 0
+		for _, sub := range []string{"sessions", "projects"} {
+			p := filepath.Join(r, sub)
+			if fi, err := a.fs.Stat(p); err == nil && fi.IsDir() {
+				out = append(out, p)
+				n++
+			}
+		}
+		if n < 2 {
+			if fi, err := a.fs.Stat(r); err == nil && fi.IsDir() {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// Discover implements adapters.Adapter. See the package comment; snap may
+// be nil (then no owner is inferred and no orphan is looked for).
+func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.Observation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	full := a.forceFull.Swap(false) || a.lastFull.IsZero() || now.Sub(a.lastFull) >= a.cfg.FullRescan
+	if full {
+		a.lastFull = now
+		a.stats.FullRescans++
+	}
+	a.stats.Passes++
+
+	view := newProcView(snap, a.host, a.cfg.DefaultRoot)
+	if !a.cfg.NoLearnedRoots {
+		a.learnRoots(view)
+	}
+
+	var obs adapters.Observation
+	var jobs []*job
+	looked := 0
+	var rootErrs []error
+	for _, r := range a.roots {
+		if err := ctx.Err(); err != nil {
+			return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
+		}
+		errs, js, ok := a.scanRoot(r, full, view)
+		obs.Errors = append(obs.Errors, errs...)
+		jobs = append(jobs, js...)
+		if ok {
+			looked++
+		} else {
+			for _, e := range errs {
+				rootErrs = append(rootErrs, e)
+			}
+		}
+	}
+	if len(a.roots) > 0 && looked == 0 {
+		a.logErrors(obs.Errors)
+		return adapters.Observation{}, fmt.Errorf("claude: no config root could be read: %w", errors.Join(rootErrs...))
+	}
+	readErrs, err := a.runJobs(ctx, jobs)
+	if err != nil {
+		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
+	}
+	obs.Errors = append(obs.Errors, readErrs...)
+
+	obs.Sessions = a.assemble(view)
+	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
+	a.logErrors(obs.Errors)
+	a.updateWatch()
+	a.countState()
+	a.log.Debug("claude pass",
+		zap.Bool("full", full), zap.Int("sessions", len(obs.Sessions)), zap.Int("reads", len(jobs)),
+		zap.Int("errors", len(obs.Errors)), zap.Int64("bytes_read_total", a.bytesRead.Load()))
+	return obs, nil
+}
+
+// learnRoots adds the config roots of live claude processes of this user.
+func (a *Adapter) learnRoots(v *procView) {
+	uid := os.Getuid()
+	have := map[string]bool{}
+	learned := 0
+	for _, r := range a.roots {
+		have[r.path] = true
+		if r.learned {
+			learned++
+		}
+	}
+	for _, cp := range v.claude {
+		if cp.root == "" || have[cp.root] || cp.p.UID != uid || cp.p.Env["CLAUDE_CONFIG_DIR"] == "" {
+			continue
+		}
+		if learned >= maxLearnedRoots {
+			a.log.Warn("too many learned Claude config roots; ignoring", zap.String("root", cp.root))
+			return
+		}
+		have[cp.root] = true
+		learned++
+		a.roots = append(a.roots, newRootState(cp.root, true))
+		a.log.Info("learned Claude config root from a live process", zap.String("root", cp.root), zap.Int("pid", cp.p.Identity.PID))
+	}
+}
+
+// logErrors logs input errors when the set changes, not at every pass.
+func (a *Adapter) logErrors(errs []adapters.InputError) {
+	now := map[string]string{}
+	for _, e := range errs {
+		now[e.Input] = e.Err.Error()
+		if a.lastErrs[e.Input] != e.Err.Error() {
+			a.log.Warn("cannot read Claude Code data", zap.String("input", e.Input), zap.Error(e.Err))
+		}
+	}
+	for in := range a.lastErrs {
+		if _, ok := now[in]; !ok {
+			a.log.Info("Claude Code data readable again", zap.String("input", in))
+		}
+	}
+	a.lastErrs = now
+}
+
+func (a *Adapter) countState() {
+	t, r := 0, 0
+	for _, rs := range a.roots {
+		for _, p := range rs.projects {
+			t += len(p.files)
+		}
+		r += len(rs.regs)
+	}
+	a.stats.Transcripts, a.stats.RegistryEntries, a.stats.Roots = t, r, len(a.roots)
+}
+
+// updateWatch recomputes WatchPaths after a pass.
+func (a *Adapter) updateWatch() {
+	var fixed []string
+	type proj struct {
+		path string
+		last time.Time
+	}
+	var projs []proj
+	for _, r := range a.roots {
+		if !r.present {
+			continue
+		}
+		n := 0
+		if r.sessionsDir.exists {
+			fixed = append(fixed, filepath.Join(r.path, "sessions"))
+			n++
+		}
+		if r.projectsDir.exists {
+			fixed = append(fixed, filepath.Join(r.path, "projects"))
+			n++
+		}
+		if n < 2 {
+			fixed = append(fixed, r.path) // to see sessions/ or projects/ appear
+		}
+		for _, p := range r.projects {
+			last := p.dir.mtime
+			for _, f := range p.files {
+				if f.mtime.After(last) {
+					last = f.mtime
+				}
+			}
+			projs = append(projs, proj{p.path, last})
+		}
+	}
+	sort.Slice(projs, func(i, j int) bool {
+		if !projs[i].last.Equal(projs[j].last) {
+			return projs[i].last.After(projs[j].last)
+		}
+		return projs[i].path < projs[j].path
+	})
+	out := fixed
+	if len(out) > a.cfg.MaxWatches {
+		out = out[:a.cfg.MaxWatches]
+	}
+	for _, p := range projs {
+		if len(out) >= a.cfg.MaxWatches {
+			break
+		}
+		out = append(out, p.path)
+	}
+	a.watchMu.Lock()
+	a.watch, a.passed = out, true
+	a.watchMu.Unlock()
+}
+
+// TranscriptInfo is what the adapter knows of one session's transcript:
+// where it lives and what its lines said. Resume needs the root and the
+// recorded cwd (claude --resume looks only in the cwd's project folder).
+type TranscriptInfo struct {
+	Root      string
+	Path      string
+	Cwd       string
+	Version   string
+	GitBranch string
+	Title     string
+	First     time.Time
+	Last      time.Time
+	Size      int64
+}
+
+// Lookup returns what the last pass knew of the transcript of upstreamID.
+// ok is false when no root held it at the last pass (it may have been
+// deleted by Claude's cleanupPeriodDays, or never written).
+func (a *Adapter) Lookup(upstreamID string) (TranscriptInfo, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var best TranscriptInfo
+	found := false
+	for _, r := range a.roots {
+		for _, p := range r.projects {
+			for _, f := range p.files {
+				if f.id != upstreamID || !f.read {
+					continue
+				}
+				s := f.sum
+				info := TranscriptInfo{Root: r.path, Path: f.path, Cwd: s.Cwd, Version: s.Version, GitBranch: s.GitBranch,
+					Title: s.Title, First: s.First, Last: s.Last, Size: f.size}
+				if !found || info.Last.After(best.Last) {
+					best, found = info, true
+				}
+			}
+		}
+	}
+	return best, found
+}

@@ -1,0 +1,167 @@
+package claude
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+)
+
+func TestParseLineTypes(t *testing.T) {
+	id, cwd := claudetest.NewSessionID(), "/home/u/proj"
+	tr := claudetest.NewTranscript(id, cwd, time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+	tr.Turn("list the files", "ls -la", "total 0", "Nothing here.")
+	tr.Summary("old summary").FileHistorySnapshot().System("turn_duration", "3s").CustomTitle("my title").Interrupt()
+	tr.Add([]byte(`{"type":"some-future-type","sessionId":"` + id + `","payload":{"x":[1,2,3]}}`))
+
+	kinds := map[string]LineKind{}
+	var toolUse, toolResult string
+	for _, raw := range tr.Lines() {
+		ls, err := ParseLine(raw)
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("ParseLine(%s) = %v, %v", raw, ls, err)
+		}
+		l := ls[0]
+		if l.Kind != KindOther || kinds[l.Type] == 0 {
+			kinds[l.Type] = l.Kind
+		}
+		if len(l.ToolUses) == 1 {
+			toolUse = l.ToolUses[0].ID
+			if l.ToolUses[0].Name != "Bash" || l.ToolUses[0].Input != "ls -la" || l.ToolUses[0].At.IsZero() {
+				t.Fatalf("tool use = %+v", l.ToolUses[0])
+			}
+		}
+		if len(l.ToolResults) == 1 {
+			toolResult = l.ToolResults[0]
+		}
+		if l.Type == "user" && l.Kind == KindPrompt && (l.Prompt != "list the files" || l.Cwd != cwd || l.SessionID != id || l.Version != claudetest.Version || l.GitBranch != "main") {
+			t.Fatalf("prompt line = %+v", l)
+		}
+		if l.Type == "custom-title" && l.Title != "my title" {
+			t.Fatalf("title = %q", l.Title)
+		}
+	}
+	for _, typ := range []string{"queue-operation", "attachment", "atis-latch", "api-request-shape", "api-request", "tools-used", "last-prompt", "cost-state", "summary", "file-history-snapshot", "system", "custom-title", "some-future-type"} {
+		if k, ok := kinds[typ]; !ok || k != KindOther {
+			t.Errorf("type %s: kind %v (seen %v)", typ, k, ok)
+		}
+	}
+	if kinds["assistant"] != KindAssistant {
+		t.Errorf("assistant kind %v", kinds["assistant"])
+	}
+	if toolUse == "" || toolUse != toolResult {
+		t.Fatalf("tool use %q, result %q", toolUse, toolResult)
+	}
+}
+
+func TestParseLineUserKinds(t *testing.T) {
+	cases := []struct {
+		line string
+		kind LineKind
+	}{
+		{`{"type":"user","message":{"role":"user","content":"hello"}}`, KindPrompt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"hello"}]}}`, KindPrompt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}`, KindPrompt},
+		{`{"type":"user","isMeta":true,"message":{"role":"user","content":"Caveat: x"}}`, KindUserOther},
+		{`{"type":"user","message":{"role":"user","content":"<command-name>/clear</command-name>"}}`, KindUserOther},
+		{`{"type":"user","message":{"role":"user","content":"<local-command-stdout></local-command-stdout>"}}`, KindUserOther},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user for tool use]"}]}}`, KindInterrupt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}}`, KindToolResult},
+		{`{"type":"user","message":"not an object"}`, KindUserOther},
+		{`{"type":"user"}`, KindUserOther},
+		{`{"type":"assistant","message":{"content":"odd"}}`, KindAssistant},
+	}
+	for _, c := range cases {
+		ls, err := ParseLine([]byte(c.line))
+		if err != nil || len(ls) != 1 || ls[0].Kind != c.kind {
+			t.Errorf("%s: got %+v %v, want kind %v", c.line, ls, err, c.kind)
+		}
+	}
+}
+
+func TestParseLineGluedAndCorrupt(t *testing.T) {
+	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/p", time.Now())
+	a := tr.UserLine("first")
+	b := tr.UserLine("second")
+
+	ls, err := ParseLine(claudetest.GlueWhole(a, b))
+	if err != nil || len(ls) != 2 || ls[0].Prompt != "first" || ls[1].Prompt != "second" {
+		t.Fatalf("glued whole: %+v %v", ls, err)
+	}
+	ls, err = ParseLine(claudetest.Glue(a, b, len(a)/2))
+	if !errors.Is(err, ErrCorruptLine) || len(ls) != 1 || ls[0].Prompt != "second" {
+		t.Fatalf("torn then whole: %+v %v", ls, err)
+	}
+	for _, bad := range []string{"garbage", "{", `{"type":`, "[1,2]", "\x00\x00\x00", `"str"`} {
+		ls, err := ParseLine([]byte(bad))
+		if err == nil || len(ls) != 0 {
+			t.Errorf("%q: %+v %v", bad, ls, err)
+		}
+	}
+	if ls, err := ParseLine([]byte("   ")); err != nil || ls != nil {
+		t.Fatalf("blank: %v %v", ls, err)
+	}
+}
+
+func TestShorten(t *testing.T) {
+	cases := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"hello", 10, "hello"},
+		{"  a \n\t b  ", 10, "a b"},
+		{"abcdefghij", 10, "abcdefghij"},
+		{"abcdefghijk", 10, "abcdefghi…"},
+		{"a\x00b\x1bc", 10, "abc"},
+		{"héllo wörld", 5, "héll…"},
+		{"x", 0, ""},
+	}
+	for _, c := range cases {
+		if got := Shorten(c.in, c.max); got != c.want {
+			t.Errorf("Shorten(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+	long := strings.Repeat("ab ", 1000)
+	if got := Shorten(long, 80); utf8.RuneCountInString(got) != 80 {
+		t.Fatalf("len %d", utf8.RuneCountInString(got))
+	}
+}
+
+func TestArgv(t *testing.T) {
+	id := claudetest.NewSessionID()
+	cases := []struct {
+		argv   []string
+		claude bool
+		helper bool
+		sess   string
+	}{
+		{[]string{"claude"}, true, false, ""},
+		{[]string{"/home/u/.local/share/claude/versions/2.1.328", "--resume", id}, true, false, id},
+		{[]string{"node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js", "--session-id=" + id}, true, false, id},
+		{[]string{"node", "--no-warnings", "/usr/local/bin/claude", "-r", id}, true, false, id},
+		{[]string{"claude", "--resume", id, "--fork-session"}, true, false, ""},
+		{[]string{"claude", "daemon", "run"}, true, true, ""},
+		{[]string{"claude", "--bg-pty-host"}, true, true, ""},
+		{[]string{"bash", "-c", "claude --resume " + id}, false, false, ""},
+		{[]string{"grep", "claude"}, false, false, ""},
+		{[]string{"node", "server.js"}, false, false, ""},
+		{nil, false, false, ""},
+	}
+	for _, c := range cases {
+		if got := isClaudeArgv(c.argv); got != c.claude {
+			t.Errorf("isClaudeArgv(%q) = %v", c.argv, got)
+		}
+		if got := isHelperArgv(c.argv); got != c.helper {
+			t.Errorf("isHelperArgv(%q) = %v", c.argv, got)
+		}
+		if c.claude {
+			if got, _ := argvSession(c.argv); got != c.sess {
+				t.Errorf("argvSession(%q) = %q, want %q", c.argv, got, c.sess)
+			}
+		}
+	}
+}

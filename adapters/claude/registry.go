@@ -1,0 +1,208 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RegistryEntry is one <root>/sessions/<pid>.json file: what a top-level
+// claude process says about itself while it runs. It is evidence, never
+// truth: after kill -9 the file stays forever, often saying "busy".
+type RegistryEntry struct {
+	PID       int
+	SessionID string
+	Cwd       string
+	// ProcStart is the process start as Claude Code recorded it: on Linux
+	// field 22 of /proc/<pid>/stat as a decimal string, compared verbatim;
+	// on macOS `ps -o lstart` text.
+	ProcStart string
+	StartedAt time.Time
+	Version   string
+	Kind      string
+	// PIDDomain is "linux:<boot-id>:pid:[<pid namespace>]".
+	PIDDomain string
+	Name      string
+	// Status is busy, idle or waiting; "" when the host never writes it.
+	Status string
+	// WaitingFor says what a waiting session waits for (shortened).
+	WaitingFor      string
+	UpdatedAt       time.Time
+	StatusUpdatedAt time.Time
+}
+
+// BootID returns the boot id in PIDDomain, "" when there is none.
+func (e RegistryEntry) BootID() string {
+	d, ok := strings.CutPrefix(e.PIDDomain, "linux:")
+	if !ok {
+		return ""
+	}
+	boot, _, ok := strings.Cut(d, ":pid:")
+	if !ok {
+		return ""
+	}
+	return boot
+}
+
+// ErrBadRegistry is wrapped by ParseRegistry's errors.
+var ErrBadRegistry = errors.New("bad registry entry")
+
+// registryName matches the only file names that are registry entries. The
+// <pid>.<hash>.key files beside them hold secrets and are never opened.
+var registryName = regexp.MustCompile(`^[0-9]+\.json$`)
+
+// IsRegistryName reports whether a file name in <root>/sessions/ is a
+// registry entry.
+func IsRegistryName(name string) bool { return registryName.MatchString(name) }
+
+// maxRegistryBytes bounds a registry file; real ones are under 1 KB.
+const maxRegistryBytes = 1 << 20
+
+// ParseRegistry parses one registry file. Fields it does not know are
+// ignored; numbers written as strings (or the reverse) are accepted. Only a
+// file that is not a JSON object or names no positive pid is an error.
+func ParseRegistry(b []byte) (RegistryEntry, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return RegistryEntry{}, fmt.Errorf("%w: %v", ErrBadRegistry, err)
+	}
+	if raw == nil {
+		return RegistryEntry{}, fmt.Errorf("%w: not an object", ErrBadRegistry)
+	}
+	var e RegistryEntry
+	pid, ok := flexInt(raw["pid"])
+	if !ok || pid <= 0 || pid > 1<<31-1 {
+		return RegistryEntry{}, fmt.Errorf("%w: no valid pid", ErrBadRegistry)
+	}
+	e.PID = int(pid)
+	e.SessionID = flexString(raw["sessionId"])
+	e.Cwd = flexString(raw["cwd"])
+	e.ProcStart = flexString(raw["procStart"])
+	e.Version = flexString(raw["version"])
+	e.Kind = flexString(raw["kind"])
+	e.PIDDomain = flexString(raw["pidDomain"])
+	e.Name = flexString(raw["name"])
+	e.Status = strings.ToLower(flexString(raw["status"]))
+	e.StartedAt = flexTime(raw["startedAt"])
+	e.UpdatedAt = flexTime(raw["updatedAt"])
+	e.StatusUpdatedAt = flexTime(raw["statusUpdatedAt"])
+	if w := raw["waitingFor"]; len(w) > 0 {
+		if s := flexString(w); s != "" {
+			e.WaitingFor = Shorten(s, inputMax)
+		} else {
+			var buf bytes.Buffer
+			if json.Compact(&buf, w) == nil && buf.String() != "null" {
+				e.WaitingFor = Shorten(buf.String(), inputMax)
+			}
+		}
+	}
+	return e, nil
+}
+
+// flexString reads a JSON string, or a number as its decimal text.
+func flexString(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
+}
+
+// flexInt reads a JSON integer, or a string holding one.
+func flexInt(raw json.RawMessage) (int64, bool) {
+	s := flexString(raw)
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// flexTime reads a time written as milliseconds since the epoch (what
+// Claude Code writes) or as RFC 3339 text.
+func flexTime(raw json.RawMessage) time.Time {
+	s := flexString(raw)
+	if s == "" {
+		return time.Time{}
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms <= 0 || ms > 1<<53 {
+			return time.Time{}
+		}
+		return time.UnixMilli(ms)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t
+	}
+	return time.Time{}
+}
+
+// parseLstart reads `ps -o lstart` text ("Mon Jan  2 15:04:05 2006", local
+// time), which Claude Code records as procStart on macOS.
+func parseLstart(s string) (time.Time, bool) {
+	t, err := time.ParseInLocation("Mon Jan 2 15:04:05 2006", strings.Join(strings.Fields(s), " "), time.Local)
+	return t, err == nil
+}
+
+// procStartMatches reports whether a registry procStart names the process
+// whose start is ticks (the snapshot's StartTicks). Linux: the decimal is
+// compared verbatim. macOS: lstart text is compared, to the second, with
+// ticks as microseconds since the epoch.
+func procStartMatches(procStart string, ticks uint64) bool {
+	if procStart == "" {
+		return false
+	}
+	if isDigits(procStart) {
+		return procStart == strconv.FormatUint(ticks, 10)
+	}
+	t, ok := parseLstart(procStart)
+	if !ok || ticks > 1<<62 {
+		return false
+	}
+	d := time.UnixMicro(int64(ticks)).Sub(t)
+	return d >= 0 && d < time.Second
+}
+
+// procStartTicks converts a procStart to StartTicks for an identity that
+// could not be validated: the decimal on Linux; on macOS the lstart text to
+// microseconds (second precision, so such an identity probes Dead unless
+// validated, which is the safe side). ok is false when it cannot be read.
+func procStartTicks(procStart string) (uint64, bool) {
+	if procStart == "" {
+		return 0, false
+	}
+	if isDigits(procStart) {
+		v, err := strconv.ParseUint(procStart, 10, 64)
+		return v, err == nil
+	}
+	t, ok := parseLstart(procStart)
+	if !ok || t.UnixMicro() <= 0 {
+		return 0, false
+	}
+	return uint64(t.UnixMicro()), true
+}
+
+func isDigits(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

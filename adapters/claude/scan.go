@@ -1,0 +1,493 @@
+package claude
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+)
+
+// racyWindow: a directory or registry file modified this recently may
+// change again within the same mtime tick, so it is looked at again next
+// pass even if its stat looks unchanged (git's "racily clean" problem).
+const racyWindow = 2 * time.Second
+
+// rootState is what the adapter knows of one config root.
+type rootState struct {
+	path    string
+	learned bool
+	// present: the root exists; ok: it could be looked at this pass.
+	present, ok bool
+
+	sessionsDir dirState
+	regsOK      bool
+	regs        map[string]*regFile
+
+	projectsDir dirState
+	projects    map[string]*projectState
+}
+
+func newRootState(path string, learned bool) *rootState {
+	return &rootState{path: path, learned: learned, regs: map[string]*regFile{}, projects: map[string]*projectState{}}
+}
+
+// dirState remembers a directory's mtime at its last listing.
+type dirState struct {
+	exists bool
+	listed bool
+	mtime  time.Time
+}
+
+// needList reports whether the directory must be listed again.
+func (d *dirState) needList(fi fs.FileInfo, full bool) bool {
+	return full || !d.listed || !fi.ModTime().Equal(d.mtime) || time.Since(d.mtime) < racyWindow
+}
+
+func (d *dirState) listedNow(fi fs.FileInfo) {
+	d.listed = true
+	d.mtime = fi.ModTime()
+}
+
+type projectState struct {
+	path  string
+	dir   dirState
+	ok    bool
+	files map[string]*fileState
+}
+
+// fileState is one transcript as last read: the read position, keyed on
+// (device, inode, size, mtime), and what the read lines showed.
+type fileState struct {
+	path string
+	id   string // session id: the file name without .jsonl
+	read bool   // read at least once
+
+	dev, ino    uint64
+	hasID       bool
+	size        int64
+	mtime       time.Time
+	offset      int64
+	skipPartial bool
+	sum         summary
+}
+
+// regFile is one registry entry file as last read.
+type regFile struct {
+	path   string
+	size   int64
+	mtime  time.Time
+	dev    uint64
+	ino    uint64
+	readAt time.Time
+	entry  *RegistryEntry
+}
+
+// scanRoot stats and lists one root and decides which transcripts to read.
+// ok is false when the root itself could not be looked at.
+func (a *Adapter) scanRoot(r *rootState, full bool, v *procView) (errs []adapters.InputError, jobs []*job, ok bool) {
+	r.ok = false
+	fi, err := a.fs.Stat(r.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// No such root (Claude never ran with it): nothing to see, no error.
+		*r = *newRootState(r.path, r.learned)
+		r.ok = true
+		return nil, nil, true
+	case err != nil:
+		return []adapters.InputError{{Input: r.path, Err: err}}, nil, false
+	case !fi.IsDir():
+		return []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, nil, false
+	}
+	r.present, r.ok = true, true
+	errs = append(errs, a.scanRegistry(r, full)...)
+	perrs, jobs := a.scanProjects(r, full, a.hotSet(r, v))
+	return append(errs, perrs...), jobs, true
+}
+
+func (a *Adapter) scanRegistry(r *rootState, full bool) []adapters.InputError {
+	dir := filepath.Join(r.path, "sessions")
+	r.regsOK = false
+	fi, err := a.fs.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.sessionsDir = dirState{}
+		clear(r.regs)
+		r.regsOK = true
+		return nil
+	case err != nil:
+		return []adapters.InputError{{Input: dir, Err: err}}
+	}
+	r.sessionsDir.exists = true
+	if r.sessionsDir.needList(fi, full) {
+		ents, err := a.fs.ReadDir(dir)
+		if err != nil {
+			return []adapters.InputError{{Input: dir, Err: err}}
+		}
+		seen := make(map[string]bool, len(ents))
+		for _, e := range ents {
+			name := e.Name()
+			// Only <pid>.json; the <pid>.<hash>.key secrets never match.
+			if !IsRegistryName(name) || !e.Type().IsRegular() {
+				continue
+			}
+			seen[name] = true
+			if r.regs[name] == nil {
+				r.regs[name] = &regFile{path: filepath.Join(dir, name)}
+			}
+		}
+		for name := range r.regs {
+			if !seen[name] {
+				delete(r.regs, name)
+			}
+		}
+		r.sessionsDir.listedNow(fi)
+	}
+	r.regsOK = true
+	var errs []adapters.InputError
+	for name, rf := range r.regs {
+		if err := a.readRegistry(rf); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				delete(r.regs, name)
+				continue
+			}
+			errs = append(errs, adapters.InputError{Input: rf.path, Err: err})
+		}
+	}
+	return errs
+}
+
+// readRegistry re-reads a registry file when its stat changed.
+func (a *Adapter) readRegistry(rf *regFile) error {
+	fi, err := a.fs.Stat(rf.path)
+	if err != nil {
+		rf.entry = nil
+		return err
+	}
+	dev, ino, _ := fileID(fi)
+	same := fi.Size() == rf.size && fi.ModTime().Equal(rf.mtime) && dev == rf.dev && ino == rf.ino
+	if same && !rf.readAt.IsZero() && rf.readAt.Sub(rf.mtime) >= racyWindow {
+		return nil
+	}
+	rf.size, rf.mtime, rf.dev, rf.ino, rf.readAt = fi.Size(), fi.ModTime(), dev, ino, time.Now()
+	rf.entry = nil
+	if fi.Size() > maxRegistryBytes {
+		return fmt.Errorf("registry entry of %d bytes: over the %d byte limit", fi.Size(), maxRegistryBytes)
+	}
+	f, err := a.fs.Open(rf.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, fi.Size())
+	n, err := readAtFull(countingFile{f, &a.bytesRead}, buf, 0)
+	if err != nil {
+		return err
+	}
+	e, err := ParseRegistry(buf[:n])
+	if err != nil {
+		// Probably caught mid-write: the next write changes the stat.
+		a.log.Debug("skipping registry entry", zap.String("path", rf.path), zap.Error(err))
+		return nil
+	}
+	if want := strings.TrimSuffix(filepath.Base(rf.path), ".json"); strconv.Itoa(e.PID) != want {
+		a.log.Debug("registry entry names another pid than its file; skipping", zap.String("path", rf.path))
+		return nil
+	}
+	rf.entry = &e
+	return nil
+}
+
+// hot says which transcripts are stat'ed at every pass: those modified
+// recently and those a live process may be writing (named by a registry
+// entry or an argv, or in the cwd of a live claude). The others are
+// stat'ed at full rescans only: on a machine with years of history a pass
+// then costs a few stats, not one per transcript ever written.
+type hot struct {
+	coldAfter time.Duration
+	ids       map[string]bool
+	cwds      map[string][]*claudeProc
+}
+
+func (h *hot) has(f *fileState) bool {
+	if !f.read || time.Since(f.mtime) < h.coldAfter || h.ids[f.id] {
+		return true
+	}
+	return f.sum.Cwd != "" && len(h.cwds[filepath.Clean(f.sum.Cwd)]) > 0
+}
+
+func (a *Adapter) hotSet(r *rootState, v *procView) *hot {
+	h := &hot{coldAfter: a.cfg.ColdAfter, ids: map[string]bool{}, cwds: v.byCwd}
+	for _, rf := range r.regs {
+		if rf.entry != nil {
+			h.ids[rf.entry.SessionID] = true
+		}
+	}
+	for id := range v.byArgv {
+		h.ids[id] = true
+	}
+	return h
+}
+
+func (a *Adapter) scanProjects(r *rootState, full bool, h *hot) ([]adapters.InputError, []*job) {
+	dir := filepath.Join(r.path, "projects")
+	fi, err := a.fs.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.projectsDir = dirState{}
+		clear(r.projects)
+		return nil, nil
+	case err != nil:
+		// Keep what was known; the sessions of this root are not reported
+		// this pass (the tracker keeps their last state).
+		for _, p := range r.projects {
+			p.ok = false
+		}
+		return []adapters.InputError{{Input: dir, Err: err}}, nil
+	}
+	r.projectsDir.exists = true
+	if r.projectsDir.needList(fi, full) {
+		ents, err := a.fs.ReadDir(dir)
+		if err != nil {
+			for _, p := range r.projects {
+				p.ok = false
+			}
+			return []adapters.InputError{{Input: dir, Err: err}}, nil
+		}
+		seen := make(map[string]bool, len(ents))
+		for _, e := range ents {
+			if !e.IsDir() { // symlinks too: never followed
+				continue
+			}
+			seen[e.Name()] = true
+			if r.projects[e.Name()] == nil {
+				r.projects[e.Name()] = &projectState{path: filepath.Join(dir, e.Name()), files: map[string]*fileState{}}
+			}
+		}
+		for name := range r.projects {
+			if !seen[name] {
+				delete(r.projects, name)
+			}
+		}
+		r.projectsDir.listedNow(fi)
+	}
+	var errs []adapters.InputError
+	var jobs []*job
+	for name, p := range r.projects {
+		e, js := a.scanProject(p, full, h)
+		if e != nil {
+			if errors.Is(e.Err, fs.ErrNotExist) {
+				delete(r.projects, name)
+				continue
+			}
+			errs = append(errs, *e)
+		}
+		jobs = append(jobs, js...)
+	}
+	return errs, jobs
+}
+
+func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.InputError, []*job) {
+	p.ok = false
+	fi, err := a.fs.Stat(p.path)
+	if err != nil {
+		return &adapters.InputError{Input: p.path, Err: err}, nil
+	}
+	if p.dir.needList(fi, full) {
+		ents, err := a.fs.ReadDir(p.path)
+		if err != nil {
+			return &adapters.InputError{Input: p.path, Err: err}, nil
+		}
+		seen := make(map[string]bool, len(ents))
+		for _, e := range ents {
+			name := e.Name()
+			if !IsTranscriptName(name) || !e.Type().IsRegular() {
+				continue
+			}
+			seen[name] = true
+			if p.files[name] == nil {
+				p.files[name] = &fileState{path: filepath.Join(p.path, name), id: strings.TrimSuffix(name, ".jsonl")}
+			}
+		}
+		for name := range p.files {
+			if !seen[name] {
+				delete(p.files, name)
+			}
+		}
+		p.dir.listedNow(fi)
+	}
+	p.ok = true
+	var jobs []*job
+	var firstErr *adapters.InputError
+	for name, f := range p.files {
+		if !full && !h.has(f) {
+			continue
+		}
+		fi, err := a.fs.Stat(f.path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			delete(p.files, name)
+			continue
+		case err != nil:
+			if firstErr == nil {
+				firstErr = &adapters.InputError{Input: f.path, Err: err}
+			}
+			continue
+		}
+		if k := a.plan(f, fi); k != jobNone {
+			jobs = append(jobs, &job{f: f, fi: fi, kind: k})
+		}
+	}
+	return firstErr, jobs
+}
+
+type jobKind int
+
+const (
+	jobNone    jobKind = iota
+	jobList            // first listing, or a restart: head and tail
+	jobRestart         // replaced, shrunk or rewritten: list again from scratch
+	jobAppend          // read the appended bytes
+	jobRetail          // grew too much: keep the head, re-read the tail window
+)
+
+type job struct {
+	f    *fileState
+	fi   fs.FileInfo
+	kind jobKind
+	err  error
+}
+
+// plan decides what a transcript needs from its stat alone.
+func (a *Adapter) plan(f *fileState, fi fs.FileInfo) jobKind {
+	dev, ino, hasID := fileID(fi)
+	size, mtime := fi.Size(), fi.ModTime()
+	switch {
+	case !f.read:
+		return jobList
+	case hasID && f.hasID && (dev != f.dev || ino != f.ino):
+		return jobRestart // replaced (a new inode at the same path)
+	case size < f.size:
+		return jobRestart // shrunk (rewritten by compaction)
+	case size > f.size:
+		if size-f.offset > a.cfg.MaxAppendBytes {
+			return jobRetail
+		}
+		return jobAppend
+	case !mtime.Equal(f.mtime):
+		return jobRestart // same size, new content
+	}
+	return jobNone
+}
+
+// runJobs reads the planned transcripts on a bounded pool of workers. Each
+// job owns its fileState; at most Workers files are open at once.
+func (a *Adapter) runJobs(ctx context.Context, jobs []*job) ([]adapters.InputError, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	ch := make(chan *job)
+	var wg sync.WaitGroup
+	workers := min(a.cfg.Workers, len(jobs))
+	var cmu sync.Mutex
+	var total counts
+	var listed, restarted, appended, retailed uint64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c counts
+			var l, rs, ap, rt uint64
+			for j := range ch {
+				if ctx.Err() != nil {
+					j.err = ctx.Err()
+					continue
+				}
+				jc, err := a.runJob(j)
+				j.err = err
+				c.add(jc)
+				switch j.kind {
+				case jobList:
+					l++
+				case jobRestart:
+					l++
+					rs++
+				case jobAppend:
+					ap++
+				case jobRetail:
+					rt++
+				}
+			}
+			cmu.Lock()
+			total.add(c)
+			listed, restarted, appended, retailed = listed+l, restarted+rs, appended+ap, retailed+rt
+			cmu.Unlock()
+		}()
+	}
+	for _, j := range jobs {
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	a.stats.LinesRead += total.lines
+	a.stats.LinesTooLong += total.tooLong
+	a.stats.LinesCorrupt += total.corrupt
+	a.stats.LinesGlued += total.glued
+	a.stats.FilesListed += listed
+	a.stats.FilesRestarted += restarted
+	a.stats.FilesAppended += appended
+	a.stats.FilesRetailed += retailed
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var errs []adapters.InputError
+	for _, j := range jobs {
+		if j.err != nil {
+			errs = append(errs, adapters.InputError{Input: j.f.path, Err: j.err})
+		}
+	}
+	return errs, nil
+}
+
+// runJob reads one transcript. On error the file keeps its last state.
+func (a *Adapter) runJob(j *job) (counts, error) {
+	f := j.f
+	file, err := a.fs.Open(f.path)
+	if err != nil {
+		return counts{}, err
+	}
+	defer file.Close()
+	r := countingFile{file, &a.bytesRead}
+	size := j.fi.Size()
+	var res listResult
+	sum := f.sum
+	switch j.kind {
+	case jobList, jobRestart:
+		sum = summary{}
+		res, err = list(r, size, a.cfg.WindowBytes, &sum)
+	case jobRetail:
+		sum.resetTurn()
+		err = tail(r, size, a.cfg.WindowBytes, &sum, &res)
+	case jobAppend:
+		sum.Pending = append([]ToolCall(nil), sum.Pending...)
+		res, err = appendRead(r, f.offset, size, f.skipPartial, a.cfg.MaxLineBytes, &sum)
+	}
+	if err != nil {
+		return res.c, fmt.Errorf("read transcript: %w", err)
+	}
+	dev, ino, hasID := fileID(j.fi)
+	f.read = true
+	f.dev, f.ino, f.hasID = dev, ino, hasID
+	f.size, f.mtime = size, j.fi.ModTime()
+	f.offset, f.skipPartial = res.offset, res.skipPartial
+	f.sum = sum
+	return res.c, nil
+}
