@@ -8,6 +8,7 @@ package adapters
 
 import (
 	"context"
+	"regexp"
 	"time"
 
 	"github.com/sessiond/sessiond/proc"
@@ -55,10 +56,14 @@ func (e InputError) Error() string { return e.Input + ": " + e.Err.Error() }
 // Observed is what an adapter saw of one session.
 type Observed struct {
 	UpstreamID string
-	// Source is the input the session was found in (config root, db path).
+	// Source is the input the session was found in (a project dir, a db
+	// path).
 	Source string
-	Cwd    string
-	Title  string
+	// Root is the agent's data root the session belongs to (the Claude
+	// config dir, the OpenCode data dir): the resume cursor's root.
+	Root  string
+	Cwd   string
+	Title string
 	// Owners are the processes that own or could own the session. Empty when
 	// none is known. More than one only for inferred ownership.
 	Owners []Owner
@@ -97,4 +102,65 @@ type Issue struct {
 	Detail string
 	// Since is when the item started, zero if unknown.
 	Since time.Time
+}
+
+// Launcher is implemented by adapters whose agent sessiond can start and
+// resume. It knows the agent's command line; package launch runs it.
+type Launcher interface {
+	// NewCommand is the command that starts a new session.
+	NewCommand(spec LaunchSpec) (Command, error)
+	// ResumeCommand continues the cursor's upstream session; with fork it
+	// starts a new upstream session carrying the old one's history.
+	ResumeCommand(cur session.ResumeCursor, spec LaunchSpec, fork bool) (Command, error)
+	// Exists says whether the cursor's upstream session still exists:
+	// Missing only when confirmed gone, Unknown when it could not tell.
+	Exists(ctx context.Context, cur session.ResumeCursor) (Existence, error)
+}
+
+// LaunchSpec is what the user asked to launch.
+type LaunchSpec struct {
+	Cwd    string
+	Prompt string
+	// Args are extra agent arguments, appended as given.
+	Args []string
+	// Mode is "headless" or "tmux".
+	Mode string
+}
+
+// Command is an agent command line to run.
+type Command struct {
+	Argv []string
+	// Cwd is where it must run (a resume runs in the recorded cwd).
+	Cwd string
+	// UpstreamID is the agent's session id when it is chosen up front
+	// (Claude's --session-id); empty when the agent picks it.
+	UpstreamID string
+	// Root is the agent data root the session will live in.
+	Root string
+	// Env is set in the agent's environment (e.g. its data root).
+	Env map[string]string
+	// OutputID, when UpstreamID is empty, finds the upstream id in the
+	// agent's output (first group), so the record is linked early.
+	OutputID *regexp.Regexp
+}
+
+// Existence is the answer of Launcher.Exists.
+type Existence int
+
+// Existence answers. Unknown must never be read as Missing: a transient
+// error must not reset a conversation.
+const (
+	ExistenceUnknown Existence = iota
+	Exists
+	Missing
+)
+
+func (e Existence) String() string {
+	switch e {
+	case Exists:
+		return "exists"
+	case Missing:
+		return "missing"
+	}
+	return "unknown"
 }

@@ -32,6 +32,11 @@ type Session struct {
 	Title          string                `json:"title,omitempty"`
 	Source         string                `json:"source,omitempty"`
 	Launched       bool                  `json:"launched"`
+	LaunchedAt     *time.Time            `json:"launched_at,omitempty"`
+	Mode           string                `json:"mode,omitempty"`
+	Tmux           string                `json:"tmux_session,omitempty"`
+	LogPath        string                `json:"log_path,omitempty"`
+	Exit           *session.ExitStatus   `json:"exit,omitempty"`
 	Problems       []session.Problem     `json:"problems"`
 	CreatedAt      time.Time             `json:"created_at"`
 	UpdatedAt      time.Time             `json:"updated_at"`
@@ -47,6 +52,7 @@ func FromRecord(r *session.Record) Session {
 		Status: r.Status, StatusReason: r.StatusReason, Activity: r.Activity,
 		OwnerInferred: r.OwnerInferred, OwnerEvidence: r.OwnerEvidence,
 		Cwd: r.Cwd, Title: r.Title, Source: r.Source, Launched: r.Launched,
+		LaunchedAt: r.LaunchedAt, Mode: r.Mode, Tmux: r.Tmux, LogPath: r.LogPath, Exit: r.Exit,
 		Problems:  r.Problems,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StoppedAt: r.StoppedAt,
 		LastActivityAt: r.LastActivityAt, Resume: r.Resume,
@@ -61,6 +67,16 @@ func FromRecord(r *session.Record) Session {
 		s.CandidatePIDs = append(s.CandidatePIDs, c.PID)
 	}
 	return s
+}
+
+// Problem returns the session's first problem of the kind, or nil.
+func (s *Session) Problem(kind session.ProblemKind) *session.Problem {
+	for i := range s.Problems {
+		if s.Problems[i].Kind == kind {
+			return &s.Problems[i]
+		}
+	}
+	return nil
 }
 
 // SessionList is the answer of GET /v1/sessions.
@@ -118,4 +134,6 @@ const (
 	CodeForbidden   = "forbidden"
 	CodeInternal    = "internal"
 	CodeUnavailable = "unavailable"
+	// CodeAlreadyRunning: a resume would make a second writer.
+	CodeAlreadyRunning = "already_running"
 )

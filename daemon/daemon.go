@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/launch"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/state"
 	"github.com/sessiond/sessiond/tracker"
@@ -147,9 +148,17 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("startup reconciliation done", zap.Int("sessions", rep.Sessions), zap.Int("created", rep.Created),
 		zap.Int("changed", rep.Changed), zap.Duration("took", rep.Duration))
 
+	launchers := map[string]adapters.Launcher{}
+	for _, a := range cfg.Adapters {
+		if l, ok := a.(adapters.Launcher); ok {
+			launchers[a.Name()] = l
+		}
+	}
+	lc := launch.New(launch.Config{LogDir: filepath.Join(cfg.StateDir, "logs"), Host: host, Logger: log.Named("launch")})
 	d := newServer(serverConfig{
 		store: st, tracker: tr, log: log.Named("api"), version: cfg.Version,
 		started: started, socket: cfg.Socket, uid: os.Getuid(),
+		launcher: lc, launchers: launchers,
 	})
 	d.metrics.observePass(rep)
 	srv := &http.Server{
@@ -184,8 +193,9 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); tr.Run(runCtx) }()
+	go func() { defer wg.Done(); capLogs(runCtx, st, lc, log) }()
 	go func() { defer wg.Done(); watchAdapters(runCtx, cfg.Adapters, tr, cfg.Hints, log.Named("watch")) }()
 
 	var result error
@@ -227,4 +237,28 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 		p.err = fmt.Errorf("not a unix socket connection")
 	}
 	return context.WithValue(ctx, peerKey, p)
+}
+
+// capLogs keeps the logs of running launched sessions under their cap.
+func capLogs(ctx context.Context, st *state.Store, lc *launch.Launcher, log *zap.Logger) {
+	t := time.NewTicker(30 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		recs, err := st.List()
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			if r.LogPath != "" && !r.Status.Terminal() {
+				if err := lc.CapLog(r.LogPath); err != nil {
+					log.Warn("cap session log", zap.String("path", r.LogPath), zap.Error(err))
+				}
+			}
+		}
+	}
 }

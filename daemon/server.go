@@ -14,7 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/launch"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
 	"github.com/sessiond/sessiond/tracker"
@@ -31,13 +33,16 @@ const handlerTimeout = 30 * time.Second
 var heartbeat = 15 * time.Second
 
 type serverConfig struct {
-	store   *state.Store
-	tracker *tracker.Tracker
-	log     *zap.Logger
-	version string
-	started time.Time
-	socket  string
-	uid     int
+	store    *state.Store
+	launcher *launch.Launcher
+	// launchers are the adapters that can start their agent, by name.
+	launchers map[string]adapters.Launcher
+	tracker   *tracker.Tracker
+	log       *zap.Logger
+	version   string
+	started   time.Time
+	socket    string
+	uid       int
 }
 
 // server is the /v1 API over the store and the tracker. It reads the store
@@ -73,6 +78,8 @@ func (s *server) routes() []route {
 		{pattern: "GET /v1/health", handler: s.health},
 		{pattern: "GET /v1/sessions", handler: s.listSessions},
 		{pattern: "GET /v1/sessions/{id}", handler: s.getSession},
+		{pattern: "POST /v1/sessions", handler: s.launchSession},
+		{pattern: "POST /v1/sessions/{id}/resume", handler: s.resumeSession},
 		{pattern: "GET /v1/events", handler: s.events, stream: true},
 		{pattern: "GET /v1/openapi.json", handler: s.openapi},
 		{pattern: "GET /metrics", handler: s.metrics.ServeHTTP},

@@ -77,6 +77,9 @@ const (
 	ProblemNotDiscovered ProblemKind = "not_discovered"
 	// ProblemOwnerAmbiguous: several live processes could own the session.
 	ProblemOwnerAmbiguous ProblemKind = "owner_ambiguous"
+	// ProblemLaunchFailed: a process sessiond launched exited within seconds
+	// (a login or usage error); the detail holds its exit and log tail.
+	ProblemLaunchFailed ProblemKind = "launch_failed"
 )
 
 // InFlight reports whether a problem of this kind is evidence that a turn
@@ -100,6 +103,22 @@ type Problem struct {
 	// Since is kept per item. Empty when there is one problem of the kind.
 	Key string `json:"key,omitempty"`
 }
+
+// ExitStatus is how a launched process ended, collected by sessiond while
+// it was the parent.
+type ExitStatus struct {
+	PID int `json:"pid"`
+	// Code is the exit code, or -1 when a signal ended the process.
+	Code   int       `json:"code"`
+	Signal string    `json:"signal,omitempty"`
+	At     time.Time `json:"at"`
+	// LogTail is the end of the process's log, for a fast failure's reason.
+	LogTail string `json:"log_tail,omitempty"`
+}
+
+// ResumeCursorVersion is the schema version of ResumeCursor this build
+// writes and accepts.
+const ResumeCursorVersion = 1
 
 // ResumeCursor is what a follow-up needs to continue the same upstream
 // conversation after any restart.
@@ -143,6 +162,17 @@ type Record struct {
 	Cwd      string `json:"cwd"`
 	Title    string `json:"title,omitempty"`
 	Launched bool   `json:"launched"`
+	// LaunchedAt is when sessiond last started the owner (a launch or a
+	// resume); the launch grace period counts from it.
+	LaunchedAt *time.Time `json:"launched_at,omitempty"`
+	// Mode is how sessiond launched it: "headless" or "tmux".
+	Mode string `json:"mode,omitempty"`
+	// Tmux is the tmux session holding it, in tmux mode.
+	Tmux string `json:"tmux_session,omitempty"`
+	// LogPath is the launched process's stdout and stderr.
+	LogPath string `json:"log_path,omitempty"`
+	// Exit is how the launched owner ended, when sessiond was its parent.
+	Exit *ExitStatus `json:"exit,omitempty"`
 	// Source is the input the session was discovered in (a config root, a
 	// database file), so an error reading that input can be tied to it.
 	Source string `json:"source,omitempty"`
@@ -190,6 +220,11 @@ func (r *Record) Clone() *Record {
 	c.Candidates = append([]proc.Identity(nil), r.Candidates...)
 	c.Problems = append([]Problem(nil), r.Problems...)
 	c.StoppedAt = cloneTime(r.StoppedAt)
+	c.LaunchedAt = cloneTime(r.LaunchedAt)
+	if r.Exit != nil {
+		e := *r.Exit
+		c.Exit = &e
+	}
 	c.LastActivityAt = cloneTime(r.LastActivityAt)
 	c.LastSeenAt = cloneTime(r.LastSeenAt)
 	if r.Resume != nil {

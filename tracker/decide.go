@@ -68,6 +68,15 @@ func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event)
 			la := o.LastActivity
 			out.LastActivityAt = &la
 		}
+		// The agent's own data shows this upstream session: that confirms
+		// the resume cursor (a launch's first output alone does not).
+		if o.Root != "" && out.UpstreamID != "" && out.Cwd != "" {
+			cur := session.ResumeCursor{SchemaVersion: session.ResumeCursorVersion, Agent: out.Agent,
+				UpstreamID: out.UpstreamID, Cwd: out.Cwd, Root: o.Root}
+			if out.Resume == nil || *out.Resume != cur {
+				out.Resume = &cur
+			}
+		}
 	}
 
 	cands := gatherCandidates(rec, ev)
@@ -123,17 +132,18 @@ func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event)
 		// Invariant 3: a launched session is starting inside its grace period
 		// until its agent's data shows it; past it, a live owner keeps it
 		// running, flagged not_discovered if the data never showed it.
-		inGrace := rec.Launched && now.Sub(rec.CreatedAt) < ev.grace
-		neverSeen := out.LastSeenAt == nil
+		launchedAt := launchTime(rec)
+		inGrace := rec.Launched && now.Sub(launchedAt) < ev.grace
+		notSeen := out.LastSeenAt == nil || (rec.LaunchedAt != nil && !out.LastSeenAt.After(*rec.LaunchedAt))
 		switch {
-		case rec.Launched && neverSeen && inGrace:
+		case rec.Launched && notSeen && inGrace:
 			out.Status = session.StatusStarting
 			out.StatusReason = fmt.Sprintf("launched as pid %d; waiting for the agent's data", id.PID)
 		default:
 			out.Status = session.StatusRunning
 			out.StatusReason = fmt.Sprintf("owner pid %d is alive (%s)", id.PID, owner.evidence)
-			if rec.Launched && neverSeen {
-				problems = append(problems, session.Problem{Kind: session.ProblemNotDiscovered, Detail: fmt.Sprintf("owner pid %d is alive but the agent's data has not shown this session", id.PID), Since: rec.CreatedAt.Add(ev.grace)})
+			if rec.Launched && notSeen {
+				problems = append(problems, session.Problem{Kind: session.ProblemNotDiscovered, Detail: fmt.Sprintf("owner pid %d is alive but the agent's data has not shown this session", id.PID), Since: launchedAt.Add(ev.grace)})
 			}
 		}
 		switch {
@@ -296,6 +306,12 @@ func markDead(out, rec *session.Record, observed bool, inFlight []adapters.Issue
 		out.Status = session.StatusStopped
 		out.StatusReason = reason
 	}
+	// A launched owner that exited within seconds failed to start (a login
+	// or usage error): say so, with its log tail.
+	if x := rec.Exit; x != nil && rec.Launched && rec.Owner != nil && x.PID == rec.Owner.PID && x.At.Sub(launchTime(rec)) < fastExit {
+		*problems = append(*problems, session.Problem{Kind: session.ProblemLaunchFailed, Since: x.At,
+			Detail: fmt.Sprintf("exited %s after %s: %s", exitWords(x), x.At.Sub(launchTime(rec)).Round(10*time.Millisecond), x.LogTail)})
+	}
 	out.Activity = ""
 	out.Candidates = nil
 	if out.StoppedAt == nil || !rec.Status.Terminal() {
@@ -306,6 +322,24 @@ func markDead(out, rec *session.Record, observed bool, inFlight []adapters.Issue
 		}
 		out.StoppedAt = &t
 	}
+}
+
+// fastExit: a launched process that ends sooner than this failed to start.
+const fastExit = 10 * time.Second
+
+// launchTime is when the grace period started: the last launch or resume.
+func launchTime(r *session.Record) time.Time {
+	if r.LaunchedAt != nil {
+		return *r.LaunchedAt
+	}
+	return r.CreatedAt
+}
+
+func exitWords(x *session.ExitStatus) string {
+	if x.Signal != "" {
+		return "on signal " + x.Signal
+	}
+	return fmt.Sprintf("with code %d", x.Code)
 }
 
 func deadReason(cands []candidate) string {
@@ -387,13 +421,21 @@ func events(prev, next *session.Record, isNew bool, now time.Time) []session.Eve
 		ev.From = prev.Status
 	case prev.Activity != next.Activity,
 		!sameOwner(prev, next),
-		!sameProblems(prev.Problems, next.Problems):
+		!sameProblems(prev.Problems, next.Problems),
+		!sameCursor(prev.Resume, next.Resume):
 		ev.Type = session.EventUpdated
 		ev.From = prev.Status
 	default:
 		return nil
 	}
 	return []session.Event{ev}
+}
+
+func sameCursor(a, b *session.ResumeCursor) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func sameOwner(a, b *session.Record) bool {

@@ -116,6 +116,7 @@ type Tracker struct {
 	watched map[proc.Identity]bool
 
 	hint chan struct{}
+	kick chan struct{}
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -155,6 +156,7 @@ func New(cfg Config) *Tracker {
 		log:     cfg.Logger,
 		watched: map[proc.Identity]bool{},
 		hint:    make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
 		health:  map[string]AdapterHealth{},
 	}
 }
@@ -189,6 +191,8 @@ func (t *Tracker) Run(ctx context.Context) error {
 			trigger = "tick"
 		case ex := <-exits:
 			t.log.Debug("owner exited", zap.Int("pid", ex.Identity.PID), zap.String("noticed_by", ex.Reason))
+			trigger = "exit"
+		case <-t.kick:
 			trigger = "exit"
 		case <-t.hint:
 			debounce.Reset(t.cfg.Debounce)
@@ -531,13 +535,7 @@ func (t *Tracker) syncWatches(recs []*session.Record) {
 		}
 	}
 	for id := range want {
-		if !t.watched[id] {
-			if err := t.cfg.Exits.Watch(id); err != nil {
-				t.log.Debug("cannot watch owner exit; the periodic probe covers it", zap.Int("pid", id.PID), zap.Error(err))
-				continue
-			}
-			t.watched[id] = true
-		}
+		t.watch(id)
 	}
 	for id := range t.watched {
 		if !want[id] {

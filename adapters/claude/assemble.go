@@ -144,7 +144,7 @@ func (a *Adapter) assemble(v *procView) []adapters.Observed {
 func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveOwner) {
 	// Source is the most specific input the session lives in (its project
 	// dir), so an unreadable project dir flags exactly its own sessions.
-	o := adapters.Observed{UpstreamID: b.id, Source: b.root.path}
+	o := adapters.Observed{UpstreamID: b.id, Source: b.root.path, Root: b.root.path}
 	var sum *summary
 	if b.file != nil {
 		o.Source = filepath.Dir(b.file.path)

@@ -79,6 +79,9 @@ type Config struct {
 	// Host answers about processes when a pass has no snapshot, and gives
 	// process start times (default a proc.Host on ProcRoot).
 	Host ProcHost
+	// Binary is the claude executable sessiond launches (default "claude"
+	// from PATH).
+	Binary string
 }
 
 // ProcHost is the part of proc.Host the adapter uses.
@@ -159,6 +162,9 @@ func New(cfg Config) *Adapter {
 	}
 	if cfg.Host == nil {
 		cfg.Host = &proc.Host{Root: cfg.ProcRoot}
+	}
+	if cfg.Binary == "" {
+		cfg.Binary = "claude"
 	}
 	if cfg.DefaultRoot == "" {
 		if home, err := os.UserHomeDir(); err == nil {

@@ -178,6 +178,20 @@ func printSession(a *app, s *api.Session) {
 	row("Cwd", shortPath(s.Cwd))
 	row("Title", s.Title)
 	row("Launched", strconv.FormatBool(s.Launched))
+	if s.Launched {
+		row("Mode", s.Mode)
+		if s.Tmux != "" {
+			row("Attach", "tmux attach -t "+s.Tmux)
+		}
+		row("Log", s.LogPath)
+		if x := s.Exit; x != nil {
+			how := fmt.Sprintf("code %d", x.Code)
+			if x.Signal != "" {
+				how = "signal " + x.Signal
+			}
+			row("Exit", fmt.Sprintf("pid %d, %s, at %s", x.PID, how, x.At.Local().Format(time.RFC3339)))
+		}
+	}
 	row("Created", ts(&s.CreatedAt))
 	row("Updated", ts(&s.UpdatedAt))
 	row("Last activity", ts(s.LastActivityAt))

@@ -48,7 +48,9 @@ type options struct {
 	stateDir    string
 	socket      string
 	claudeDirs  []string
+	claudeBin   string
 	opencodeDir string
+	opencodeBin string
 	interval    time.Duration
 	grace       time.Duration
 	stallAfter  time.Duration
@@ -138,6 +140,8 @@ already running on this state dir or socket.
 	fs.StringVar(&o.socket, "socket", "", "API socket path ($SESSIOND_SOCKET; default $XDG_RUNTIME_DIR/sessiond/sessiond.sock, else <state-dir>/sessiond.sock)")
 	claude := &stringList{vals: defaultClaudeDirs()}
 	fs.Var(claude, "claude-dir", "Claude Code config root, repeatable (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
+	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
+	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
 	fs.DurationVar(&o.interval, "reconcile-interval", envDuration("SESSIOND_RECONCILE_INTERVAL", 5*time.Second), "period of the reconcile pass ($SESSIOND_RECONCILE_INTERVAL)")
 	fs.DurationVar(&o.grace, "grace", envDuration("SESSIOND_GRACE", 30*time.Second), "grace period for launches and owner-less sessions ($SESSIOND_GRACE)")
@@ -206,7 +210,7 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // is one line here.
 func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 	return []adapters.Adapter{
-		claude.New(claude.Config{Roots: o.claudeDirs, DefaultRoot: filepath.Join(home(), ".claude"), Logger: log.Named("claude")}),
+		claude.New(claude.Config{Roots: o.claudeDirs, DefaultRoot: filepath.Join(home(), ".claude"), Binary: o.claudeBin, Logger: log.Named("claude")}),
 	}
 }
 

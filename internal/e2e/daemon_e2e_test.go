@@ -39,7 +39,7 @@ func binaries(t *testing.T) (sessiond, sessionctl string) {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir, "../../cmd/sessiond", "../../cmd/sessionctl")
+		cmd := exec.Command("go", "build", "-o", binDir, "../../cmd/sessiond", "../../cmd/sessionctl", "../testkit/fakeagents/fakeclaude")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

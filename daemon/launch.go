@@ -1,0 +1,351 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/launch"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
+)
+
+// decodeBody reads a JSON request body, refusing unknown fields so a typo
+// is an error rather than a silently ignored option.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "bad request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (s *server) launcherFor(w http.ResponseWriter, agent string) adapters.Launcher {
+	if l, ok := s.launchers[agent]; ok {
+		return l
+	}
+	var names []string
+	for n := range s.launchers {
+		names = append(names, n)
+	}
+	writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("unknown agent %q (sessiond can launch: %v)", agent, names))
+	return nil
+}
+
+// startError answers a failed start: the request's fault (missing binary,
+// bad cwd, bad mode) is 400, anything else 500. No record is left behind.
+func (s *server) startError(w http.ResponseWriter, err error) {
+	var ue *launch.UsageError
+	if errors.As(err, &ue) {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	s.log.Error("launch failed", zap.Error(err))
+	writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
+}
+
+// launchSession: POST /v1/sessions. It answers as soon as the process is
+// recorded; it never waits on the agent's output to learn an id.
+func (s *server) launchSession(w http.ResponseWriter, r *http.Request) {
+	var req api.LaunchRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	l := s.launcherFor(w, req.Agent)
+	if l == nil {
+		return
+	}
+	cwd, err := launch.ResolveCwd(req.Cwd)
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	spec := adapters.LaunchSpec{Cwd: cwd, Prompt: req.Prompt, Args: req.Args, Mode: req.Mode}
+	cmd, err := l.NewCommand(spec)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	rec, st, err := s.start(req.Agent, cmd, req.Mode, req.Env)
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(rec), Attach: st.AttachCommand(), LogPath: st.LogPath})
+}
+
+// start runs cmd as a new session record.
+func (s *server) start(agent string, cmd adapters.Command, mode string, env map[string]string) (*session.Record, *launch.Started, error) {
+	id := state.NewID()
+	st, err := s.launcher.Start(id, cmd, mode, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	owner := st.Identity
+	rec := &session.Record{ID: id, Agent: agent, UpstreamID: cmd.UpstreamID, Owner: &owner, Cwd: st.Cwd,
+		Mode: modeName(mode), Tmux: st.Tmux, LogPath: st.LogPath}
+	if err := s.tracker.RecordLaunch(rec); err != nil {
+		// Untracked, the process would be an orphan nobody knows of.
+		s.kill(st)
+		return nil, nil, fmt.Errorf("record launched session: %w", err)
+	}
+	s.follow(rec.ID, st, cmd)
+	return rec, st, nil
+}
+
+func modeName(m string) string {
+	if m == "" {
+		return launch.ModeHeadless
+	}
+	return m
+}
+
+func (s *server) kill(st *launch.Started) {
+	// Launched with setsid: its pid is its process group.
+	_ = syscall.Kill(-st.Identity.PID, syscall.SIGKILL)
+	go s.launcher.Wait(st)
+}
+
+// follow collects the exit of a process sessiond is the parent of, and
+// links an upstream id the agent shows only in its output.
+func (s *server) follow(id string, st *launch.Started, cmd adapters.Command) {
+	go func() {
+		if x, ok := s.launcher.Wait(st); ok {
+			s.tracker.NoteExit(id, x)
+		}
+	}()
+	if cmd.UpstreamID != "" || cmd.OutputID == nil {
+		return
+	}
+	go func() {
+		if up := waitForID(s.stopping, st.LogPath, cmd.OutputID, 2*time.Minute); up != "" {
+			if err := s.tracker.LinkUpstream(id, up, "the agent's output"); err != nil {
+				s.log.Warn("link upstream id", zap.String("session", id), zap.String("upstream", up), zap.Error(err))
+			}
+		}
+	}()
+}
+
+// waitForID polls a log for the first match of re's first group.
+func waitForID(stop <-chan struct{}, path string, re *regexp.Regexp, limit time.Duration) string {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		if b, err := readHead(path, 1<<20); err == nil {
+			if m := re.FindSubmatch(b); m != nil {
+				return string(m[1])
+			}
+		}
+		select {
+		case <-stop:
+			return ""
+		case <-tick.C:
+		}
+	}
+	return ""
+}
+
+func readHead(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, _ := f.Read(b)
+	return b[:k], nil
+}
+
+// resumeSession: POST /v1/sessions/{id}/resume.
+func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
+	ref := r.PathValue("id")
+	rec, err := s.store.Lookup(ref)
+	if err != nil {
+		s.lookupError(w, ref, err)
+		return
+	}
+	var req api.ResumeRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	cur := rec.Resume
+	if msg := checkCursor(rec, cur); msg != "" {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, msg)
+		return
+	}
+	l := s.launcherFor(w, cur.Agent)
+	if l == nil {
+		return
+	}
+	// A different cwd forks: the history goes with it, the old session is
+	// left as it is.
+	fork := req.Fork
+	if req.Cwd != "" {
+		cwd, err := launch.ResolveCwd(req.Cwd)
+		if err != nil {
+			s.startError(w, err)
+			return
+		}
+		if recorded, err := filepath.EvalSymlinks(cur.Cwd); err != nil || recorded != cwd {
+			fork = true
+		}
+		req.Cwd = cwd
+	}
+	// Single writer: two processes on one conversation corrupt it.
+	if !fork {
+		if pid := s.liveOwner(rec); pid != 0 {
+			writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("session %s is already running as pid %d; stop it first, or resume with fork", rec.ID, pid))
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ex, exErr := l.Exists(ctx, *cur)
+	cancel()
+	spec := adapters.LaunchSpec{Cwd: cur.Cwd, Prompt: req.Prompt, Mode: req.Mode}
+	if req.Cwd != "" {
+		spec.Cwd = req.Cwd
+	}
+	switch ex {
+	case adapters.ExistenceUnknown:
+		// Never silently reset a conversation on a transient error.
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable,
+			fmt.Sprintf("cannot tell whether %s session %s still exists (%v); nothing was launched, try again", cur.Agent, cur.UpstreamID, exErr))
+		return
+	case adapters.Missing:
+		s.resumeFresh(w, rec, l, spec, req, exErr)
+		return
+	}
+	if fork {
+		cmd, err := l.ResumeCommand(*cur, spec, true)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+			return
+		}
+		if req.Cwd != "" {
+			cmd.Cwd = s.forkCwd(cur, req.Cwd)
+		}
+		nrec, st, err := s.start(cur.Agent, cmd, req.Mode, nil)
+		if err != nil {
+			s.startError(w, err)
+			return
+		}
+		s.appendAction(rec, fmt.Sprintf("forked into session %s", nrec.ID))
+		writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(nrec), Attach: st.AttachCommand(), LogPath: st.LogPath,
+			Forked: true, Reason: fmt.Sprintf("forked from %s with its history", rec.ID)})
+		return
+	}
+	cmd, err := l.ResumeCommand(*cur, spec, false)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	s.adopt(w, rec, cmd, req.Mode, "resumed", api.LaunchResponse{})
+}
+
+// forkCwd is where a fork into another directory runs. The agents differ
+// (see README, "Resume and fork"); the Launcher's command says where the
+// agent must start to find the session, and a different requested cwd is
+// honoured when the agent can take it.
+func (s *server) forkCwd(cur *session.ResumeCursor, requested string) string {
+	if cur.Agent == "claude" {
+		// Claude finds a session only from its recorded cwd.
+		return cur.Cwd
+	}
+	return requested
+}
+
+// resumeFresh starts a new upstream session under the same sessiond id
+// when the old one is confirmed gone.
+func (s *server) resumeFresh(w http.ResponseWriter, rec *session.Record, l adapters.Launcher, spec adapters.LaunchSpec, req api.ResumeRequest, why error) {
+	cmd, err := l.NewCommand(spec)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	reason := fmt.Sprintf("upstream session %s is gone (%v); started a fresh one", rec.UpstreamID, why)
+	s.adopt(w, rec, cmd, req.Mode, "started fresh", api.LaunchResponse{Fresh: true, Reason: reason})
+}
+
+// adopt starts cmd as the new owner of rec.
+func (s *server) adopt(w http.ResponseWriter, rec *session.Record, cmd adapters.Command, mode, verb string, resp api.LaunchResponse) {
+	st, err := s.launcher.Start(rec.ID, cmd, mode, nil)
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	nrec, err := s.tracker.Adopt(rec.ID, st.Identity, verb, func(r *session.Record) {
+		r.Mode, r.Tmux, r.LogPath, r.Cwd = modeName(mode), st.Tmux, st.LogPath, st.Cwd
+		if cmd.UpstreamID != r.UpstreamID {
+			r.UpstreamID = cmd.UpstreamID
+			r.Resume = nil // confirmed again when the agent's data shows it
+		}
+	})
+	if err != nil {
+		s.kill(st)
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "record resumed session: "+err.Error())
+		return
+	}
+	s.follow(rec.ID, st, cmd)
+	resp.Session, resp.Attach, resp.LogPath = api.FromRecord(nrec), st.AttachCommand(), st.LogPath
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// checkCursor says what is wrong with a resume cursor, or "".
+func checkCursor(rec *session.Record, cur *session.ResumeCursor) string {
+	switch {
+	case cur == nil:
+		return fmt.Sprintf("session %s has no resume cursor yet: its upstream id has not been confirmed by the agent's own data", rec.ID)
+	case cur.SchemaVersion != session.ResumeCursorVersion:
+		return fmt.Sprintf("resume cursor of %s has schema_version %d; this sessiond reads version %d", rec.ID, cur.SchemaVersion, session.ResumeCursorVersion)
+	case cur.Agent == "" || cur.Agent != rec.Agent:
+		return fmt.Sprintf("resume cursor of %s is malformed: agent %q, session agent %q", rec.ID, cur.Agent, rec.Agent)
+	case cur.UpstreamID == "":
+		return fmt.Sprintf("resume cursor of %s is malformed: no upstream_id", rec.ID)
+	case !filepath.IsAbs(cur.Cwd):
+		return fmt.Sprintf("resume cursor of %s is malformed: cwd %q is not absolute", rec.ID, cur.Cwd)
+	case cur.Root == "":
+		return fmt.Sprintf("resume cursor of %s is malformed: no root", rec.ID)
+	}
+	return ""
+}
+
+// liveOwner returns the pid of a live owner or candidate of rec, or 0.
+func (s *server) liveOwner(rec *session.Record) int {
+	ids := append([]proc.Identity{}, rec.Candidates...)
+	if rec.Owner != nil {
+		ids = append([]proc.Identity{*rec.Owner}, ids...)
+	}
+	for _, id := range ids {
+		if s.tracker.Probe(id).Liveness == proc.Alive {
+			return id.PID
+		}
+	}
+	return 0
+}
+
+// appendAction records a user action on a session as an event.
+func (s *server) appendAction(rec *session.Record, reason string) {
+	err := s.store.Batch(func(tx *state.Tx) error {
+		_, err := tx.Append(session.Event{Type: session.EventAction, SessionID: rec.ID, Agent: rec.Agent,
+			From: rec.Status, To: rec.Status, Time: time.Now(), Reason: reason})
+		return err
+	})
+	if err != nil {
+		s.log.Warn("record action event", zap.String("session", rec.ID), zap.Error(err))
+	}
+}

@@ -1,0 +1,138 @@
+package tracker
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// RecordLaunch records a process sessiond just launched, before the launch
+// request returns: the session is starting, owned by that process, and its
+// exit is watched from this moment. rec carries the agent, upstream id
+// (when chosen up front), cwd, owner and launch details; RecordLaunch sets
+// the status.
+func (t *Tracker) RecordLaunch(rec *session.Record) error {
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	if rec.Owner == nil {
+		return fmt.Errorf("record launch: no owner process")
+	}
+	now := t.cfg.Now()
+	rec.Status = session.StatusStarting
+	rec.StatusReason = fmt.Sprintf("launched as pid %d; waiting for the agent's data", rec.Owner.PID)
+	rec.Activity = session.ActivityUnknown
+	rec.Launched = true
+	rec.LaunchedAt = &now
+	rec.OwnerEvidence = "launched by sessiond"
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	if rec.Problems == nil {
+		rec.Problems = []session.Problem{}
+	}
+	err := t.cfg.Store.Create(rec, session.Event{Type: session.EventCreated, To: rec.Status, Time: now,
+		Activity: rec.Activity, Reason: rec.StatusReason})
+	if err != nil {
+		return err
+	}
+	t.watch(*rec.Owner)
+	return nil
+}
+
+// Adopt makes a newly started process the owner of an existing session (a
+// resume): the session is starting again, with the new owner, and an event
+// records it. upd may set launch details (mode, log path, upstream id).
+func (t *Tracker) Adopt(id string, owner proc.Identity, reason string, upd func(*session.Record)) (*session.Record, error) {
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	now := t.cfg.Now()
+	rec, err := t.cfg.Store.Update(id, func(r *session.Record) ([]session.Event, error) {
+		from := r.Status
+		o := owner
+		r.Owner, r.OwnerInferred, r.OwnerEvidence, r.Candidates = &o, false, "launched by sessiond", nil
+		r.Launched, r.LaunchedAt, r.Exit, r.StoppedAt = true, &now, nil, nil
+		r.Status, r.Activity = session.StatusStarting, session.ActivityUnknown
+		r.StatusReason = fmt.Sprintf("%s as pid %d; waiting for the agent's data", reason, owner.PID)
+		// Problems of the previous run are history now.
+		var keep []session.Problem
+		for _, p := range r.Problems {
+			if p.Kind == session.ProblemOrphanProcesses {
+				keep = append(keep, p)
+			}
+		}
+		r.Problems = append([]session.Problem{}, keep...)
+		if upd != nil {
+			upd(r)
+		}
+		return []session.Event{{Type: session.EventStatus, Time: now, From: from, To: r.Status, Activity: r.Activity, Reason: r.StatusReason}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.watch(owner)
+	return rec, nil
+}
+
+// NoteExit records how a launched owner ended, when sessiond was its
+// parent and collected the status, then reconciles at once. The status
+// change itself comes from the pass (the owner probes dead), as for any
+// other death.
+func (t *Tracker) NoteExit(id string, st session.ExitStatus) {
+	_, err := t.cfg.Store.Update(id, func(r *session.Record) ([]session.Event, error) {
+		if r.Owner == nil || r.Owner.PID != st.PID {
+			return nil, nil // the session has another owner by now
+		}
+		x := st
+		r.Exit = &x
+		return nil, nil
+	})
+	if err != nil {
+		t.log.Warn("record exit status", zap.String("session", id), zap.Error(err))
+	}
+	t.Kick()
+}
+
+// LinkUpstream records the upstream id of a launched session whose agent
+// chose it (OpenCode), as an event. It never replaces a known id, and a
+// conflict (a record of that id already exists) is returned.
+func (t *Tracker) LinkUpstream(id, upstreamID, evidence string) error {
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	_, err := t.cfg.Store.Update(id, func(r *session.Record) ([]session.Event, error) {
+		if r.UpstreamID != "" {
+			return nil, nil
+		}
+		r.UpstreamID = upstreamID
+		return []session.Event{{Type: session.EventUpdated, Time: t.cfg.Now(), From: r.Status, To: r.Status,
+			Activity: r.Activity, Reason: "upstream id " + upstreamID + " linked from " + evidence}}, nil
+	})
+	return err
+}
+
+// Kick asks Run for a pass now, without the hint debounce (an exit the
+// launcher collected). It never blocks.
+func (t *Tracker) Kick() {
+	select {
+	case t.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Probe answers liveness through the tracker's host (the API's single
+// writer check uses it).
+func (t *Tracker) Probe(id proc.Identity) proc.Result { return t.cfg.Host.Probe(id) }
+
+// watch asks the exit source for id's exit. Callers hold passMu.
+func (t *Tracker) watch(id proc.Identity) {
+	if t.cfg.Exits == nil || t.watched[id] {
+		return
+	}
+	if err := t.cfg.Exits.Watch(id); err != nil {
+		t.log.Debug("cannot watch owner exit; the periodic probe covers it", zap.Int("pid", id.PID), zap.Error(err))
+		return
+	}
+	t.watched[id] = true
+}
