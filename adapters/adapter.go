@@ -102,6 +102,9 @@ type Issue struct {
 	Detail string
 	// Since is when the item started, zero if unknown.
 	Since time.Time
+	// Process is the process an orphan_processes item is about, so a reap
+	// can check it is still that very process before signalling it.
+	Process *proc.Identity
 }
 
 // Launcher is implemented by adapters whose agent sessiond can start and
@@ -163,4 +166,59 @@ func (e Existence) String() string {
 		return "missing"
 	}
 	return "unknown"
+}
+
+// Step is one step of a repair, abort, reap or stop: planned first (a dry
+// run), then applied, each with its outcome, so the user sees a checklist.
+type Step struct {
+	// Action says what the step does ("remove registry entry", "SIGTERM").
+	Action string `json:"action"`
+	// Target is what it acts on (a path, a pid, a part id).
+	Target string `json:"target"`
+	Detail string `json:"detail,omitempty"`
+	// Outcome is planned, done, skipped, pending or failed.
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Step outcomes.
+const (
+	OutcomePlanned = "planned"
+	OutcomeDone    = "done"
+	// OutcomeSkipped: nothing to do, or deliberately left alone (the
+	// detail says why).
+	OutcomeSkipped = "skipped"
+	// OutcomePending: cannot be done now (e.g. a live process holds the
+	// data); retried when that changes.
+	OutcomePending = "pending"
+	OutcomeFailed  = "failed"
+)
+
+// RepairTarget is the session a repair is about.
+type RepairTarget struct {
+	UpstreamID string
+	// Root is the agent data root (the resume cursor's), Source the input
+	// the session was last seen in.
+	Root   string
+	Source string
+	Cwd    string
+	// OfflineOnly limits a repair to steps that need no live agent (the
+	// automatic policy's "offline" repairs).
+	OfflineOnly bool
+}
+
+// Repairer is implemented by adapters that can clean up a dead session's
+// agent data (stale markers, work left in flight). Every repair is planned
+// first; Apply plans again and applies only what is still safe, so it is
+// idempotent: a repaired session plans nothing.
+type Repairer interface {
+	PlanRepair(ctx context.Context, t RepairTarget) ([]Step, error)
+	ApplyRepair(ctx context.Context, t RepairTarget) ([]Step, error)
+}
+
+// Aborter is implemented by adapters whose agent can be told to stop a
+// busy turn from outside (OpenCode's server API). Abort plans and acts in
+// one go and reports each step.
+type Aborter interface {
+	Abort(ctx context.Context, t RepairTarget) ([]Step, error)
 }

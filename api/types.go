@@ -134,6 +134,11 @@ const (
 	CodeForbidden   = "forbidden"
 	CodeInternal    = "internal"
 	CodeUnavailable = "unavailable"
-	// CodeAlreadyRunning: a resume would make a second writer.
+	// CodeAlreadyRunning: a resume would make a second writer, or the
+	// action needs a dead owner.
 	CodeAlreadyRunning = "already_running"
+	// CodeNotRunning: stop of a session with no live owner.
+	CodeNotRunning = "not_running"
+	// CodeOwnerAmbiguous: several live processes could own the session.
+	CodeOwnerAmbiguous = "owner_ambiguous"
 )

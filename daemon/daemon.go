@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/actions"
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/launch"
 	"github.com/sessiond/sessiond/proc"
@@ -55,6 +56,10 @@ type Config struct {
 	// ShutdownTimeout bounds how long in-flight requests may take to finish
 	// after a stop signal (default 5 s).
 	ShutdownTimeout time.Duration
+	// AutoRepair names the actions the watchdog may apply on its own to
+	// sessions interrupted longer than Grace (see ParsePolicies). Empty:
+	// nothing is repaired or reaped without being asked.
+	AutoRepair []string
 	// Ready, if set, is closed once the daemon serves (for tests).
 	Ready chan<- struct{}
 	// Hints, if set, triggers a rescan whenever a value arrives (SIGHUP).
@@ -149,16 +154,25 @@ func Run(ctx context.Context, cfg Config) error {
 		zap.Int("changed", rep.Changed), zap.Duration("took", rep.Duration))
 
 	launchers := map[string]adapters.Launcher{}
+	repairers := map[string]adapters.Repairer{}
+	aborters := map[string]adapters.Aborter{}
 	for _, a := range cfg.Adapters {
 		if l, ok := a.(adapters.Launcher); ok {
 			launchers[a.Name()] = l
+		}
+		if r, ok := a.(adapters.Repairer); ok {
+			repairers[a.Name()] = r
+		}
+		if ab, ok := a.(adapters.Aborter); ok {
+			aborters[a.Name()] = ab
 		}
 	}
 	lc := launch.New(launch.Config{LogDir: filepath.Join(cfg.StateDir, "logs"), Host: host, Logger: log.Named("launch")})
 	d := newServer(serverConfig{
 		store: st, tracker: tr, log: log.Named("api"), version: cfg.Version,
 		started: started, socket: cfg.Socket, uid: os.Getuid(),
-		launcher: lc, launchers: launchers,
+		launcher: lc, launchers: launchers, repairers: repairers, aborters: aborters,
+		terminator: &actions.Terminator{Probe: host},
 	})
 	d.metrics.observePass(rep)
 	srv := &http.Server{
@@ -185,13 +199,31 @@ func Run(ctx context.Context, cfg Config) error {
 
 	var wg sync.WaitGroup
 	runCtx, stopRun := context.WithCancel(ctx)
+	passes := make(chan struct{}, 1)
 	tr.OnPass = func(p tracker.PassReport) {
 		d.metrics.observePass(p)
+		select {
+		case passes <- struct{}{}:
+		default:
+		}
 		if n.watchdog > 0 && (p.Trigger == "tick" || p.Trigger == "hint") {
 			if err := n.send("WATCHDOG=1"); err != nil {
 				log.Warn("sd_notify WATCHDOG failed", zap.Error(err))
 			}
 		}
+	}
+	if len(cfg.AutoRepair) > 0 {
+		grace := cfg.Grace
+		if grace <= 0 {
+			grace = tracker.DefaultGrace
+		}
+		ar := &autoRepair{policies: map[string]bool{}, grace: grace, store: st, tracker: tr, server: d, log: log.Named("auto-repair"), tried: map[string]time.Time{}}
+		for _, p := range cfg.AutoRepair {
+			ar.policies[p] = true
+		}
+		log.Info("auto-repair enabled", zap.Strings("policies", cfg.AutoRepair))
+		wg.Add(1)
+		go func() { defer wg.Done(); ar.run(runCtx, passes) }()
 	}
 	wg.Add(3)
 	go func() { defer wg.Done(); tr.Run(runCtx) }()

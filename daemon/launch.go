@@ -326,11 +326,7 @@ func checkCursor(rec *session.Record, cur *session.ResumeCursor) string {
 
 // liveOwner returns the pid of a live owner or candidate of rec, or 0.
 func (s *server) liveOwner(rec *session.Record) int {
-	ids := append([]proc.Identity{}, rec.Candidates...)
-	if rec.Owner != nil {
-		ids = append([]proc.Identity{*rec.Owner}, ids...)
-	}
-	for _, id := range ids {
+	for _, id := range ownerAndCandidates(rec) {
 		if s.tracker.Probe(id).Liveness == proc.Alive {
 			return id.PID
 		}

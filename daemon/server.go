@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/actions"
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/launch"
@@ -35,14 +36,18 @@ var heartbeat = 15 * time.Second
 type serverConfig struct {
 	store    *state.Store
 	launcher *launch.Launcher
-	// launchers are the adapters that can start their agent, by name.
-	launchers map[string]adapters.Launcher
-	tracker   *tracker.Tracker
-	log       *zap.Logger
-	version   string
-	started   time.Time
-	socket    string
-	uid       int
+	// launchers, repairers and aborters are the adapters that can start,
+	// repair and abort their agent's sessions, by name.
+	launchers  map[string]adapters.Launcher
+	repairers  map[string]adapters.Repairer
+	aborters   map[string]adapters.Aborter
+	terminator *actions.Terminator
+	tracker    *tracker.Tracker
+	log        *zap.Logger
+	version    string
+	started    time.Time
+	socket     string
+	uid        int
 }
 
 // server is the /v1 API over the store and the tracker. It reads the store
@@ -80,6 +85,10 @@ func (s *server) routes() []route {
 		{pattern: "GET /v1/sessions/{id}", handler: s.getSession},
 		{pattern: "POST /v1/sessions", handler: s.launchSession},
 		{pattern: "POST /v1/sessions/{id}/resume", handler: s.resumeSession},
+		{pattern: "POST /v1/sessions/{id}/repair", handler: s.repairSession},
+		{pattern: "POST /v1/sessions/{id}/abort", handler: s.abortSession},
+		{pattern: "POST /v1/sessions/{id}/reap", handler: s.reapSession},
+		{pattern: "POST /v1/sessions/{id}/stop", handler: s.stopSession},
 		{pattern: "GET /v1/events", handler: s.events, stream: true},
 		{pattern: "GET /v1/openapi.json", handler: s.openapi},
 		{pattern: "GET /metrics", handler: s.metrics.ServeHTTP},

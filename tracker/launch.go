@@ -1,10 +1,12 @@
 package tracker
 
 import (
+	"context"
 	"fmt"
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -135,4 +137,32 @@ func (t *Tracker) watch(id proc.Identity) {
 		return
 	}
 	t.watched[id] = true
+}
+
+// Observe takes a fresh snapshot and asks the agent's adapter about one
+// session now, for actions that must act on current evidence (reap). It
+// runs under the pass lock: adapters keep state between passes.
+func (t *Tracker) Observe(ctx context.Context, agent, upstreamID string) (*adapters.Observed, error) {
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	snap, err := t.cfg.Host.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("process snapshot: %w", err)
+	}
+	for _, a := range t.cfg.Adapters {
+		if a.Name() != agent {
+			continue
+		}
+		obs, err := a.Discover(ctx, snap)
+		if err != nil {
+			return nil, fmt.Errorf("%s adapter: %w", agent, err)
+		}
+		for i := range obs.Sessions {
+			if obs.Sessions[i].UpstreamID == upstreamID {
+				return &obs.Sessions[i], nil
+			}
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("no adapter for agent %q", agent)
 }

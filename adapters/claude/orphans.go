@@ -68,10 +68,12 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 		if cwd == "" {
 			cwd = "?"
 		}
+		id := p.Identity
 		out[sid] = append(out[sid], adapters.Issue{
-			Kind:   session.ProblemOrphanProcesses,
-			Key:    strconv.Itoa(p.Identity.PID),
-			Detail: fmt.Sprintf("pid %d still runs after its owner pid %d died: %s (cwd %s)", p.Identity.PID, owner, shortArgv(p.Argv), cwd),
+			Kind:    session.ProblemOrphanProcesses,
+			Process: &id,
+			Key:     strconv.Itoa(p.Identity.PID),
+			Detail:  fmt.Sprintf("pid %d still runs after its owner pid %d died: %s (cwd %s)", p.Identity.PID, owner, shortArgv(p.Argv), cwd),
 		})
 	}
 

@@ -112,6 +112,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or ambiguo
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print the API's JSON objects unchanged")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newLs(a), newShow(a), newEvents(a), newHealth(a), newVersion(a), newLaunch(a), newResume(a))
+	root.AddCommand(actionCommands(a)...)
 	return root
 }
 

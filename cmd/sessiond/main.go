@@ -57,6 +57,7 @@ type options struct {
 	logLevel    string
 	logFormat   string
 	noExitEvts  bool
+	autoRepair  []string
 	showVersion bool
 }
 
@@ -149,6 +150,7 @@ already running on this state dir or socket.
 	fs.StringVar(&o.logLevel, "log-level", envOr("SESSIOND_LOG_LEVEL", "info"), "debug, info, warn or error ($SESSIOND_LOG_LEVEL)")
 	fs.StringVar(&o.logFormat, "log-format", envOr("SESSIOND_LOG_FORMAT", "console"), "console or json ($SESSIOND_LOG_FORMAT)")
 	fs.BoolVar(&o.noExitEvts, "no-exit-events", os.Getenv("SESSIOND_NO_EXIT_EVENTS") != "", "notice exits by periodic probes only, not pidfd/kqueue ($SESSIOND_NO_EXIT_EVENTS)")
+	autoRepair := fs.String("auto-repair", envOr("SESSIOND_AUTO_REPAIR", ""), "comma-separated actions the watchdog may apply on its own to sessions interrupted past the grace period: claude-registry, opencode-offline, reap (default none) ($SESSIOND_AUTO_REPAIR)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -157,6 +159,10 @@ already running on this state dir or socket.
 		return nil, fmt.Errorf("unexpected argument %q (sessiond takes only flags; see -help)", fs.Arg(0))
 	}
 	o.claudeDirs = claude.vals
+	var err error
+	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
+		return nil, err
+	}
 	if o.socket == "" {
 		o.socket = api.DefaultSocket(o.stateDir)
 	}
@@ -265,8 +271,8 @@ func run(args []string, stderr io.Writer) int {
 		StateDir: o.stateDir, Socket: o.socket,
 		Adapters: buildAdapters(o, log),
 		Interval: o.interval, Grace: o.grace, StallAfter: o.stallAfter,
-		NoExitEvents: o.noExitEvts,
-		Version:      versionString(), Logger: log, Hints: hints,
+		NoExitEvents: o.noExitEvts, AutoRepair: o.autoRepair,
+		Version: versionString(), Logger: log, Hints: hints,
 	})
 	var already *daemon.AlreadyRunningError
 	switch {

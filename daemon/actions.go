@@ -1,0 +1,233 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/actions"
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// maxSignalTimeout keeps stop and reap inside the handler timeout.
+const maxSignalTimeout = 25 * time.Second
+
+// actionInput reads an action's session and body.
+func (s *server) actionInput(w http.ResponseWriter, r *http.Request) (*session.Record, api.ActionRequest, time.Duration, bool) {
+	var req api.ActionRequest
+	ref := r.PathValue("id")
+	rec, err := s.store.Lookup(ref)
+	if err != nil {
+		s.lookupError(w, ref, err)
+		return nil, req, 0, false
+	}
+	if r.ContentLength != 0 && !decodeBody(w, r, &req) {
+		return nil, req, 0, false
+	}
+	timeout := 10 * time.Second
+	if req.Timeout != "" {
+		d, err := time.ParseDuration(req.Timeout)
+		if err != nil || d <= 0 || d > maxSignalTimeout {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("timeout %q: want a duration between 0 and %s", req.Timeout, maxSignalTimeout))
+			return nil, req, 0, false
+		}
+		timeout = d
+	}
+	return rec, req, timeout, true
+}
+
+func repairTarget(rec *session.Record) adapters.RepairTarget {
+	t := adapters.RepairTarget{UpstreamID: rec.UpstreamID, Source: rec.Source, Cwd: rec.Cwd}
+	if rec.Resume != nil {
+		t.Root = rec.Resume.Root
+	}
+	return t
+}
+
+// summarize counts outcomes for the event log and the answer.
+func summarize(action string, applied bool, steps []adapters.Step) string {
+	n := map[string]int{}
+	for _, st := range steps {
+		n[st.Outcome]++
+	}
+	var parts []string
+	for _, o := range []string{adapters.OutcomeDone, adapters.OutcomePlanned, adapters.OutcomePending, adapters.OutcomeFailed, adapters.OutcomeSkipped} {
+		if n[o] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[o], o))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"nothing to do"}
+	}
+	verb := action
+	if !applied {
+		verb += " (dry run)"
+	}
+	return verb + ": " + strings.Join(parts, ", ")
+}
+
+// finish records an applied action as an event, reconciles at once so the
+// status reflects what the action did, and answers with the session.
+func (s *server) finish(w http.ResponseWriter, rec *session.Record, action string, applied bool, steps []adapters.Step) {
+	if steps == nil {
+		steps = []adapters.Step{}
+	}
+	sum := summarize(action, applied, steps)
+	if applied {
+		s.appendAction(rec, sum)
+		if _, err := s.tracker.Reconcile(context.Background(), "action"); err != nil {
+			s.log.Warn("reconcile after action", zap.String("action", action), zap.Error(err))
+		}
+		if fresh, err := s.store.Get(rec.ID); err == nil {
+			rec = fresh
+		}
+	}
+	writeJSON(w, http.StatusOK, api.ActionResult{Action: action, Applied: applied, Steps: steps, Summary: sum, Session: api.FromRecord(rec)})
+}
+
+// repairSession: POST /v1/sessions/{id}/repair. A dry run unless apply.
+func (s *server) repairSession(w http.ResponseWriter, r *http.Request) {
+	rec, req, _, ok := s.actionInput(w, r)
+	if !ok {
+		return
+	}
+	rp, ok := s.repairers[rec.Agent]
+	if !ok {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("sessiond cannot repair %s sessions", rec.Agent))
+		return
+	}
+	var steps []adapters.Step
+	var err error
+	if req.Apply {
+		steps, err = rp.ApplyRepair(r.Context(), repairTarget(rec))
+	} else {
+		steps, err = rp.PlanRepair(r.Context(), repairTarget(rec))
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "repair: "+err.Error())
+		return
+	}
+	s.finish(w, rec, "repair", req.Apply, steps)
+}
+
+// abortSession: POST /v1/sessions/{id}/abort, the stuck-busy escape hatch.
+// An agent with an abort of its own (OpenCode's server) does it; otherwise
+// a dead owner's session is repaired, and a live one cannot be aborted
+// from outside (stop it instead).
+func (s *server) abortSession(w http.ResponseWriter, r *http.Request) {
+	rec, _, _, ok := s.actionInput(w, r)
+	if !ok {
+		return
+	}
+	if ab, ok := s.aborters[rec.Agent]; ok {
+		steps, err := ab.Abort(r.Context(), repairTarget(rec))
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "abort: "+err.Error())
+			return
+		}
+		s.finish(w, rec, "abort", true, steps)
+		return
+	}
+	if pid := s.liveOwner(rec); pid != 0 {
+		writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("%s cannot be told to abort a turn from outside; its owner pid %d is alive: use stop", rec.Agent, pid))
+		return
+	}
+	rp, ok := s.repairers[rec.Agent]
+	if !ok {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("sessiond cannot abort %s sessions", rec.Agent))
+		return
+	}
+	steps, err := rp.ApplyRepair(r.Context(), repairTarget(rec))
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "abort (repair of a dead owner's session): "+err.Error())
+		return
+	}
+	s.finish(w, rec, "abort", true, steps)
+}
+
+// reapSession: POST /v1/sessions/{id}/reap. Terminates tool processes
+// positively attributed to the dead session by a fresh observation, never
+// anything else. A dry run unless apply.
+func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
+	rec, req, timeout, ok := s.actionInput(w, r)
+	if !ok {
+		return
+	}
+	if pid := s.liveOwner(rec); pid != 0 {
+		writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("owner pid %d is alive: its tool processes are not orphans (stop the session instead)", pid))
+		return
+	}
+	obs, err := s.tracker.Observe(r.Context(), rec.Agent, rec.UpstreamID)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "reap needs a fresh look at the processes: "+err.Error())
+		return
+	}
+	var targets []actions.Target
+	if obs != nil {
+		for _, p := range obs.Problems {
+			if p.Kind == session.ProblemOrphanProcesses && p.Process != nil {
+				targets = append(targets, actions.Target{ID: *p.Process, What: p.Detail})
+			}
+		}
+	}
+	var steps []adapters.Step
+	switch {
+	case len(targets) == 0:
+		steps = []adapters.Step{{Action: "nothing to reap", Target: rec.ID, Outcome: adapters.OutcomeSkipped, Detail: "no live process is attributed to this session"}}
+	case req.Apply:
+		steps = s.terminator.Terminate(r.Context(), targets, timeout, req.Force)
+	default:
+		steps = s.terminator.Plan(targets, timeout, req.Force)
+	}
+	s.finish(w, rec, "reap", req.Apply, steps)
+}
+
+// stopSession: POST /v1/sessions/{id}/stop. SIGTERM to the owner (its
+// process group when sessiond launched it), SIGKILL after the timeout. The
+// status change comes from the tracker noticing the exit, not from here.
+func (s *server) stopSession(w http.ResponseWriter, r *http.Request) {
+	rec, req, timeout, ok := s.actionInput(w, r)
+	if !ok {
+		return
+	}
+	var alive []proc.Identity
+	for _, id := range ownerAndCandidates(rec) {
+		if s.tracker.Probe(id).Liveness == proc.Alive {
+			alive = append(alive, id)
+		}
+	}
+	switch {
+	case len(alive) == 0:
+		writeError(w, http.StatusConflict, api.CodeNotRunning, fmt.Sprintf("session %s is not running (%s)", rec.ID, rec.Status))
+		return
+	case len(alive) > 1:
+		writeError(w, http.StatusConflict, api.CodeOwnerAmbiguous, fmt.Sprintf("session %s could be owned by %d live processes; sessiond will not guess which to stop", rec.ID, len(alive)))
+		return
+	}
+	what := "owner"
+	if rec.Launched {
+		what = "owner and its process group (launched by sessiond)"
+	}
+	steps := s.terminator.Terminate(r.Context(), []actions.Target{{ID: alive[0], Group: rec.Launched, What: what}}, timeout, req.Force)
+	s.finish(w, rec, "stop", true, steps)
+}
+
+func ownerAndCandidates(rec *session.Record) []proc.Identity {
+	var ids []proc.Identity
+	if rec.Owner != nil {
+		ids = append(ids, *rec.Owner)
+	}
+	for _, c := range rec.Candidates {
+		if rec.Owner == nil || c != *rec.Owner {
+			ids = append(ids, c)
+		}
+	}
+	return ids
+}

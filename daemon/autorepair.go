@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/actions"
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
+	"github.com/sessiond/sessiond/tracker"
+)
+
+// Auto-repair policies: each names one safe action the watchdog may apply
+// on its own. Nothing is automatic unless named.
+const (
+	// PolicyClaudeRegistry removes Claude Code registry entries of dead
+	// processes.
+	PolicyClaudeRegistry = "claude-registry"
+	// PolicyOpenCodeOffline repairs OpenCode data no process holds open.
+	PolicyOpenCodeOffline = "opencode-offline"
+	// PolicyReap terminates orphaned tool processes of dead sessions.
+	PolicyReap = "reap"
+)
+
+// ParsePolicies checks a comma-separated --auto-repair value.
+func ParsePolicies(v string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		switch p {
+		case "", "off", "none":
+			continue
+		case PolicyClaudeRegistry, PolicyOpenCodeOffline, PolicyReap:
+			out = append(out, p)
+		default:
+			return nil, fmt.Errorf("unknown auto-repair policy %q (want %s, %s or %s)", p, PolicyClaudeRegistry, PolicyOpenCodeOffline, PolicyReap)
+		}
+	}
+	return out, nil
+}
+
+// autoRepair applies the enabled policies to sessions interrupted longer
+// than the grace period, after passes. Each applied action is planned
+// first and recorded as an event; a session is retried at most once a
+// minute (a repair pending on a live process is retried when that ends).
+type autoRepair struct {
+	policies map[string]bool
+	grace    time.Duration
+	store    *state.Store
+	tracker  *tracker.Tracker
+	server   *server
+	log      *zap.Logger
+	tried    map[string]time.Time
+}
+
+func (a *autoRepair) run(ctx context.Context, passes <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-passes:
+		}
+		a.once(ctx)
+	}
+}
+
+func (a *autoRepair) once(ctx context.Context) {
+	recs, err := a.store.List()
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, rec := range recs {
+		if rec.Status != session.StatusInterrupted || rec.StoppedAt == nil || now.Sub(*rec.StoppedAt) < a.grace {
+			continue
+		}
+		if t, ok := a.tried[rec.ID]; ok && now.Sub(t) < time.Minute {
+			continue
+		}
+		a.tried[rec.ID] = now
+		if (rec.Agent == "claude" && a.policies[PolicyClaudeRegistry]) || (rec.Agent == "opencode" && a.policies[PolicyOpenCodeOffline]) {
+			a.repair(ctx, rec)
+		}
+		if a.policies[PolicyReap] && rec.Problem(session.ProblemOrphanProcesses) != nil {
+			a.reap(ctx, rec)
+		}
+	}
+}
+
+func (a *autoRepair) repair(ctx context.Context, rec *session.Record) {
+	rp, ok := a.server.repairers[rec.Agent]
+	if !ok {
+		return
+	}
+	t := repairTarget(rec)
+	t.OfflineOnly = true
+	plan, err := rp.PlanRepair(ctx, t)
+	if err != nil || !anyPlanned(plan) {
+		return
+	}
+	steps, err := rp.ApplyRepair(ctx, t)
+	if err != nil {
+		a.log.Warn("auto-repair failed", zap.String("session", rec.ID), zap.Error(err))
+		return
+	}
+	sum := "auto-" + summarize("repair", true, steps)
+	a.log.Info("auto-repair applied", zap.String("session", rec.ID), zap.String("summary", sum))
+	a.server.appendAction(rec, sum)
+	a.tracker.Kick()
+}
+
+func (a *autoRepair) reap(ctx context.Context, rec *session.Record) {
+	obs, err := a.tracker.Observe(ctx, rec.Agent, rec.UpstreamID)
+	if err != nil || obs == nil {
+		return
+	}
+	var targets []actions.Target
+	for _, p := range obs.Problems {
+		if p.Kind == session.ProblemOrphanProcesses && p.Process != nil {
+			targets = append(targets, actions.Target{ID: *p.Process, What: p.Detail})
+		}
+	}
+	if len(targets) == 0 || a.server.liveOwner(rec) != 0 {
+		return
+	}
+	steps := a.server.terminator.Terminate(ctx, targets, 10*time.Second, false)
+	sum := "auto-" + summarize("reap", true, steps)
+	a.log.Info("auto-reap applied", zap.String("session", rec.ID), zap.String("summary", sum))
+	a.server.appendAction(rec, sum)
+	a.tracker.Kick()
+}
+
+func anyPlanned(steps []adapters.Step) bool {
+	for _, s := range steps {
+		if s.Outcome == adapters.OutcomePlanned {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/session"
+)
+
+func (e *env) action(args ...string) (api.ActionResult, string, int) {
+	e.t.Helper()
+	out, errs, code := e.ctl(append([]string{"--json"}, args...)...)
+	var r api.ActionResult
+	if code == 0 {
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			e.t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	return r, errs, code
+}
+
+func outcomes(steps []api.Step) map[string]int {
+	n := map[string]int{}
+	for _, s := range steps {
+		n[s.Outcome]++
+	}
+	return n
+}
+
+// After a kill -9 mid tool: reap terminates exactly the attributed orphan,
+// repair removes the stale registry entry and its key file, a second repair
+// plans nothing.
+func TestClaudeReapAndRepair(t *testing.T) {
+	e := newEnv(t)
+	root := claudetest.NewRoot(t, filepath.Join(e.home, ".claude"))
+	cwd := filepath.Join(e.home, "proj")
+	os.MkdirAll(cwd, 0o755)
+	id := claudetest.NewSessionID()
+	owner, _ := startOwner(t)
+	tr := claudetest.NewTranscript(id, cwd, time.Now().Add(-time.Minute))
+	tr.CrashMidTool("run the tests", "python3 -c 'import time; time.sleep(300)'")
+	root.WriteTranscript(t, tr)
+	regPath := root.WriteRegistry(t, claudetest.LiveEntry(t, owner.Process.Pid, id, cwd, "busy"))
+	keyPath := root.WriteKey(t, owner.Process.Pid)
+	os.Chmod(keyPath, 0o000) // never opened: as non-root, opening it would fail the repair
+
+	tool := exec.Command("sleep", "300")
+	tool.Env = append(os.Environ(), "CLAUDECODE=1", fmt.Sprintf("CLAUDE_PID=%d", owner.Process.Pid), "CLAUDE_CODE_SESSION_ID="+id)
+	tool.Start()
+	t.Cleanup(func() { tool.Process.Kill(); tool.Wait() })
+	bystander := exec.Command("sleep", "300") // same command, not attributed
+	bystander.Start()
+	t.Cleanup(func() { bystander.Process.Kill(); bystander.Wait() })
+
+	e.startDaemon()
+	e.waitStatus(id, session.StatusRunning, 3*time.Second)
+	if _, errs, code := e.ctl("reap", id); code != 1 || !strings.Contains(errs, "not orphans") {
+		t.Fatalf("reap with the owner alive: exit %d: %s", code, errs)
+	}
+	owner.Process.Signal(syscall.SIGKILL)
+	owner.Wait()
+	e.waitStatus(id, session.StatusInterrupted, 3*time.Second)
+
+	plan, errs, code := e.action("reap", id)
+	if code != 0 || plan.Applied || outcomes(plan.Steps)[adapters.OutcomePlanned] != 1 || !strings.Contains(plan.Steps[0].Target, fmt.Sprint(tool.Process.Pid)) {
+		t.Fatalf("reap plan: exit %d %s %+v", code, errs, plan)
+	}
+	if syscall.Kill(tool.Process.Pid, 0) != nil {
+		t.Fatal("a dry run signalled")
+	}
+	done, _, code := e.action("reap", id, "--apply", "--timeout", "2s")
+	if code != 0 || !done.Applied || outcomes(done.Steps)[adapters.OutcomeDone] != 1 {
+		t.Fatalf("reap --apply: %+v", done)
+	}
+	tool.Wait()
+	if syscall.Kill(bystander.Process.Pid, 0) != nil {
+		t.Fatal("reap hit a process it did not attribute")
+	}
+
+	rp, _, code := e.action("repair", id)
+	if code != 0 || outcomes(rp.Steps)[adapters.OutcomePlanned] != 2 {
+		t.Fatalf("repair plan: %+v", rp)
+	}
+	if _, err := os.Stat(regPath); err != nil {
+		t.Fatal("a dry run removed the entry")
+	}
+	human, _, _ := e.ctl("repair", id, "--apply")
+	if !strings.Contains(human, "[x] remove registry entry") || !strings.Contains(human, "[-] leave transcript") {
+		t.Fatalf("repair --apply output:\n%s", human)
+	}
+	for _, p := range []string{regPath, keyPath} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s still there: %v", p, err)
+		}
+	}
+	again, _, _ := e.action("repair", id)
+	if outcomes(again.Steps)[adapters.OutcomePlanned] != 0 {
+		t.Fatalf("a repaired session plans %+v", again.Steps)
+	}
+	evs, _, _ := e.ctl("events", "--json")
+	for _, want := range []string{"reap: 1 done", "repair: 2 done"} {
+		if !strings.Contains(evs, want) {
+			t.Errorf("no event %q", want)
+		}
+	}
+}
+
+// Stop of a launched session kills its whole process group; the status
+// comes from the tracker noticing the exit.
+func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
+	e, proj := launchEnv(t)
+	e.startDaemon("--claude-bin", fakeClaude(t))
+	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--prompt", "long", "--env", "FAKE_CLAUDE_TOOL_SLEEP=300")
+	if code != 0 {
+		t.Fatalf("launch: %d %s", code, errs)
+	}
+	pid := r.Session.PID
+	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
+	// A tool child in the agent's group, as a real agent's bash would be.
+	child := exec.Command("sh", "-c", fmt.Sprintf("exec python3 -c 'import os,time; os.setpgid(0, %d); time.sleep(300)'", pid))
+	child.Start()
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	time.Sleep(200 * time.Millisecond)
+	e.waitStatus(r.Session.ID, session.StatusRunning, 5*time.Second)
+
+	res, errs, code := e.action("stop", r.Session.ID, "--timeout", "2s")
+	if code != 0 || outcomes(res.Steps)[adapters.OutcomeDone] != 1 || !strings.Contains(res.Steps[0].Target, "process group") {
+		t.Fatalf("stop: exit %d %s %+v", code, errs, res)
+	}
+	if res.Session.Status == session.StatusRunning {
+		t.Fatalf("still running after stop: %+v", res.Session)
+	}
+	if err := child.Wait(); err == nil {
+		t.Fatal("the group's tool child exited cleanly instead of being signalled")
+	}
+	if _, errs, code := e.ctl("stop", r.Session.ID); code != 1 || !strings.Contains(errs, "not running") {
+		t.Fatalf("stop of a stopped session: exit %d: %s", code, errs)
+	}
+}
+
+// With --auto-repair claude-registry the watchdog removes a dead session's
+// stale registry entry once it has been interrupted past the grace period,
+// and records it; orphans are left alone because reap was not named.
+func TestAutoRepairPolicy(t *testing.T) {
+	e := newEnv(t)
+	root := claudetest.NewRoot(t, filepath.Join(e.home, ".claude"))
+	cwd := filepath.Join(e.home, "proj")
+	os.MkdirAll(cwd, 0o755)
+	id := claudetest.NewSessionID()
+	owner, _ := startOwner(t)
+	tr := claudetest.NewTranscript(id, cwd, time.Now().Add(-time.Minute))
+	tr.CrashMidTool("go", "python3 -c 'import time; time.sleep(300)'")
+	root.WriteTranscript(t, tr)
+	regPath := root.WriteRegistry(t, claudetest.LiveEntry(t, owner.Process.Pid, id, cwd, "busy"))
+	tool := exec.Command("sleep", "300")
+	tool.Env = append(os.Environ(), fmt.Sprintf("CLAUDE_PID=%d", owner.Process.Pid), "CLAUDE_CODE_SESSION_ID="+id)
+	tool.Start()
+	t.Cleanup(func() { tool.Process.Kill(); tool.Wait() })
+
+	e.startDaemon("--auto-repair", "claude-registry", "--grace", "1s")
+	e.waitStatus(id, session.StatusRunning, 3*time.Second)
+	owner.Process.Signal(syscall.SIGKILL)
+	owner.Wait()
+	e.waitStatus(id, session.StatusInterrupted, 3*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(regPath); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stale registry entry was not auto-repaired within 5s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	evs, _, _ := e.ctl("events", "--json")
+	if !strings.Contains(evs, "auto-repair: 1 done") {
+		t.Errorf("no auto-repair event:\n%s", evs)
+	}
+	if syscall.Kill(tool.Process.Pid, 0) != nil {
+		t.Error("an orphan was reaped though reap was not named")
+	}
+	if _, errs, code := e.ctl("--socket", e.socket, "version"); code != 0 {
+		t.Fatal(errs)
+	}
+}
