@@ -427,20 +427,27 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 }
 
 // linkLaunched ties a launched record that has no upstream id yet (OpenCode
-// shows its id only in its own data) to the unclaimed observation whose
-// owner is the launched process. Exactly one match, or none.
+// shows its id only in its own data) to the unclaimed observation of its
+// session, so the record never gets a duplicate. The evidence is the owner
+// (the observation names the launched process), else, for an agent that
+// already exited, a session in the launch's cwd first written after the
+// launch. Exactly one match on both sides, or none.
 func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observation, claimed map[string]map[string]bool) map[string]string {
 	links := map[string]string{}
-	for _, r := range recs {
-		if r.UpstreamID != "" || r.Owner == nil || !r.Launched {
-			continue
+	claim := func(r *session.Record, up string) {
+		links[r.ID] = up
+		if claimed[r.Agent] == nil {
+			claimed[r.Agent] = map[string]bool{}
 		}
-		o := obs[r.Agent]
-		if o == nil {
+		claimed[r.Agent][up] = true
+	}
+	var pending []*session.Record
+	for _, r := range recs {
+		if r.UpstreamID != "" || r.Owner == nil || !r.Launched || obs[r.Agent] == nil {
 			continue
 		}
 		var match []string
-		for up, ob := range o.byUp {
+		for up, ob := range obs[r.Agent].byUp {
 			if claimed[r.Agent][up] {
 				continue
 			}
@@ -451,12 +458,35 @@ func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observati
 				}
 			}
 		}
-		if len(match) == 1 {
-			links[r.ID] = match[0]
-			if claimed[r.Agent] == nil {
-				claimed[r.Agent] = map[string]bool{}
+		switch len(match) {
+		case 1:
+			claim(r, match[0])
+		case 0:
+			pending = append(pending, r)
+		}
+	}
+	// By cwd and time: only where one record and one session pair up.
+	fits := func(r *session.Record, ob *adapters.Observed) bool {
+		return r.LaunchedAt != nil && ob.Cwd == r.Cwd && !ob.LastActivity.Before(r.LaunchedAt.Add(-time.Second))
+	}
+	for _, r := range pending {
+		var match []string
+		for up, ob := range obs[r.Agent].byUp {
+			if !claimed[r.Agent][up] && fits(r, ob) {
+				match = append(match, up)
 			}
-			claimed[r.Agent][match[0]] = true
+		}
+		if len(match) != 1 {
+			continue
+		}
+		rivals := 0
+		for _, o := range pending {
+			if o.Agent == r.Agent && fits(o, obs[r.Agent].byUp[match[0]]) {
+				rivals++
+			}
+		}
+		if rivals == 1 {
+			claim(r, match[0])
 		}
 	}
 	return links

@@ -346,3 +346,46 @@ func TestInputErrorsFlagTheirSessions(t *testing.T) {
 		t.Errorf("health input errors: %v", h.InputErrors)
 	}
 }
+
+// A launched record whose agent picks its own id is linked to the session
+// its data shows, even after the agent exited (by cwd and time), never
+// duplicated; two launches in one directory are not guessed between.
+func TestLinkLaunchedAfterExit(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	ad := &fakeAdapter{name: "opencode"}
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Logger: zaptest.NewLogger(t)})
+	dead := deadIdentity(t, host)
+	mk := func(cwd string) *session.Record {
+		d := dead
+		return &session.Record{Agent: "opencode", Owner: &d, Cwd: cwd}
+	}
+	one := mk("/w/one")
+	twoA, twoB := mk("/w/two"), mk("/w/two")
+	for _, r := range []*session.Record{one, twoA, twoB} {
+		if err := tr.RecordLaunch(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	ad.set(adapters.Observation{Sessions: []adapters.Observed{
+		{UpstreamID: "ses_one", Cwd: "/w/one", LastActivity: now},
+		{UpstreamID: "ses_two", Cwd: "/w/two", LastActivity: now},
+		{UpstreamID: "ses_old", Cwd: "/w/one", LastActivity: now.Add(-time.Hour)},
+	}}, nil)
+	if _, err := tr.Reconcile(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := st.Get(one.ID); r.UpstreamID != "ses_one" {
+		t.Errorf("launch in /w/one linked to %q", r.UpstreamID)
+	}
+	for _, r := range []*session.Record{twoA, twoB} {
+		if got, _ := st.Get(r.ID); got.UpstreamID != "" {
+			t.Errorf("ambiguous launch linked to %q", got.UpstreamID)
+		}
+	}
+	recs, _ := st.List()
+	if len(recs) != 5 { // 3 launched + ses_two and ses_old discovered
+		t.Errorf("%d records", len(recs))
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude"
+	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
 )
@@ -217,6 +218,8 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 	return []adapters.Adapter{
 		claude.New(claude.Config{Roots: o.claudeDirs, DefaultRoot: filepath.Join(home(), ".claude"), Binary: o.claudeBin, Logger: log.Named("claude")}),
+		opencode.New(opencode.Config{DataDir: o.opencodeDir, Binary: o.opencodeBin, Logger: log.Named("opencode"),
+			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME")}),
 	}
 }
 

@@ -43,6 +43,13 @@ func binaries(t *testing.T) (sessiond, sessionctl string) {
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		// The fake OpenCode must be named opencode: the adapter knows its
+		// processes by name.
+		cmd = exec.Command("go", "build", "-o", filepath.Join(binDir, "oc", "opencode"), "../testkit/fakeagents/fakeopencode")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build fakeopencode: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -1,0 +1,84 @@
+package opencode
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+)
+
+func TestExists(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	s, _ := f.db.Finished("/w", f.now)
+	a := f.adapter(nil)
+	for _, c := range []struct {
+		id   string
+		want Existence
+	}{
+		{s.SessionID, Exists},
+		{"ses_doesnotexist", Missing},
+		{"../../etc/passwd", Missing},
+		{"", Missing},
+	} {
+		got, err := a.SessionExists(ctx, c.id)
+		if got != c.want || err != nil {
+			t.Errorf("Exists(%q) = %v, %v; want %v", c.id, got, err, c.want)
+		}
+	}
+	none := newTestAdapter(t, filepath.Join(t.TempDir(), "absent"), nil)
+	if got, err := none.SessionExists(ctx, s.SessionID); got != Missing || err != nil {
+		t.Errorf("no data dir: %v, %v", got, err)
+	}
+	if Exists.String() != "exists" || Missing.String() != "missing" || Unknown.String() != "unknown" {
+		t.Error("Existence strings")
+	}
+}
+
+// When the database cannot answer, a known server decides: 200 exists,
+// 404 NotFoundError missing, 5xx (or a timeout) unknown.
+func TestExistsAsksServerWhenDatabaseLocked(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := opencodetest.CreateJournal(filepath.Join(dir, "opencode.db"), "DELETE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s, _ := db.Finished("/w", time.Now())
+	srv := opencodetest.NewFakeServer()
+	defer srv.Close()
+	srv.Sessions[s.SessionID] = true
+	tree := opencodetest.ProcTree{Root: filepath.Join(t.TempDir(), "proc")}
+	tree.OpenFiles(1000, "/dev/null")
+	snap := opencodetest.Snapshot(opencodetest.Proc(1000, 1, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
+	a := New(Config{DataDir: dir, ProcRoot: tree.Root, StartTimer: opencodetest.StartTimes{}, BusyTimeout: 100 * time.Millisecond})
+	if _, err := a.Discover(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.SQL().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(ctx, "ROLLBACK")
+
+	if got, err := a.SessionExists(ctx, s.SessionID); got != Exists {
+		t.Errorf("server 200: %v, %v", got, err)
+	}
+	if got, err := a.SessionExists(ctx, "ses_gone"); got != Missing {
+		t.Errorf("server 404: %v, %v", got, err)
+	}
+	srv.Lock()
+	srv.Fail["/session/"+s.SessionID] = 500
+	srv.Unlock()
+	if got, err := a.SessionExists(ctx, s.SessionID); got != Unknown || err == nil {
+		t.Errorf("server 500: %v, %v", got, err)
+	}
+}

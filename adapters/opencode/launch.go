@@ -1,0 +1,96 @@
+package opencode
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"regexp"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
+)
+
+var _ adapters.Launcher = (*Adapter)(nil)
+
+// outputID finds the session id in `opencode run --format json` output.
+var outputID = regexp.MustCompile(`"sessionI[Dd]"\s*:\s*"(ses_[A-Za-z0-9]+)"`)
+
+func (a *Adapter) binary() string {
+	if a.cfg.Binary != "" {
+		return a.cfg.Binary
+	}
+	return "opencode"
+}
+
+// env points a launched opencode at the data dir the adapter reads: the
+// data dir is $XDG_DATA_HOME/opencode.
+func (a *Adapter) env() map[string]string {
+	if filepath.Base(a.cfg.DataDir) == "opencode" {
+		return map[string]string{"XDG_DATA_HOME": filepath.Dir(a.cfg.DataDir)}
+	}
+	return nil
+}
+
+// command builds a headless `opencode run --format json` or, in tmux
+// mode, the interactive TUI.
+func (a *Adapter) command(spec adapters.LaunchSpec, extra ...string) (adapters.Command, error) {
+	var argv []string
+	if spec.Mode == "tmux" {
+		argv = append([]string{a.binary()}, extra...)
+		if spec.Prompt != "" {
+			argv = append(argv, "--prompt", spec.Prompt)
+		}
+	} else {
+		if spec.Prompt == "" {
+			return adapters.Command{}, errors.New("a headless opencode session needs a prompt (or use tmux mode)")
+		}
+		argv = append([]string{a.binary(), "run", "--format", "json"}, extra...)
+		argv = append(argv, spec.Args...)
+		// The message goes last, as `opencode run [message..]` takes it.
+		return adapters.Command{Argv: append(argv, spec.Prompt), Cwd: spec.Cwd, Root: a.cfg.DataDir, Env: a.env(), OutputID: outputID}, nil
+	}
+	argv = append(argv, spec.Args...)
+	return adapters.Command{Argv: argv, Cwd: spec.Cwd, Root: a.cfg.DataDir, Env: a.env(), OutputID: outputID}, nil
+}
+
+// NewCommand starts a new session. OpenCode picks the ses_ id itself, so
+// the record is linked when its output or its database shows it.
+func (a *Adapter) NewCommand(spec adapters.LaunchSpec) (adapters.Command, error) {
+	return a.command(spec)
+}
+
+// ResumeCommand continues cur's session with -s (opencode validates the
+// id and exits 1 on an unknown one); --fork copies its history into a new
+// session.
+func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSpec, fork bool) (adapters.Command, error) {
+	extra := []string{"-s", cur.UpstreamID}
+	if fork {
+		extra = append(extra, "--fork")
+	}
+	if spec.Cwd == "" {
+		spec.Cwd = cur.Cwd
+	}
+	cmd, err := a.command(spec, extra...)
+	if err != nil {
+		return cmd, err
+	}
+	if !fork {
+		cmd.UpstreamID, cmd.OutputID = cur.UpstreamID, nil
+	}
+	return cmd, nil
+}
+
+// Exists answers from the databases, the legacy files, or a server.
+func (a *Adapter) Exists(ctx context.Context, cur session.ResumeCursor) (adapters.Existence, error) {
+	ex, err := a.SessionExists(ctx, cur.UpstreamID)
+	switch ex {
+	case Exists:
+		return adapters.Exists, nil
+	case Missing:
+		if err == nil {
+			err = errors.New("no such session in the database (OpenCode deleted it)")
+		}
+		return adapters.Missing, err
+	}
+	return adapters.ExistenceUnknown, err
+}

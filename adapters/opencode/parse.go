@@ -1,0 +1,232 @@
+package opencode
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Message is what sessiond needs of one OpenCode message: the `data` column
+// of the message table (or a legacy storage/message file).
+type Message struct {
+	ID        string
+	SessionID string
+	Role      string
+	Agent     string
+	ModelID   string
+	Cwd       string
+	Created   time.Time
+	// Completed is zero while the message is open. An assistant message
+	// left open by a dead process is the "Thinking forever" shape.
+	Completed time.Time
+	// ErrorName and ErrorMessage are the message's error, if any
+	// ("MessageAbortedError", ...).
+	ErrorName    string
+	ErrorMessage string
+}
+
+// Assistant reports whether the message is the assistant's.
+func (m *Message) Assistant() bool { return m.Role == "assistant" }
+
+// Open reports whether an assistant message never completed.
+func (m *Message) Open() bool { return m.Assistant() && m.Completed.IsZero() }
+
+type rawMessage struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	Role      string `json:"role"`
+	Agent     string `json:"agent"`
+	Mode      string `json:"mode"`
+	ModelID   string `json:"modelID"`
+	Path      *struct {
+		Cwd string `json:"cwd"`
+	} `json:"path"`
+	Time *struct {
+		Created   jsTime `json:"created"`
+		Completed jsTime `json:"completed"`
+	} `json:"time"`
+	Error *struct {
+		Name string `json:"name"`
+		Data *struct {
+			Message any `json:"message"`
+		} `json:"data"`
+	} `json:"error"`
+}
+
+// ParseMessage parses a message's JSON. It accepts both the table's data
+// column (without id and sessionID) and a legacy file (with them). Unknown
+// fields are ignored; a wrong type in a field sessiond needs is an error.
+func ParseMessage(b []byte) (Message, error) {
+	var r rawMessage
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Message{}, fmt.Errorf("parse message: %w", err)
+	}
+	if r.Role == "" {
+		return Message{}, errors.New("parse message: no role")
+	}
+	m := Message{ID: r.ID, SessionID: r.SessionID, Role: r.Role, Agent: r.Agent, ModelID: r.ModelID}
+	if m.Agent == "" {
+		m.Agent = r.Mode
+	}
+	if r.Path != nil {
+		m.Cwd = r.Path.Cwd
+	}
+	if r.Time != nil {
+		m.Created = r.Time.Created.t
+		m.Completed = r.Time.Completed.t
+	}
+	if r.Error != nil {
+		m.ErrorName = r.Error.Name
+		if m.ErrorName == "" {
+			m.ErrorName = "error"
+		}
+		if r.Error.Data != nil {
+			if s, ok := r.Error.Data.Message.(string); ok {
+				m.ErrorMessage = s
+			}
+		}
+	}
+	return m, nil
+}
+
+// Part is what sessiond needs of one OpenCode part: the `data` column of
+// the part table (or a legacy storage/part file).
+type Part struct {
+	ID        string
+	MessageID string
+	SessionID string
+	// Type is "tool", "text", "step-start", ...
+	Type string
+	// Tool, CallID and Status are set for tool parts. Status is "pending",
+	// "running", "completed" or "error".
+	Tool   string
+	CallID string
+	Status string
+	Title  string
+	// Start is state.time.start (running, completed, error).
+	Start time.Time
+	End   time.Time
+	// ChildSessionID is a task part's subagent session (state.metadata.sessionId).
+	ChildSessionID string
+	// Interrupted is state.metadata.interrupted, set when OpenCode itself
+	// (or a repair) marked an abandoned call.
+	Interrupted bool
+}
+
+// InFlight reports whether the part is a tool call that has not finished.
+func (p *Part) InFlight() bool {
+	return p.Type == "tool" && (p.Status == "pending" || p.Status == "running")
+}
+
+type rawPart struct {
+	ID        string `json:"id"`
+	MessageID string `json:"messageID"`
+	SessionID string `json:"sessionID"`
+	Type      string `json:"type"`
+	Tool      string `json:"tool"`
+	CallID    string `json:"callID"`
+	State     *struct {
+		Status string `json:"status"`
+		Title  any    `json:"title"`
+		Time   *struct {
+			Start jsTime `json:"start"`
+			End   jsTime `json:"end"`
+		} `json:"time"`
+		Metadata map[string]any `json:"metadata"`
+	} `json:"state"`
+}
+
+// ParsePart parses a part's JSON (the data column or a legacy file).
+func ParsePart(b []byte) (Part, error) {
+	var r rawPart
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Part{}, fmt.Errorf("parse part: %w", err)
+	}
+	if r.Type == "" {
+		return Part{}, errors.New("parse part: no type")
+	}
+	p := Part{ID: r.ID, MessageID: r.MessageID, SessionID: r.SessionID, Type: r.Type, Tool: r.Tool, CallID: r.CallID}
+	if r.State != nil {
+		p.Status = r.State.Status
+		if s, ok := r.State.Title.(string); ok {
+			p.Title = s
+		}
+		if r.State.Time != nil {
+			p.Start = r.State.Time.Start.t
+			p.End = r.State.Time.End.t
+		}
+		if md := r.State.Metadata; md != nil {
+			for _, k := range []string{"sessionId", "sessionID"} {
+				if s, ok := md[k].(string); ok && s != "" {
+					p.ChildSessionID = s
+					break
+				}
+			}
+			if b, ok := md["interrupted"].(bool); ok {
+				p.Interrupted = b
+			}
+		}
+	}
+	if p.Type == "tool" && p.Status == "" {
+		return Part{}, errors.New("parse part: tool part without state.status")
+	}
+	return p, nil
+}
+
+// Session is a legacy storage/session file.
+type legacySession struct {
+	ID        string `json:"id"`
+	ProjectID string `json:"projectID"`
+	ParentID  string `json:"parentID"`
+	Directory string `json:"directory"`
+	Title     string `json:"title"`
+	Version   string `json:"version"`
+	Time      struct {
+		Created  jsTime `json:"created"`
+		Updated  jsTime `json:"updated"`
+		Archived jsTime `json:"archived"`
+	} `json:"time"`
+}
+
+func parseLegacySession(b []byte) (legacySession, error) {
+	var s legacySession
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("parse session: %w", err)
+	}
+	if s.ID == "" {
+		return s, errors.New("parse session: no id")
+	}
+	return s, nil
+}
+
+// jsTime is a JavaScript time: milliseconds since the epoch, an integer
+// or (rarely) a float. null or absent is the zero time.
+type jsTime struct{ t time.Time }
+
+func (j *jsTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		j.t = time.Time{}
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("time: want milliseconds, got %.40s", b)
+	}
+	j.t = msTime(f)
+	return nil
+}
+
+// msTime converts JavaScript milliseconds; values outside any sane range
+// (negative, NaN, beyond year 9999) are the zero time.
+func msTime(f float64) time.Time {
+	const maxMs = 253402300799999 // 9999-12-31
+	if math.IsNaN(f) || f <= 0 || f > maxMs {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(f))
+}
+
+// msInt converts an integer column in milliseconds.
+func msInt(v int64) time.Time { return msTime(float64(v)) }

@@ -1,0 +1,126 @@
+package opencode
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+)
+
+func TestParseMessage(t *testing.T) {
+	at := time.UnixMilli(1750000000123)
+	open := opencodetest.Message{ID: "msg_1", SessionID: "ses_1", Cwd: "/w", Created: at}
+	m, err := ParseMessage([]byte(open.DataJSON()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Assistant() || !m.Open() || !m.Created.Equal(at) || m.Cwd != "/w" || m.Agent != "build" {
+		t.Fatalf("open assistant message parsed as %+v", m)
+	}
+	done := open
+	done.Completed = at.Add(time.Second)
+	done.Error = &opencodetest.MessageError{Name: "MessageAbortedError", Message: "aborted"}
+	m, err = ParseMessage([]byte(done.LegacyJSON()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Open() || m.ID != "msg_1" || m.SessionID != "ses_1" || m.ErrorName != "MessageAbortedError" || m.ErrorMessage != "aborted" {
+		t.Fatalf("completed message parsed as %+v", m)
+	}
+	user, err := ParseMessage([]byte(opencodetest.Message{Role: "user"}.DataJSON()))
+	if err != nil || user.Assistant() || user.Open() {
+		t.Fatalf("user message: %+v %v", user, err)
+	}
+	for _, bad := range []string{``, `{}`, `[]`, `{"role":"assistant","time":{"created":"yesterday"}}`, `{"role":7}`} {
+		if _, err := ParseMessage([]byte(bad)); err == nil {
+			t.Errorf("ParseMessage(%q): no error", bad)
+		}
+	}
+	// Odd but valid: null times, float milliseconds, huge values.
+	m, err = ParseMessage([]byte(`{"role":"assistant","time":{"created":1.75e12,"completed":null}}`))
+	if err != nil || !m.Open() || m.Created.IsZero() {
+		t.Fatalf("float/null times: %+v %v", m, err)
+	}
+	m, err = ParseMessage([]byte(`{"role":"assistant","time":{"created":1e300,"completed":-5}}`))
+	if err != nil || !m.Created.IsZero() || !m.Open() {
+		t.Fatalf("out of range times: %+v %v", m, err)
+	}
+}
+
+func TestParsePart(t *testing.T) {
+	at := time.UnixMilli(1750000000000)
+	running := opencodetest.Part{ID: "prt_1", MessageID: "msg_1", SessionID: "ses_1", Tool: "bash", CallID: "call_1", Status: "running", Start: at}
+	p, err := ParsePart([]byte(running.DataJSON()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.InFlight() || p.Tool != "bash" || p.CallID != "call_1" || !p.Start.Equal(at) {
+		t.Fatalf("running part parsed as %+v", p)
+	}
+	pending := running
+	pending.Status = "pending"
+	if p, err = ParsePart([]byte(pending.LegacyJSON())); err != nil || !p.InFlight() || p.ID != "prt_1" {
+		t.Fatalf("pending part: %+v %v", p, err)
+	}
+	aborted := running
+	aborted.Status, aborted.Error, aborted.Metadata = "error", "Tool execution aborted", map[string]any{"interrupted": true}
+	if p, err = ParsePart([]byte(aborted.DataJSON())); err != nil || p.InFlight() || !p.Interrupted {
+		t.Fatalf("aborted part: %+v %v", p, err)
+	}
+	task := opencodetest.Part{Tool: "task", Status: "running", Metadata: map[string]any{"sessionId": "ses_child"}}
+	if p, err = ParsePart([]byte(task.DataJSON())); err != nil || p.ChildSessionID != "ses_child" {
+		t.Fatalf("task part: %+v %v", p, err)
+	}
+	text := opencodetest.Part{Type: "text", Text: `{"status":"running"}`}
+	if p, err = ParsePart([]byte(text.DataJSON())); err != nil || p.InFlight() {
+		t.Fatalf("text part that mentions running: %+v %v", p, err)
+	}
+	for _, bad := range []string{``, `{}`, `{"type":"tool"}`, `{"type":"tool","state":{"status":3}}`, `{"type":"tool","state":{"status":"running","time":{"start":"x"}}}`} {
+		if _, err := ParsePart([]byte(bad)); err == nil {
+			t.Errorf("ParsePart(%q): no error", bad)
+		}
+	}
+}
+
+func FuzzParseMessage(f *testing.F) {
+	at := time.UnixMilli(1750000000000)
+	f.Add([]byte(opencodetest.Message{Created: at}.DataJSON()))
+	f.Add([]byte(opencodetest.Message{Created: at, Completed: at, Error: &opencodetest.MessageError{Name: "APIError", Message: "x"}}.LegacyJSON()))
+	f.Add([]byte(opencodetest.Message{Role: "user", Created: at}.DataJSON()))
+	f.Add([]byte(`{"role":"assistant","time":{"created":1e308,"completed":null},"error":{"data":{"message":[1]}}}`))
+	f.Add([]byte(`{"role":"assistant","path":null,"time":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseMessage(b)
+		if err != nil {
+			return
+		}
+		if m.Role == "" {
+			t.Fatal("parsed a message without a role")
+		}
+		if m.Open() && !m.Assistant() {
+			t.Fatal("a non-assistant message is open")
+		}
+	})
+}
+
+func FuzzParsePart(f *testing.F) {
+	at := time.UnixMilli(1750000000000)
+	for _, st := range []string{"pending", "running", "completed", "error"} {
+		f.Add([]byte(opencodetest.Part{Tool: "bash", Status: st, Start: at, End: at}.DataJSON()))
+	}
+	f.Add([]byte(opencodetest.Part{Tool: "task", Status: "running", Metadata: map[string]any{"sessionId": "ses_c", "interrupted": "yes"}}.LegacyJSON()))
+	f.Add([]byte(opencodetest.Part{Type: "step-start"}.DataJSON()))
+	f.Add([]byte(`{"type":"tool","state":{"status":"running","title":{},"metadata":null,"time":{"start":null}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePart(b)
+		if err != nil {
+			return
+		}
+		if p.Type == "" {
+			t.Fatal("parsed a part without a type")
+		}
+		if p.InFlight() && p.Type != "tool" {
+			t.Fatal("a non-tool part is in flight")
+		}
+	})
+}

@@ -1,0 +1,209 @@
+//go:build linux
+
+package opencode
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// fakeOpenCode starts the test binary as an "opencode" process with cwd
+// dir holding db open. It returns the process and the pid of its tool
+// subprocess (0 without one); both are killed at cleanup.
+func fakeOpenCode(t *testing.T, dir, db string, withTool bool, args ...string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := &exec.Cmd{Path: os.Args[0], Args: append([]string{"opencode"}, args...), Dir: dir}
+	cmd.Env = append(os.Environ(), helperDBEnv+"="+db)
+	if withTool {
+		cmd.Env = append(cmd.Env, helperToolEnv+"=1")
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	toolPID := 0
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if toolPID > 0 {
+			syscall.Kill(toolPID, syscall.SIGKILL)
+		}
+	})
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		if n, ok := strings.CutPrefix(line, "tool "); ok {
+			toolPID, _ = strconv.Atoi(n)
+		}
+		if line == "ready" {
+			return cmd, toolPID
+		}
+	}
+	t.Fatalf("fake opencode did not start: %v", sc.Err())
+	return nil, 0
+}
+
+// judge applies the tracker's rule (DESIGN.md invariant 1) to what the
+// adapter reported plus the owners seen before: running while any
+// candidate lives; with every candidate dead, interrupted if work was in
+// flight, else stopped.
+func judge(t *testing.T, host *proc.Host, seen map[proc.Identity]bool, o adapters.Observed) session.Status {
+	t.Helper()
+	for _, ow := range o.Owners {
+		seen[ow.Identity] = true
+	}
+	if len(seen) == 0 {
+		return session.StatusUnknown
+	}
+	for id := range seen {
+		if host.Probe(id).Liveness == proc.Alive {
+			return session.StatusRunning
+		}
+	}
+	if len(o.InFlight) > 0 {
+		return session.StatusInterrupted
+	}
+	return session.StatusStopped
+}
+
+func realDiscover(t *testing.T, a *Adapter, host *proc.Host) adapters.Observation {
+	t.Helper()
+	snap, err := host.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := a.Discover(context.Background(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs
+}
+
+func killAndReap(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+}
+
+// A live `opencode run` (a real process holding the test's real database,
+// cwd in the session's directory) owns its session: running. After its
+// kill -9 the data keeps the in-flight shape: interrupted, with its tool
+// subprocess reported as an orphan.
+func TestRealProcessRunningThenInterrupted(t *testing.T) {
+	dataDir, work := t.TempDir(), t.TempDir()
+	dbPath := filepath.Join(dataDir, "opencode.db")
+	db := opencodetest.MustCreate(t, dbPath)
+	old, _ := db.Finished(work, time.Now().Add(-time.Hour))
+
+	cmd, toolPID := fakeOpenCode(t, work, dbPath, true, "run", "fix the tests")
+	sh, err := db.InterruptedMidTool(work, time.Now()) // written by "it", after its start
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := proc.NewHost()
+	a := New(Config{DataDir: dataDir})
+	seen := map[proc.Identity]bool{}
+
+	obs := realDiscover(t, a, host)
+	o := find(t, obs, sh.SessionID)
+	if len(o.Owners) != 1 || o.Owners[0].Identity.PID != cmd.Process.Pid || !o.Owners[0].Inferred {
+		t.Fatalf("owners %+v, want the fake opencode pid %d (inferred)", o.Owners, cmd.Process.Pid)
+	}
+	if st := judge(t, host, seen, o); st != session.StatusRunning || o.Activity != session.ActivityBusy {
+		t.Fatalf("live owner: %s / %s, want running / busy", st, o.Activity)
+	}
+	if prev := find(t, obs, old.SessionID); len(prev.Owners) != 0 {
+		t.Errorf("a session written before the process started got owners %+v", prev.Owners)
+	}
+
+	killAndReap(t, cmd)
+	obs = realDiscover(t, a, host)
+	o = find(t, obs, sh.SessionID)
+	if len(o.Owners) != 0 {
+		t.Fatalf("dead owner still reported: %+v", o.Owners)
+	}
+	if st := judge(t, host, seen, o); st != session.StatusInterrupted {
+		t.Fatalf("after kill -9: %s, want interrupted", st)
+	}
+	if got := issueKeys(o.InFlight, session.ProblemOrphanedToolCall); len(got) != 1 || got[0] != sh.ToolPartID {
+		t.Errorf("in flight %+v", o.InFlight)
+	}
+	if got := issueKeys(o.Problems, session.ProblemOrphanProcesses); len(got) != 1 || got[0] != strconv.Itoa(toolPID) {
+		t.Errorf("orphans %+v, want the tool pid %d", o.Problems, toolPID)
+	}
+}
+
+// Two opencode processes in one directory: both are candidates, the
+// session runs while either lives, and is interrupted only when both died.
+func TestRealProcessesTwoInOneDirectory(t *testing.T) {
+	dataDir, work := t.TempDir(), t.TempDir()
+	dbPath := filepath.Join(dataDir, "opencode.db")
+	db := opencodetest.MustCreate(t, dbPath)
+	p1, _ := fakeOpenCode(t, work, dbPath, false)
+	p2, _ := fakeOpenCode(t, work, dbPath, false, "run", "hello")
+	sh, err := db.InterruptedMidTool(work, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := proc.NewHost()
+	a := New(Config{DataDir: dataDir})
+	seen := map[proc.Identity]bool{}
+
+	o := find(t, realDiscover(t, a, host), sh.SessionID)
+	if len(o.Owners) != 2 {
+		t.Fatalf("owners %+v, want two candidates", o.Owners)
+	}
+	if st := judge(t, host, seen, o); st != session.StatusRunning {
+		t.Fatalf("both alive: %s", st)
+	}
+	killAndReap(t, p1)
+	o = find(t, realDiscover(t, a, host), sh.SessionID)
+	if len(o.Owners) != 1 || o.Owners[0].Identity.PID != p2.Process.Pid {
+		t.Fatalf("after the first died: owners %+v", o.Owners)
+	}
+	if st := judge(t, host, seen, o); st != session.StatusRunning {
+		t.Fatalf("one alive: %s, want running", st)
+	}
+	killAndReap(t, p2)
+	o = find(t, realDiscover(t, a, host), sh.SessionID)
+	if st := judge(t, host, seen, o); st != session.StatusInterrupted {
+		t.Fatalf("both dead: %s, want interrupted", st)
+	}
+}
+
+func TestParseHexAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"0100007F:1F90":                         "127.0.0.1:8080",
+		"00000000:1000":                         "127.0.0.1:4096",
+		"00000000000000000000000001000000:1F90": "[::1]:8080",
+		"00000000000000000000000000000000:0050": "[::1]:80",
+	} {
+		if got, ok := parseHexAddr(in); !ok || got != want {
+			t.Errorf("parseHexAddr(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "zz:1", "0100007F", "0100007F:XYZ", "01:0050"} {
+		if _, ok := parseHexAddr(bad); ok {
+			t.Errorf("parseHexAddr(%q) accepted", bad)
+		}
+	}
+}

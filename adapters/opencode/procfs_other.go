@@ -1,0 +1,18 @@
+//go:build !linux
+
+package opencode
+
+import "errors"
+
+// fdSupported: without /proc there is no cheap, dependency-free way to list
+// another process's open files; "holds the database open" is then not
+// checked and the evidence says so.
+const fdSupported = false
+
+var errNoProcFS = errors.New("open files are not readable on this platform")
+
+func scanFDs(procRoot string, pid int) ([]string, map[uint64]bool, error) {
+	return nil, nil, errNoProcFS
+}
+
+func listeners(procRoot string, pid int, sockets map[uint64]bool) []string { return nil }

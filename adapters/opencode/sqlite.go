@@ -1,0 +1,587 @@
+package opencode
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	_ "modernc.org/sqlite" // pure-Go SQLite, registered as "sqlite"
+)
+
+// SchemaError says an OpenCode database does not have the tables or columns
+// sessiond reads (they were checked on opencode 1.18.33). OpenCode changes
+// its schema often; this error names exactly what is missing so the
+// adapter can be updated instead of silently reading nothing.
+type SchemaError struct {
+	Path string
+	// MissingTables are tables that do not exist.
+	MissingTables []string
+	// MissingColumns maps a table to its missing columns.
+	MissingColumns map[string][]string
+}
+
+func (e *SchemaError) Error() string {
+	var parts []string
+	for _, t := range e.MissingTables {
+		parts = append(parts, "table "+t+" is missing")
+	}
+	tables := make([]string, 0, len(e.MissingColumns))
+	for t := range e.MissingColumns {
+		tables = append(tables, t)
+	}
+	sort.Strings(tables)
+	for _, t := range tables {
+		parts = append(parts, fmt.Sprintf("table %s lacks column(s) %s", t, strings.Join(e.MissingColumns[t], ", ")))
+	}
+	return "OpenCode schema changed (expected opencode 1.18.33's): " + strings.Join(parts, "; ")
+}
+
+// requiredColumns are the columns the adapter cannot work without.
+var requiredColumns = map[string][]string{
+	"session": {"id", "directory", "title", "time_created", "time_updated"},
+	"message": {"id", "session_id", "time_created", "time_updated", "data"},
+	"part":    {"id", "message_id", "session_id", "time_created", "time_updated", "data"},
+}
+
+// optionalSessionColumns are read when present.
+var optionalSessionColumns = []string{"parent_id", "project_id", "version", "time_archived"}
+
+// maxAssistantScan bounds how many newest messages are walked to find the
+// last assistant message of a session.
+const maxAssistantScan = 200
+
+// inFlightFilter preselects part rows that may be pending or running tool
+// calls. JSON.stringify writes no spaces, and inside a JSON string the
+// quotes would be escaped, so the literal only matches a real "status"
+// key; the Go parser then checks the type and the state.
+const inFlightFilter = `(instr(data, '"status":"running"') > 0 OR instr(data, '"status":"pending"') > 0)`
+
+// dbReader reads one opencode*.db incrementally. Not safe for concurrent
+// use; Discover serializes passes.
+type dbReader struct {
+	path string
+	busy time.Duration
+	log  *zap.Logger
+
+	sessions map[string]*sessionData // nil before the first successful pass
+	msgRowid int64                   // max(rowid) of message read so far
+	partRow  int64                   // max(rowid) of part read so far
+	lastFull time.Time
+}
+
+// dsn is the read-only connection string: mode=ro and a busy timeout,
+// never immutable (the file changes under us: OpenCode writes it).
+func dsn(path string, busy time.Duration) string {
+	u := url.URL{Scheme: "file", OmitHost: true, Path: path}
+	q := "mode=ro&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_pragma=query_only(1)"
+	return u.String() + "?" + q
+}
+
+// openRO opens a read-only connection. The caller closes the *sql.DB: a
+// connection is held only for the pass, so sessiond itself never shows up
+// as "a process holding the database open" between passes.
+func openRO(ctx context.Context, path string, busy time.Duration) (*sql.DB, *sql.Conn, error) {
+	db, err := sql.Open("sqlite", dsn(path, busy))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("open: %w", explain(err))
+	}
+	return db, conn, nil
+}
+
+// explain adds what an SQLite error means for sessiond.
+func explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "database is locked"):
+		return fmt.Errorf("database is locked by a writer past the busy timeout; keeping the last known state: %w", err)
+	case strings.Contains(msg, "SQLITE_NOTADB") || strings.Contains(msg, "not a database"):
+		return fmt.Errorf("not an SQLite database (corrupt or truncated file): %w", err)
+	case strings.Contains(msg, "SQLITE_CORRUPT") || strings.Contains(msg, "malformed"):
+		return fmt.Errorf("database is corrupt: %w", err)
+	case strings.Contains(msg, "SQLITE_CANTOPEN") || strings.Contains(msg, "unable to open"):
+		return fmt.Errorf("cannot open the database file (permissions, or a missing -shm/-wal that cannot be created): %w", err)
+	}
+	return err
+}
+
+// checkSchema verifies the tables and columns sessiond reads and returns
+// the optional session columns present.
+func checkSchema(ctx context.Context, conn *sql.Conn, path string) (map[string]bool, error) {
+	se := &SchemaError{Path: path, MissingColumns: map[string][]string{}}
+	var sessCols map[string]bool
+	for _, table := range []string{"session", "message", "part"} {
+		cols, err := tableColumns(ctx, conn, table)
+		if err != nil {
+			return nil, explain(err)
+		}
+		if len(cols) == 0 {
+			se.MissingTables = append(se.MissingTables, table)
+			continue
+		}
+		for _, c := range requiredColumns[table] {
+			if !cols[c] {
+				se.MissingColumns[table] = append(se.MissingColumns[table], c)
+			}
+		}
+		if table == "session" {
+			sessCols = cols
+		}
+	}
+	if len(se.MissingTables) > 0 || len(se.MissingColumns) > 0 {
+		return nil, se
+	}
+	opt := map[string]bool{}
+	for _, c := range optionalSessionColumns {
+		opt[c] = sessCols[c]
+	}
+	return opt, nil
+}
+
+func tableColumns(ctx context.Context, conn *sql.Conn, table string) (map[string]bool, error) {
+	rows, err := conn.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
+	if err != nil {
+		return nil, fmt.Errorf("read schema of %s: %w", table, err)
+	}
+	defer rows.Close()
+	cols := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("read schema of %s: %w", table, err)
+		}
+		cols[name] = true
+	}
+	return cols, rows.Err()
+}
+
+// read runs one pass over the database: a cold pass on first use, after a
+// deletion moved a rowid cursor back, or every fullEvery; otherwise only
+// the sessions that changed since the last pass plus every session with
+// work in flight. On error the cache is left as it was.
+func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Duration) error {
+	db, conn, err := openRO(ctx, r.path, r.busy)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	defer conn.Close()
+
+	opt, err := checkSchema(ctx, conn, r.path)
+	if err != nil {
+		return err
+	}
+	// The rowid cursors are read before the data, so a row written while
+	// this pass reads is seen again next pass rather than missed.
+	var msgMax, partMax sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT (SELECT max(rowid) FROM message), (SELECT max(rowid) FROM part)").Scan(&msgMax, &partMax); err != nil {
+		return explain(fmt.Errorf("read cursors: %w", err))
+	}
+	cold := r.sessions == nil || msgMax.Int64 < r.msgRowid || partMax.Int64 < r.partRow ||
+		(fullEvery > 0 && now.Sub(r.lastFull) >= fullEvery)
+	var next map[string]*sessionData
+	if cold {
+		next, err = r.readAll(ctx, conn, opt)
+		if err == nil {
+			r.lastFull = now
+		}
+	} else {
+		next, err = r.readChanged(ctx, conn, opt)
+	}
+	if err != nil {
+		return explain(err)
+	}
+	r.sessions = next
+	r.msgRowid, r.partRow = msgMax.Int64, partMax.Int64
+	return nil
+}
+
+func sessionSelect(opt map[string]bool) string {
+	cols := []string{"id", "directory", "title", "time_created", "time_updated"}
+	for _, c := range optionalSessionColumns {
+		if opt[c] {
+			cols = append(cols, c)
+		} else {
+			cols = append(cols, "NULL AS "+c)
+		}
+	}
+	return "SELECT " + strings.Join(cols, ", ") + " FROM session"
+}
+
+func (r *dbReader) scanSession(rows *sql.Rows) (*sessionData, error) {
+	var (
+		id, dir, title           string
+		created, updated         sql.NullInt64
+		parent, project, version sql.NullString
+		archived                 sql.NullInt64
+	)
+	if err := rows.Scan(&id, &dir, &title, &created, &updated, &parent, &project, &version, &archived); err != nil {
+		return nil, fmt.Errorf("read session row: %w", err)
+	}
+	s := &sessionData{
+		ID: id, Directory: dir, Title: title, ParentID: parent.String, ProjectID: project.String, Version: version.String,
+		Created: msInt(created.Int64), Updated: msInt(updated.Int64), Archived: msInt(archived.Int64), Source: r.path,
+	}
+	s.touch(s.Updated)
+	return s, nil
+}
+
+// readAll reads every session: the session table, one pass over the part
+// table for in-flight tool calls, and per session its newest messages.
+func (r *dbReader) readAll(ctx context.Context, conn *sql.Conn, opt map[string]bool) (map[string]*sessionData, error) {
+	out := map[string]*sessionData{}
+	rows, err := conn.QueryContext(ctx, sessionSelect(opt))
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	for rows.Next() {
+		s, err := r.scanSession(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[s.ID] = s
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+
+	tools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE "+inFlightFilter)
+	if err != nil {
+		return nil, err
+	}
+	for sid, ts := range tools {
+		if s := out[sid]; s != nil {
+			s.Tools = ts
+		}
+	}
+	d, err := newDetailReader(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	for _, s := range out {
+		if err := d.read(ctx, s, r.log); err != nil {
+			return nil, err
+		}
+		for _, t := range s.Tools {
+			s.touch(t.Updated)
+		}
+	}
+	return out, nil
+}
+
+// readChanged re-reads only what changed: sessions whose row is new or has
+// a new time_updated, sessions with new message or part rows (by rowid),
+// and every session with work in flight.
+func (r *dbReader) readChanged(ctx context.Context, conn *sql.Conn, opt map[string]bool) (map[string]*sessionData, error) {
+	changed := map[string]bool{}
+	present := map[string]bool{}
+	rows, err := conn.QueryContext(ctx, "SELECT id, time_updated FROM session")
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var upd sql.NullInt64
+		if err := rows.Scan(&id, &upd); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read sessions: %w", err)
+		}
+		present[id] = true
+		if old := r.sessions[id]; old == nil || !old.Updated.Equal(msInt(upd.Int64)) {
+			changed[id] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	// No DISTINCT: with it SQLite walks the whole session index instead
+	// of seeking the rowid range.
+	for _, q := range []struct {
+		sql   string
+		since int64
+	}{
+		{"SELECT session_id FROM message WHERE rowid > ?", r.msgRowid},
+		{"SELECT session_id FROM part WHERE rowid > ?", r.partRow},
+	} {
+		ids, err := queryStrings(ctx, conn, q.sql, q.since)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			changed[id] = true
+		}
+	}
+	// New in-flight tool parts can only be new rows: a finished part never
+	// goes back to running, and a deletion that could let a rowid be reused
+	// forces a full pass.
+	newTools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE rowid > ? AND "+inFlightFilter, r.partRow)
+	if err != nil {
+		return nil, err
+	}
+	for id, s := range r.sessions {
+		if s.inFlight() {
+			changed[id] = true
+		}
+	}
+
+	next := make(map[string]*sessionData, len(present))
+	for id := range present {
+		if !changed[id] {
+			next[id] = r.sessions[id]
+		}
+	}
+	if len(changed) == 0 {
+		return next, nil
+	}
+	one, err := conn.PrepareContext(ctx, sessionSelect(opt)+" WHERE id = ?")
+	if err != nil {
+		return nil, fmt.Errorf("read sessions: %w", err)
+	}
+	defer one.Close()
+	d, err := newDetailReader(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	defer d.close()
+	// A session seen for the first time has all its parts read; a known one
+	// re-reads the parts that were in flight, by id, plus its new rows.
+	toolStmt, err := conn.PrepareContext(ctx, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE session_id = ? AND "+inFlightFilter)
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	defer toolStmt.Close()
+	partStmt, err := conn.PrepareContext(ctx, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE id = ?")
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	defer partStmt.Close()
+
+	ids := make([]string, 0, len(changed))
+	for id := range changed {
+		if present[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		rows, err := one.QueryContext(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read session %s: %w", id, err)
+		}
+		var s *sessionData
+		if rows.Next() {
+			s, err = r.scanSession(rows)
+		}
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			continue // deleted meanwhile
+		}
+		if old := r.sessions[id]; old == nil {
+			trows, err := toolStmt.QueryContext(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("read parts of %s: %w", id, err)
+			}
+			tools, err := r.scanTools(trows)
+			if err != nil {
+				return nil, err
+			}
+			s.Tools = tools[id]
+		} else {
+			seen := map[string]bool{}
+			for _, t := range newTools[id] {
+				seen[t.ID] = true
+				s.Tools = append(s.Tools, t)
+			}
+			for _, t := range old.Tools {
+				if seen[t.ID] {
+					continue
+				}
+				prows, err := partStmt.QueryContext(ctx, t.ID)
+				if err != nil {
+					return nil, fmt.Errorf("read part %s: %w", t.ID, err)
+				}
+				tools, err := r.scanTools(prows)
+				if err != nil {
+					return nil, err
+				}
+				s.Tools = append(s.Tools, tools[id]...)
+			}
+		}
+		if err := d.read(ctx, s, r.log); err != nil {
+			return nil, err
+		}
+		for _, t := range s.Tools {
+			s.touch(t.Updated)
+		}
+		next[id] = s
+	}
+	return next, nil
+}
+
+func queryStrings(ctx context.Context, conn *sql.Conn, q string, args ...any) ([]string, error) {
+	rows, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query changes: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s sql.NullString
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("query changes: %w", err)
+		}
+		out = append(out, s.String)
+	}
+	return out, rows.Err()
+}
+
+func (r *dbReader) queryTools(ctx context.Context, conn *sql.Conn, q string, args ...any) (map[string][]toolCall, error) {
+	rows, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	return r.scanTools(rows)
+}
+
+// scanTools parses preselected part rows and keeps the real in-flight tool
+// calls, grouped by session. It closes rows.
+func (r *dbReader) scanTools(rows *sql.Rows) (map[string][]toolCall, error) {
+	defer rows.Close()
+	out := map[string][]toolCall{}
+	for rows.Next() {
+		var id, mid, sid string
+		var created, updated sql.NullInt64
+		var data []byte
+		if err := rows.Scan(&id, &mid, &sid, &created, &updated, &data); err != nil {
+			return nil, fmt.Errorf("read part row: %w", err)
+		}
+		p, err := ParsePart(data)
+		if err != nil {
+			r.log.Debug("skipping unparseable part", zap.String("db", r.path), zap.String("part", id), zap.Error(err))
+			continue
+		}
+		if !p.InFlight() {
+			continue
+		}
+		p.ID, p.MessageID, p.SessionID = id, mid, sid
+		out[sid] = append(out[sid], toolCall{Part: p, Created: msInt(created.Int64), Updated: msInt(updated.Int64)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	return out, nil
+}
+
+// detailReader holds the per-session statements.
+type detailReader struct {
+	msgs  *sql.Stmt
+	parts *sql.Stmt
+}
+
+func newDetailReader(ctx context.Context, conn *sql.Conn) (*detailReader, error) {
+	msgs, err := conn.PrepareContext(ctx, "SELECT id, time_updated, data FROM message WHERE session_id = ? ORDER BY time_created DESC, id DESC")
+	if err != nil {
+		return nil, fmt.Errorf("read messages: %w", err)
+	}
+	parts, err := conn.PrepareContext(ctx, "SELECT max(time_updated) FROM part WHERE message_id = ?")
+	if err != nil {
+		msgs.Close()
+		return nil, fmt.Errorf("read parts: %w", err)
+	}
+	return &detailReader{msgs: msgs, parts: parts}, nil
+}
+
+func (d *detailReader) close() {
+	d.msgs.Close()
+	d.parts.Close()
+}
+
+// read finds the session's last assistant message, walking its messages
+// from the newest, and the latest write among them and its parts.
+func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger) error {
+	rows, err := d.msgs.QueryContext(ctx, s.ID)
+	if err != nil {
+		return fmt.Errorf("read messages of %s: %w", s.ID, err)
+	}
+	s.LastAssistant = nil
+	for n := 0; n < maxAssistantScan && rows.Next(); n++ {
+		var id string
+		var upd sql.NullInt64
+		var data []byte
+		if err := rows.Scan(&id, &upd, &data); err != nil {
+			rows.Close()
+			return fmt.Errorf("read message row of %s: %w", s.ID, err)
+		}
+		s.touch(msInt(upd.Int64))
+		m, err := ParseMessage(data)
+		if err != nil {
+			log.Debug("skipping unparseable message", zap.String("session", s.ID), zap.String("message", id), zap.Error(err))
+			continue
+		}
+		if m.Assistant() {
+			m.ID, m.SessionID = id, s.ID
+			s.LastAssistant = &m
+			break
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("read messages of %s: %w", s.ID, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.LastAssistant != nil {
+		var upd sql.NullInt64
+		if err := d.parts.QueryRowContext(ctx, s.LastAssistant.ID).Scan(&upd); err != nil {
+			return fmt.Errorf("read parts of %s: %w", s.LastAssistant.ID, err)
+		}
+		s.touch(msInt(upd.Int64))
+	}
+	return nil
+}
+
+// sessionExists looks one id up in a database: true/false, or an error
+// when the database could not answer.
+func sessionExists(ctx context.Context, path string, busy time.Duration, id string) (bool, error) {
+	db, conn, err := openRO(ctx, path, busy)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	defer conn.Close()
+	if _, err := checkSchema(ctx, conn, path); err != nil {
+		return false, err
+	}
+	var one int
+	err = conn.QueryRowContext(ctx, "SELECT 1 FROM session WHERE id = ?", id).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, explain(err)
+	}
+	return true, nil
+}
