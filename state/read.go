@@ -92,12 +92,10 @@ func (s *Store) Lookup(ref string) (rec *session.Record, err error) {
 // List returns every session, ordered by CreatedAt then ID, so listings
 // are stable.
 func (s *Store) List() (recs []*session.Record, err error) {
-	err = s.view(func(tx *Tx) error {
-		recs, err = tx.all()
-		return err
-	})
-	if err != nil {
-		return nil, err
+	if recs = s.cached(); recs == nil {
+		if recs, err = s.loadCache(); err != nil {
+			return nil, err
+		}
 	}
 	sort.Slice(recs, func(i, j int) bool {
 		a, b := recs[i], recs[j]
@@ -156,4 +154,58 @@ func (s *Store) FirstSeq() (seq uint64, err error) {
 		return nil
 	})
 	return seq, err
+}
+
+// cached returns copies of the cached records, or nil before the cache is
+// loaded.
+func (s *Store) cached() []*session.Record {
+	s.cacheMu.RLock()
+	defer s.cacheMu.RUnlock()
+	if s.cache == nil {
+		return nil
+	}
+	out := make([]*session.Record, 0, len(s.cache))
+	for _, r := range s.cache {
+		out = append(out, r.Clone())
+	}
+	return out
+}
+
+// loadCache reads every record from bbolt and keeps them. It holds the
+// write lock so no commit lands between the read and the cache.
+func (s *Store) loadCache() ([]*session.Record, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	var recs []*session.Record
+	err := s.view(func(tx *Tx) (err error) {
+		recs, err = tx.all()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := make(map[string]*session.Record, len(recs))
+	for _, r := range recs {
+		c[r.ID] = r.Clone()
+	}
+	s.cacheMu.Lock()
+	s.cache = c
+	s.cacheMu.Unlock()
+	return recs, nil
+}
+
+// cacheWritten applies a committed transaction's records to the cache.
+// Callers hold writeMu.
+func (s *Store) cacheWritten(written map[string]*session.Record) {
+	if len(written) == 0 {
+		return
+	}
+	s.cacheMu.Lock()
+	defer s.cacheMu.Unlock()
+	if s.cache == nil {
+		return
+	}
+	for id, r := range written {
+		s.cache[id] = r
+	}
 }

@@ -39,6 +39,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/session"
 )
 
 // ErrLocked is the errors.Is target for "another sessiond holds the store",
@@ -125,6 +127,13 @@ type Store struct {
 
 	mu      sync.Mutex
 	changed chan struct{}
+
+	// writeMu serializes Batches (see Batch). cache holds every record as
+	// last committed, once List first loaded it: state is the only writer,
+	// so a pass need not decode every record from bbolt each time.
+	writeMu sync.Mutex
+	cacheMu sync.RWMutex
+	cache   map[string]*session.Record
 
 	closeOnce sync.Once
 	closeErr  error

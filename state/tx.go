@@ -34,6 +34,9 @@ type Tx struct {
 	upstream *bolt.Bucket
 	events   *bolt.Bucket
 	appended int
+	// written holds each record as this transaction wrote it, for the
+	// store's cache once the transaction has committed.
+	written map[string]*session.Record
 }
 
 func (s *Store) newTx(btx *bolt.Tx) (*Tx, error) {
@@ -66,15 +69,20 @@ func (s *Store) view(fn func(tx *Tx) error) error {
 // only after the commit succeeded. fn may run concurrently with readers but
 // never with another writer; it must not call Store methods that write.
 func (s *Store) Batch(fn func(tx *Tx) error) error {
+	// bbolt serializes writers anyway; serializing here too makes the cache
+	// updates below happen in commit order.
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	var fnErr error
 	var appended int
+	var written map[string]*session.Record
 	err := s.db.Update(func(btx *bolt.Tx) error {
 		tx, err := s.newTx(btx)
 		if err != nil {
 			return err
 		}
 		fnErr = fn(tx)
-		appended = tx.appended
+		appended, written = tx.appended, tx.written
 		return fnErr
 	})
 	if fnErr != nil {
@@ -83,6 +91,7 @@ func (s *Store) Batch(fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("write to store %s: %w", s.path, err)
 	}
+	s.cacheWritten(written)
 	if appended > 0 {
 		s.notify()
 	}
@@ -205,6 +214,7 @@ func (tx *Tx) Create(rec *session.Record, ev session.Event) error {
 	if err := tx.sessions.Put([]byte(id), b); err != nil {
 		return fmt.Errorf("write session %s: %w", id, err)
 	}
+	tx.wrote(rec)
 	if ukey != nil {
 		if err := tx.upstream.Put(ukey, []byte(id)); err != nil {
 			return fmt.Errorf("index session %s: %w", id, err)
@@ -273,6 +283,7 @@ func (tx *Tx) Update(id string, fn func(rec *session.Record) ([]session.Event, e
 		if err := tx.sessions.Put(key, b); err != nil {
 			return nil, fmt.Errorf("write session %s: %w", id, err)
 		}
+		tx.wrote(rec)
 		if moved {
 			if prevKey != nil && string(tx.upstream.Get(prevKey)) == id {
 				if err := tx.upstream.Delete(prevKey); err != nil {
@@ -395,4 +406,12 @@ func decodeRecord(id string, v []byte) (*session.Record, error) {
 		return nil, fmt.Errorf("decode session %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// wrote remembers a record as written, for the cache after the commit.
+func (tx *Tx) wrote(rec *session.Record) {
+	if tx.written == nil {
+		tx.written = map[string]*session.Record{}
+	}
+	tx.written[rec.ID] = rec.Clone()
 }

@@ -1,0 +1,77 @@
+package state
+
+import (
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/session"
+)
+
+// List serves from memory once loaded: a failed transaction leaves no trace
+// in it, committed ones show at once, and a reopened store agrees with it.
+func TestListCacheFollowsCommits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sessiond.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(up string) *session.Record {
+		return &session.Record{Agent: "claude", UpstreamID: up, Status: session.StatusRunning, CreatedAt: time.Now()}
+	}
+	if err := st.Create(mk("a"), session.Event{Type: session.EventCreated}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, _ := st.List(); len(recs) != 1 { // loads the cache
+		t.Fatalf("%d records", len(recs))
+	}
+	boom := errors.New("boom")
+	err = st.Batch(func(tx *Tx) error {
+		if err := tx.Create(mk("b"), session.Event{Type: session.EventCreated}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if recs, _ := st.List(); len(recs) != 1 {
+		t.Fatalf("a rolled-back create is listed: %d records", len(recs))
+	}
+	// Concurrent writers and readers: every List is a committed state.
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 10; j++ {
+				st.Create(mk(string(rune('c'+i))+string(rune('a'+j))), session.Event{Type: session.EventCreated})
+				st.List()
+			}
+		}(i)
+	}
+	wg.Wait()
+	recs, _ := st.List()
+	first := recs[0]
+	if _, err := st.Update(first.ID, func(r *session.Record) ([]session.Event, error) {
+		r.Status = session.StatusStopped
+		return []session.Event{{Type: session.EventStatus}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Callers may modify what List returns without touching the cache.
+	recs, _ = st.List()
+	recs[0].Status = "scribbled"
+	st.Close()
+	st, err = Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	disk, _ := st.List()
+	if len(disk) != 41 || disk[0].Status != session.StatusStopped {
+		t.Fatalf("reopened: %d records, first %s", len(disk), disk[0].Status)
+	}
+}
