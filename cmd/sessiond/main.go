@@ -50,6 +50,7 @@ type options struct {
 	socket      string
 	claudeDirs  []string
 	claudeBin   string
+	learnRoots  bool
 	opencodeDir string
 	opencodeBin string
 	interval    time.Duration
@@ -142,6 +143,7 @@ already running on this state dir or socket.
 	fs.StringVar(&o.socket, "socket", "", "API socket path ($SESSIOND_SOCKET; default $XDG_RUNTIME_DIR/sessiond/sessiond.sock, else <state-dir>/sessiond.sock)")
 	claude := &stringList{vals: defaultClaudeDirs()}
 	fs.Var(claude, "claude-dir", "Claude Code config root, repeatable (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
+	fs.BoolVar(&o.learnRoots, "claude-learn-roots", os.Getenv("SESSIOND_CLAUDE_LEARN_ROOTS") != "false", "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
 	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
@@ -217,7 +219,7 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // is one line here.
 func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 	return []adapters.Adapter{
-		claude.New(claude.Config{Roots: o.claudeDirs, DefaultRoot: filepath.Join(home(), ".claude"), Binary: o.claudeBin, Logger: log.Named("claude")}),
+		claude.New(claude.Config{Roots: o.claudeDirs, DefaultRoot: filepath.Join(home(), ".claude"), Binary: o.claudeBin, NoLearnedRoots: !o.learnRoots, Logger: log.Named("claude")}),
 		opencode.New(opencode.Config{DataDir: o.opencodeDir, Binary: o.opencodeBin, Logger: log.Named("opencode"),
 			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME")}),
 	}

@@ -116,7 +116,9 @@ type daemon struct {
 
 func (e *env) startDaemon(args ...string) *daemon {
 	e.t.Helper()
-	cmd := exec.Command(e.sessiond, append([]string{"--reconcile-interval", "200ms", "--log-level", "debug"}, args...)...)
+	// Other test packages run fake agents at the same time: learning their
+	// config roots would mix their sessions into this daemon's.
+	cmd := exec.Command(e.sessiond, append([]string{"--reconcile-interval", "200ms", "--log-level", "debug", "--claude-learn-roots=false"}, args...)...)
 	cmd.Env = e.environ()
 	var stderr bytes.Buffer
 	cmd.Stderr = &lockedWriter{w: &stderr}
