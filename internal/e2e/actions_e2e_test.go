@@ -14,16 +14,17 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/session"
 )
 
 func (e *env) action(args ...string) (api.ActionResult, string, int) {
-	e.t.Helper()
-	out, errs, code := e.ctl(append([]string{"--json"}, args...)...)
+	e.T.Helper()
+	out, errs, code := e.Ctl(append([]string{"--json"}, args...)...)
 	var r api.ActionResult
 	if code == 0 {
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			e.t.Fatalf("%v: %v\n%s", args, err, out)
+			e.T.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
 	return r, errs, code
@@ -42,11 +43,11 @@ func outcomes(steps []api.Step) map[string]int {
 // plans nothing.
 func TestClaudeReapAndRepair(t *testing.T) {
 	e := newEnv(t)
-	root := claudetest.NewRoot(t, filepath.Join(e.home, ".claude"))
-	cwd := filepath.Join(e.home, "proj")
+	root := claudetest.NewRoot(t, filepath.Join(e.Home, ".claude"))
+	cwd := filepath.Join(e.Home, "proj")
 	os.MkdirAll(cwd, 0o755)
 	id := claudetest.NewSessionID()
-	owner, _ := startOwner(t)
+	owner, _ := daemontest.StartOwner(t)
 	tr := claudetest.NewTranscript(id, cwd, time.Now().Add(-time.Minute))
 	tr.CrashMidTool("run the tests", "python3 -c 'import time; time.sleep(300)'")
 	root.WriteTranscript(t, tr)
@@ -62,9 +63,9 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	bystander.Start()
 	t.Cleanup(func() { bystander.Process.Kill(); bystander.Wait() })
 
-	e.startDaemon()
+	e.StartDaemon()
 	e.waitStatus(id, session.StatusRunning, 3*time.Second)
-	if _, errs, code := e.ctl("reap", id); code != 1 || !strings.Contains(errs, "not orphans") {
+	if _, errs, code := e.Ctl("reap", id); code != 1 || !strings.Contains(errs, "not orphans") {
 		t.Fatalf("reap with the owner alive: exit %d: %s", code, errs)
 	}
 	owner.Process.Signal(syscall.SIGKILL)
@@ -94,7 +95,7 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	if _, err := os.Stat(regPath); err != nil {
 		t.Fatal("a dry run removed the entry")
 	}
-	human, _, _ := e.ctl("repair", id, "--apply")
+	human, _, _ := e.Ctl("repair", id, "--apply")
 	if !strings.Contains(human, "[x] remove registry entry") || !strings.Contains(human, "[-] leave transcript") {
 		t.Fatalf("repair --apply output:\n%s", human)
 	}
@@ -107,7 +108,7 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	if outcomes(again.Steps)[adapters.OutcomePlanned] != 0 {
 		t.Fatalf("a repaired session plans %+v", again.Steps)
 	}
-	evs, _, _ := e.ctl("events", "--json")
+	evs, _, _ := e.Ctl("events", "--json")
 	for _, want := range []string{"reap: 1 done", "repair: 2 done"} {
 		if !strings.Contains(evs, want) {
 			t.Errorf("no event %q", want)
@@ -119,7 +120,7 @@ func TestClaudeReapAndRepair(t *testing.T) {
 // comes from the tracker noticing the exit.
 func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 	e, proj := launchEnv(t)
-	e.startDaemon("--claude-bin", fakeClaude(t))
+	e.StartDaemon("--claude-bin", fakeClaude(t))
 	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--prompt", "long", "--env", "FAKE_CLAUDE_TOOL_SLEEP=300")
 	if code != 0 {
 		t.Fatalf("launch: %d %s", code, errs)
@@ -143,7 +144,7 @@ func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 	if err := child.Wait(); err == nil {
 		t.Fatal("the group's tool child exited cleanly instead of being signalled")
 	}
-	if _, errs, code := e.ctl("stop", r.Session.ID); code != 1 || !strings.Contains(errs, "not running") {
+	if _, errs, code := e.Ctl("stop", r.Session.ID); code != 1 || !strings.Contains(errs, "not running") {
 		t.Fatalf("stop of a stopped session: exit %d: %s", code, errs)
 	}
 }
@@ -153,11 +154,11 @@ func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 // and records it; orphans are left alone because reap was not named.
 func TestAutoRepairPolicy(t *testing.T) {
 	e := newEnv(t)
-	root := claudetest.NewRoot(t, filepath.Join(e.home, ".claude"))
-	cwd := filepath.Join(e.home, "proj")
+	root := claudetest.NewRoot(t, filepath.Join(e.Home, ".claude"))
+	cwd := filepath.Join(e.Home, "proj")
 	os.MkdirAll(cwd, 0o755)
 	id := claudetest.NewSessionID()
-	owner, _ := startOwner(t)
+	owner, _ := daemontest.StartOwner(t)
 	tr := claudetest.NewTranscript(id, cwd, time.Now().Add(-time.Minute))
 	tr.CrashMidTool("go", "python3 -c 'import time; time.sleep(300)'")
 	root.WriteTranscript(t, tr)
@@ -167,7 +168,7 @@ func TestAutoRepairPolicy(t *testing.T) {
 	tool.Start()
 	t.Cleanup(func() { tool.Process.Kill(); tool.Wait() })
 
-	e.startDaemon("--auto-repair", "claude-registry", "--grace", "1s")
+	e.StartDaemon("--auto-repair", "claude-registry", "--grace", "1s")
 	e.waitStatus(id, session.StatusRunning, 3*time.Second)
 	owner.Process.Signal(syscall.SIGKILL)
 	owner.Wait()
@@ -182,14 +183,14 @@ func TestAutoRepairPolicy(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	evs, _, _ := e.ctl("events", "--json")
+	evs, _, _ := e.Ctl("events", "--json")
 	if !strings.Contains(evs, "auto-repair: 1 done") {
 		t.Errorf("no auto-repair event:\n%s", evs)
 	}
 	if syscall.Kill(tool.Process.Pid, 0) != nil {
 		t.Error("an orphan was reaped though reap was not named")
 	}
-	if _, errs, code := e.ctl("--socket", e.socket, "version"); code != 0 {
+	if _, errs, code := e.Ctl("--socket", e.Socket, "version"); code != 0 {
 		t.Fatal(errs)
 	}
 }

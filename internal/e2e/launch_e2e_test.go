@@ -12,19 +12,19 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/session"
 )
 
 func fakeClaude(t *testing.T) string {
 	t.Helper()
-	binaries(t)
-	return filepath.Join(binDir, "fakeclaude")
+	return daemontest.Binaries(t).FakeClaude
 }
 
 // launchEnv is an env whose daemon launches the fake claude.
 func launchEnv(t *testing.T) (*env, string) {
 	e := newEnv(t)
-	proj := filepath.Join(e.home, "proj")
+	proj := filepath.Join(e.Home, "proj")
 	if err := os.MkdirAll(proj, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -32,42 +32,42 @@ func launchEnv(t *testing.T) (*env, string) {
 }
 
 func (e *env) launchJSON(args ...string) (api.LaunchResponse, string, int) {
-	e.t.Helper()
-	out, errs, code := e.ctl(append([]string{"--json"}, args...)...)
+	e.T.Helper()
+	out, errs, code := e.Ctl(append([]string{"--json"}, args...)...)
 	var r api.LaunchResponse
 	if code == 0 {
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			e.t.Fatalf("%v: %v\n%s", args, err, out)
+			e.T.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
 	return r, errs, code
 }
 
 func (e *env) waitStatus(id string, want session.Status, within time.Duration) api.Session {
-	e.t.Helper()
+	e.T.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		s := e.show(id)
+		s := e.Show(id)
 		if s.Status == want {
 			return s
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("session %s: %s (%s), want %s within %s", id, s.Status, s.StatusReason, want, within)
+			e.T.Fatalf("session %s: %s (%s), want %s within %s", id, s.Status, s.StatusReason, want, within)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 func (e *env) waitCursor(id string) api.Session {
-	e.t.Helper()
+	e.T.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s := e.show(id)
+		s := e.Show(id)
 		if s.Resume != nil {
 			return s
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("session %s: no resume cursor after 5s", id)
+			e.T.Fatalf("session %s: no resume cursor after 5s", id)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -93,10 +93,10 @@ func argvLog(t *testing.T, path string) [][]string {
 // it; resume continues the same upstream id under the same sessiond id.
 func TestLaunchAndResumeClaude(t *testing.T) {
 	e, proj := launchEnv(t)
-	argvPath := filepath.Join(e.dir, "argv.log")
+	argvPath := filepath.Join(e.Dir, "argv.log")
 	os.Setenv("FAKE_AGENT_ARGV_LOG", argvPath)
 	defer os.Unsetenv("FAKE_AGENT_ARGV_LOG")
-	e.startDaemon("--claude-bin", fakeClaude(t))
+	e.StartDaemon("--claude-bin", fakeClaude(t))
 
 	start := time.Now()
 	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--prompt", "list the files")
@@ -109,7 +109,7 @@ func TestLaunchAndResumeClaude(t *testing.T) {
 	if !s.Launched || s.PID == 0 || s.UpstreamID == "" || (s.Status != session.StatusStarting && s.Status != session.StatusRunning) {
 		t.Fatalf("launch answer: %+v", s)
 	}
-	if r.LogPath == "" || !strings.HasPrefix(r.LogPath, e.stateDir) {
+	if r.LogPath == "" || !strings.HasPrefix(r.LogPath, e.StateDir) {
 		t.Errorf("log path %q not under the state dir", r.LogPath)
 	}
 	done := e.waitStatus(s.ID, session.StatusStopped, 5*time.Second)
@@ -118,10 +118,10 @@ func TestLaunchAndResumeClaude(t *testing.T) {
 	}
 	s = e.waitCursor(s.ID)
 	cur := s.Resume
-	if cur.UpstreamID != r.Session.UpstreamID || cur.Cwd != proj || cur.Agent != "claude" || cur.Root != filepath.Join(e.home, ".claude") || cur.SchemaVersion != 1 {
+	if cur.UpstreamID != r.Session.UpstreamID || cur.Cwd != proj || cur.Agent != "claude" || cur.Root != filepath.Join(e.Home, ".claude") || cur.SchemaVersion != 1 {
 		t.Fatalf("cursor: %+v", cur)
 	}
-	transcript := filepath.Join(e.home, ".claude", "projects", strings.ReplaceAll(proj, "/", "-"), cur.UpstreamID+".jsonl")
+	transcript := filepath.Join(e.Home, ".claude", "projects", strings.ReplaceAll(proj, "/", "-"), cur.UpstreamID+".jsonl")
 	before, err := os.ReadFile(transcript)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestLaunchAndResumeClaude(t *testing.T) {
 		t.Fatalf("argv of the resume: %v", argvs)
 	}
 	// The event trail: created starting, ..., stopped, starting (resumed), ..., stopped.
-	out, _, _ := e.ctl("events", "--json")
+	out, _, _ := e.Ctl("events", "--json")
 	if strings.Count(out, `"to": "starting"`) != 2 {
 		t.Errorf("want two starting events, got:\n%s", out)
 	}
@@ -153,7 +153,7 @@ func TestLaunchAndResumeClaude(t *testing.T) {
 // The 409, 400 and 503 paths, the fresh start, and the fast failures.
 func TestResumeRefusals(t *testing.T) {
 	e, proj := launchEnv(t)
-	e.startDaemon("--claude-bin", fakeClaude(t))
+	e.StartDaemon("--claude-bin", fakeClaude(t))
 	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--prompt", "run the tests", "--env", "FAKE_CLAUDE_TOOL_SLEEP=300")
 	if code != 0 {
 		t.Fatalf("launch: %d %s", code, errs)
@@ -164,7 +164,7 @@ func TestResumeRefusals(t *testing.T) {
 	e.waitCursor(id)
 
 	// Single writer: 409 while the owner lives.
-	_, errs, code = e.ctl("resume", id, "--prompt", "again")
+	_, errs, code = e.Ctl("resume", id, "--prompt", "again")
 	if code != 1 || !strings.Contains(errs, "already running as pid") {
 		t.Fatalf("resume while running: exit %d: %s", code, errs)
 	}
@@ -182,14 +182,14 @@ func TestResumeRefusals(t *testing.T) {
 	}
 
 	// Could not tell: the projects folder is not a folder. 503, nothing launched.
-	projects := filepath.Join(e.home, ".claude", "projects")
+	projects := filepath.Join(e.Home, ".claude", "projects")
 	os.Rename(projects, projects+".away")
 	os.WriteFile(projects, []byte("x"), 0o600)
-	_, errs, code = e.ctl("resume", id, "--prompt", "again")
+	_, errs, code = e.Ctl("resume", id, "--prompt", "again")
 	if code != 1 || !strings.Contains(errs, "cannot tell whether") {
 		t.Fatalf("resume with unreadable data: exit %d: %s", code, errs)
 	}
-	if e.show(id).Status != session.StatusInterrupted {
+	if e.Show(id).Status != session.StatusInterrupted {
 		t.Fatal("something was launched on a 503")
 	}
 	os.Remove(projects)
@@ -208,20 +208,20 @@ func TestResumeRefusals(t *testing.T) {
 // stopped with the log tail in a launch_failed problem.
 func TestLaunchFailures(t *testing.T) {
 	e, proj := launchEnv(t)
-	e.startDaemon("--claude-bin", filepath.Join(e.dir, "no-such-claude"))
-	_, errs, code := e.ctl("launch", "--agent", "claude", "--cwd", proj, "--prompt", "x")
+	e.StartDaemon("--claude-bin", filepath.Join(e.Dir, "no-such-claude"))
+	_, errs, code := e.Ctl("launch", "--agent", "claude", "--cwd", proj, "--prompt", "x")
 	if code != 1 || !strings.Contains(errs, "not found") {
 		t.Fatalf("missing binary: exit %d: %s", code, errs)
 	}
-	out, _, _ := e.ctl("ls", "--all", "--json")
+	out, _, _ := e.Ctl("ls", "--all", "--json")
 	if strings.Contains(out, `"id"`) {
 		t.Fatalf("a record was left behind:\n%s", out)
 	}
-	_, errs, code = e.ctl("launch", "--agent", "nope", "--cwd", proj)
+	_, errs, code = e.Ctl("launch", "--agent", "nope", "--cwd", proj)
 	if code != 1 || !strings.Contains(errs, "unknown agent") {
 		t.Fatalf("unknown agent: exit %d: %s", code, errs)
 	}
-	_, errs, code = e.ctl("launch", "--agent", "claude", "--cwd", filepath.Join(proj, "missing"), "--prompt", "x")
+	_, errs, code = e.Ctl("launch", "--agent", "claude", "--cwd", filepath.Join(proj, "missing"), "--prompt", "x")
 	if code != 1 || !strings.Contains(errs, "missing") {
 		t.Fatalf("missing cwd: exit %d: %s", code, errs)
 	}
@@ -229,14 +229,14 @@ func TestLaunchFailures(t *testing.T) {
 	e2, proj2 := launchEnv(t)
 	os.Setenv("FAKE_CLAUDE_EXIT", "1")
 	defer os.Unsetenv("FAKE_CLAUDE_EXIT")
-	e2.startDaemon("--claude-bin", fakeClaude(t))
+	e2.StartDaemon("--claude-bin", fakeClaude(t))
 	r, errs, code := e2.launchJSON("launch", "--agent", "claude", "--cwd", proj2, "--prompt", "x")
 	if code != 0 {
 		t.Fatalf("launch: %d %s", code, errs)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s := e2.show(r.Session.ID)
+		s := e2.Show(r.Session.ID)
 		if p := s.Problem(session.ProblemLaunchFailed); p != nil && s.Status == session.StatusStopped {
 			if !strings.Contains(p.Detail, "Please run /login") || !strings.Contains(p.Detail, "code 1") {
 				t.Fatalf("launch_failed detail: %q", p.Detail)
@@ -255,16 +255,16 @@ func TestResumeBadCursor(t *testing.T) {
 	e, proj := launchEnv(t)
 	now := time.Now()
 	stopped := now
-	e.seed(
+	e.Seed(
 		&session.Record{ID: "bad000000001", Agent: "claude", UpstreamID: "u-1", Status: session.StatusStopped, CreatedAt: now, StoppedAt: &stopped,
-			Resume: &session.ResumeCursor{SchemaVersion: 9, Agent: "claude", UpstreamID: "u-1", Cwd: proj, Root: e.home}},
+			Resume: &session.ResumeCursor{SchemaVersion: 9, Agent: "claude", UpstreamID: "u-1", Cwd: proj, Root: e.Home}},
 		&session.Record{ID: "bad000000002", Agent: "claude", UpstreamID: "u-2", Status: session.StatusStopped, CreatedAt: now, StoppedAt: &stopped,
-			Resume: &session.ResumeCursor{SchemaVersion: 1, Agent: "claude", UpstreamID: "", Cwd: "relative", Root: e.home}},
+			Resume: &session.ResumeCursor{SchemaVersion: 1, Agent: "claude", UpstreamID: "", Cwd: "relative", Root: e.Home}},
 		&session.Record{ID: "bad000000003", Agent: "claude", UpstreamID: "u-3", Status: session.StatusStopped, CreatedAt: now, StoppedAt: &stopped},
 	)
-	e.startDaemon("--claude-bin", fakeClaude(t))
+	e.StartDaemon("--claude-bin", fakeClaude(t))
 	for id, want := range map[string]string{"bad000000001": "schema_version 9", "bad000000002": "malformed", "bad000000003": "no resume cursor"} {
-		_, errs, code := e.ctl("resume", id, "--prompt", "x")
+		_, errs, code := e.Ctl("resume", id, "--prompt", "x")
 		if code != 1 || !strings.Contains(errs, want) {
 			t.Errorf("resume %s: exit %d: %s (want %q)", id, code, errs, want)
 		}
@@ -276,7 +276,7 @@ func TestResumeBadCursor(t *testing.T) {
 // longer its parent).
 func TestLaunchedSessionReadoptedAfterDaemonCrash(t *testing.T) {
 	e, proj := launchEnv(t)
-	d := e.startDaemon("--claude-bin", fakeClaude(t))
+	d := e.StartDaemon("--claude-bin", fakeClaude(t))
 	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--prompt", "long job", "--env", "FAKE_CLAUDE_TOOL_SLEEP=300")
 	if code != 0 {
 		t.Fatalf("launch: %d %s", code, errs)
@@ -284,14 +284,14 @@ func TestLaunchedSessionReadoptedAfterDaemonCrash(t *testing.T) {
 	pid := r.Session.PID
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
 	e.waitStatus(r.Session.ID, session.StatusRunning, 5*time.Second)
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.done
+	d.Cmd.Process.Signal(syscall.SIGKILL)
+	<-d.Done
 	time.Sleep(100 * time.Millisecond)
 	if err := syscall.Kill(pid, 0); err != nil {
 		t.Fatalf("the agent died with sessiond: %v", err)
 	}
-	e.startDaemon("--claude-bin", fakeClaude(t))
-	s := e.show(r.Session.ID)
+	e.StartDaemon("--claude-bin", fakeClaude(t))
+	s := e.Show(r.Session.ID)
 	if s.Status != session.StatusRunning || s.PID != pid {
 		t.Fatalf("after restart: %s pid %d", s.Status, s.PID)
 	}
@@ -309,9 +309,9 @@ func TestLaunchTmux(t *testing.T) {
 	}
 	e, proj := launchEnv(t)
 	// A tmux server of the test's own, not the user's.
-	os.Setenv("TMUX_TMPDIR", e.dir)
+	os.Setenv("TMUX_TMPDIR", e.Dir)
 	defer os.Unsetenv("TMUX_TMPDIR")
-	e.startDaemon("--claude-bin", fakeClaude(t))
+	e.StartDaemon("--claude-bin", fakeClaude(t))
 	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--tmux", "--prompt", "hello")
 	if code != 0 {
 		t.Fatalf("launch --tmux: %d %s", code, errs)
@@ -328,7 +328,7 @@ func TestLaunchTmux(t *testing.T) {
 	e.waitStatus(r.Session.ID, session.StatusRunning, 5*time.Second)
 	exec.Command("tmux", "kill-session", "-t", "="+name).Run()
 	e.waitStatus(r.Session.ID, session.StatusStopped, 3*time.Second)
-	human, _, _ := e.ctl("show", r.Session.ID)
+	human, _, _ := e.Ctl("show", r.Session.ID)
 	if !strings.Contains(human, "tmux attach -t "+name) || !strings.Contains(human, "Mode:") {
 		t.Errorf("show lacks the tmux details:\n%s", human)
 	}

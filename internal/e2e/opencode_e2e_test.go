@@ -13,17 +13,17 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/session"
 )
 
 func fakeOpenCode(t *testing.T) string {
 	t.Helper()
-	binaries(t)
-	return filepath.Join(binDir, "oc", "opencode")
+	return daemontest.Binaries(t).FakeOpenCode
 }
 
 func (e *env) opencodeDB() string {
-	return filepath.Join(e.home, ".local", "share", "opencode", "opencode.db")
+	return filepath.Join(e.Home, ".local", "share", "opencode", "opencode.db")
 }
 
 func countMessages(t *testing.T, db, sessionID string) int {
@@ -46,10 +46,10 @@ func countMessages(t *testing.T, db, sessionID string) int {
 // continues the same ses_ id with new messages.
 func TestLaunchAndResumeOpenCode(t *testing.T) {
 	e, proj := launchEnv(t)
-	argvPath := filepath.Join(e.dir, "argv.log")
+	argvPath := filepath.Join(e.Dir, "argv.log")
 	os.Setenv("FAKE_AGENT_ARGV_LOG", argvPath)
 	defer os.Unsetenv("FAKE_AGENT_ARGV_LOG")
-	e.startDaemon("--opencode-bin", fakeOpenCode(t))
+	e.StartDaemon("--opencode-bin", fakeOpenCode(t))
 
 	r, errs, code := e.launchJSON("launch", "--agent", "opencode", "--cwd", proj, "--prompt", "list the files")
 	if code != 0 {
@@ -64,7 +64,7 @@ func TestLaunchAndResumeOpenCode(t *testing.T) {
 	}
 	e.waitStatus(s.ID, session.StatusStopped, 5*time.Second)
 	// One record for the session: linking never duplicates it.
-	out, _, _ := e.ctl("ls", "--all", "--json")
+	out, _, _ := e.Ctl("ls", "--all", "--json")
 	var list api.SessionList
 	json.Unmarshal([]byte(out), &list)
 	if len(list.Sessions) != 1 {
@@ -101,7 +101,7 @@ func TestLaunchAndResumeOpenCode(t *testing.T) {
 // incomplete message and the orphaned tool call.
 func TestOpenCodeKilledMidTool(t *testing.T) {
 	e, proj := launchEnv(t)
-	e.startDaemon("--opencode-bin", fakeOpenCode(t), "--grace", "2s")
+	e.StartDaemon("--opencode-bin", fakeOpenCode(t), "--grace", "2s")
 	r, errs, code := e.launchJSON("launch", "--agent", "opencode", "--cwd", proj, "--prompt", "run the tests", "--env", "FAKE_OPENCODE_TOOL_SLEEP=300")
 	if code != 0 {
 		t.Fatalf("launch: %d %s", code, errs)
