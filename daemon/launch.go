@@ -236,9 +236,6 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 			return
 		}
-		if req.Cwd != "" {
-			cmd.Cwd = s.forkCwd(cur, req.Cwd)
-		}
 		nrec, st, err := s.start(cur.Agent, cmd, req.Mode, nil)
 		if err != nil {
 			s.startError(w, err)
@@ -255,18 +252,6 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.adopt(w, rec, cmd, req.Mode, "resumed", api.LaunchResponse{})
-}
-
-// forkCwd is where a fork into another directory runs. The agents differ
-// (see README, "Resume and fork"); the Launcher's command says where the
-// agent must start to find the session, and a different requested cwd is
-// honoured when the agent can take it.
-func (s *server) forkCwd(cur *session.ResumeCursor, requested string) string {
-	if cur.Agent == "claude" {
-		// Claude finds a session only from its recorded cwd.
-		return cur.Cwd
-	}
-	return requested
 }
 
 // resumeFresh starts a new upstream session under the same sessiond id

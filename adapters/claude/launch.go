@@ -64,21 +64,28 @@ func (a *Adapter) NewCommand(spec adapters.LaunchSpec) (adapters.Command, error)
 		Env: map[string]string{"CLAUDE_CONFIG_DIR": root}}, nil
 }
 
-// ResumeCommand continues cur's session. Claude finds a session only in
-// the project folder of its current directory, so it runs from the
-// recorded cwd. A fork (--fork-session) gets an id chosen here too.
+// ResumeCommand continues cur's session. It runs from the recorded cwd, so
+// tools keep running where the conversation left them. A fork
+// (--fork-session, with an id chosen here) runs from the requested cwd:
+// Claude Code 2.1.328 finds the session to resume under any project folder
+// of the root, writes the fork into the project folder of its own cwd and
+// runs its tools there (checked against the real CLI; see README, "Resume
+// and fork").
 func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSpec, fork bool) (adapters.Command, error) {
 	argv := []string{a.cfg.Binary, "--resume", cur.UpstreamID}
-	up := cur.UpstreamID
+	up, cwd := cur.UpstreamID, cur.Cwd
 	if fork {
 		up = newUUID()
 		argv = append(argv, "--fork-session", "--session-id", up)
+		if spec.Cwd != "" {
+			cwd = spec.Cwd
+		}
 	}
 	argv, err := interactive(argv, spec)
 	if err != nil {
 		return adapters.Command{}, err
 	}
-	return adapters.Command{Argv: argv, Cwd: cur.Cwd, UpstreamID: up, Root: cur.Root,
+	return adapters.Command{Argv: argv, Cwd: cwd, UpstreamID: up, Root: cur.Root,
 		Env: map[string]string{"CLAUDE_CONFIG_DIR": cur.Root}}, nil
 }
 

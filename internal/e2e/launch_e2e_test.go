@@ -174,6 +174,18 @@ func TestResumeRefusals(t *testing.T) {
 		t.Fatalf("fork while running: exit %d %s %+v", code, errs, f)
 	}
 	e.waitStatus(f.Session.ID, session.StatusStopped, 5*time.Second)
+	// A fork into another directory runs there: its tools, its transcript.
+	other := filepath.Join(e.Home, "other")
+	os.MkdirAll(other, 0o755)
+	f2, errs, code := e.launchJSON("resume", id, "--cwd", other, "--prompt", "fork elsewhere")
+	if code != 0 || !f2.Forked || f2.Session.Cwd != other {
+		t.Fatalf("fork into %s: exit %d %s %+v", other, code, errs, f2)
+	}
+	e.waitStatus(f2.Session.ID, session.StatusStopped, 5*time.Second)
+	forked := filepath.Join(e.Home, ".claude", "projects", strings.ReplaceAll(other, "/", "-"), f2.Session.UpstreamID+".jsonl")
+	if _, err := os.Stat(forked); err != nil {
+		t.Errorf("the fork's transcript is not in its own project folder: %v", err)
+	}
 
 	syscall.Kill(r.Session.PID, syscall.SIGKILL)
 	s := e.waitStatus(id, session.StatusInterrupted, 3*time.Second)

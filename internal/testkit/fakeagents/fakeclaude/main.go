@@ -79,8 +79,17 @@ func main() {
 	os.MkdirAll(projDir, 0o700)
 
 	var history []byte
+	// Like Claude Code 2.1.328, --resume finds the session under any
+	// project folder of the root; a continuation appends to that file, a
+	// fork is written into the project folder of the cwd.
+	var resumed string
 	if resume != "" {
-		b, err := os.ReadFile(filepath.Join(projDir, resume+".jsonl"))
+		found, _ := filepath.Glob(filepath.Join(root, "projects", "*", resume+".jsonl"))
+		if len(found) == 0 {
+			fail(1, "No conversation found with session ID: %s", resume)
+		}
+		resumed = found[0]
+		b, err := os.ReadFile(resumed)
 		if err != nil {
 			fail(1, "No conversation found with session ID: %s", resume)
 		}
@@ -95,6 +104,9 @@ func main() {
 		sessionID = uuid()
 	}
 	transcript := filepath.Join(projDir, sessionID+".jsonl")
+	if resumed != "" && !fork {
+		transcript = resumed
+	}
 	if fork {
 		// The fork carries the history under its own id.
 		os.WriteFile(transcript, bytes.ReplaceAll(history, []byte(resume), []byte(sessionID)), 0o600)
