@@ -306,9 +306,13 @@ func markDead(out, rec *session.Record, observed bool, inFlight []adapters.Issue
 		out.Status = session.StatusStopped
 		out.StatusReason = reason
 	}
-	// A launched owner that exited within seconds failed to start (a login
-	// or usage error): say so, with its log tail.
-	if x := rec.Exit; x != nil && rec.Launched && rec.Owner != nil && x.PID == rec.Owner.PID && x.At.Sub(launchTime(rec)) < fastExit {
+	// A launched owner that exited within seconds, not cleanly, before its
+	// agent's data ever showed the session failed to start (a login or
+	// usage error): say so, with its log tail. A clean exit, or a death
+	// after the data showed the session, is a run that did start: the real
+	// CLIs finish a headless turn against a fast model in under a second.
+	if x := rec.Exit; x != nil && rec.Launched && rec.Owner != nil && x.PID == rec.Owner.PID && x.At.Sub(launchTime(rec)) < fastExit &&
+		x.Code != 0 && (out.LastSeenAt == nil || !out.LastSeenAt.After(launchTime(rec))) {
 		*problems = append(*problems, session.Problem{Kind: session.ProblemLaunchFailed, Since: x.At,
 			Detail: fmt.Sprintf("exited %s after %s: %s", exitWords(x), x.At.Sub(launchTime(rec)).Round(10*time.Millisecond), x.LogTail)})
 	}

@@ -42,6 +42,15 @@ func rec(status session.Status, owner *proc.Identity) *session.Record {
 	return r
 }
 
+// launchedExit is a session launched 2 s before t0 whose owner has just
+// exited as given, last seen at seen.
+func launchedExit(id proc.Identity, code int, signal string, seen *time.Time) *session.Record {
+	r := rec(session.StatusRunning, &id)
+	r.Launched, r.LaunchedAt, r.LastSeenAt = true, ptime(t0.Add(-2*time.Second)), seen
+	r.Exit = &session.ExitStatus{PID: id.PID, Code: code, Signal: signal, At: t0.Add(-time.Second)}
+	return r
+}
+
 func own(pid int, inferred bool) adapters.Owner {
 	return adapters.Owner{Identity: ident(pid), Inferred: inferred, Evidence: "test"}
 }
@@ -143,6 +152,17 @@ func TestDecideInvariants(t *testing.T) {
 			r.Launched, r.CreatedAt = true, t0.Add(-2*time.Second)
 			return r
 		}(), want: session.StatusStopped, wantPID: 100, events: 1},
+
+		// launch_failed: only a fast, unclean exit before the data showed
+		// the session (the real CLIs finish a headless turn in under a
+		// second against a local model).
+		{name: "launched, exited 1 at once, never seen: launch_failed", rec: launchedExit(id1, 1, "", nil),
+			want: session.StatusStopped, wantPID: 100, problems: []session.ProblemKind{session.ProblemLaunchFailed}, events: 1},
+		{name: "launched, exited 0 within a second: stopped, no launch_failed", rec: launchedExit(id1, 0, "", nil),
+			want: session.StatusStopped, wantPID: 100, events: 1},
+		{name: "launched, seen, then killed within seconds: interrupted, no launch_failed", rec: launchedExit(id1, -1, "killed", ptime(t0.Add(-time.Second))),
+			obs:  &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{own(100, false)}, InFlight: []adapters.Issue{toolCall}},
+			want: session.StatusInterrupted, wantPID: 100, problems: []session.ProblemKind{session.ProblemOrphanedToolCall}, events: 1},
 
 		// Invariant 4: revival by a new live owner.
 		{name: "stopped session claimed by a live process runs again", rec: rec(session.StatusStopped, &id1),
