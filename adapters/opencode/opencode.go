@@ -73,6 +73,25 @@ type Config struct {
 	StartTimer proc.StartTimer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// BackupDir is where an offline repair backs a database up before
+	// writing it (the daemon uses <state-dir>/backups/opencode). Empty:
+	// offline repairs fail rather than write without a backup.
+	BackupDir string
+	// BackupKeep is how many backups are kept per database (default 10):
+	// each is a full copy, so an unbounded number would fill the disk.
+	BackupKeep int
+	// RepairGrace: an offline repair touches a session only once its data
+	// has been still this long (default 60 s), so a turn that is still
+	// being written, by a process sessiond cannot see, is left alone.
+	RepairGrace time.Duration
+	// WriteBusyTimeout is how long a repair waits for SQLite's write lock
+	// (default 250 ms). OpenCode gives up after its own 5 s busy timeout,
+	// so a repair waits briefly and is retried later instead.
+	WriteBusyTimeout time.Duration
+	// AbortWait bounds each wait of Abort for a server to report the
+	// session idle (default 5 s; the API handler allows 30 s in all).
+	AbortWait time.Duration
 }
 
 // Defaults for Config.
@@ -81,6 +100,11 @@ const (
 	DefaultServerTimeout = time.Second
 	DefaultFullEvery     = 10 * time.Minute
 	DefaultStaleAfter    = 10 * time.Second
+
+	DefaultBackupKeep       = 10
+	DefaultRepairGrace      = 60 * time.Second
+	DefaultWriteBusyTimeout = 250 * time.Millisecond
+	DefaultAbortWait        = 5 * time.Second
 )
 
 // startSlack allows for the resolution of process start times (the boot
@@ -101,6 +125,10 @@ type Adapter struct {
 	dbs    map[string]*dbReader
 	legacy *legacyReader
 	starts map[proc.Identity]time.Time
+
+	// repairMu serializes repairs and aborts: one writer at a time, and a
+	// plan is never interleaved with another repair's writes.
+	repairMu sync.Mutex
 
 	mu               sync.Mutex // guards the fields below
 	servers          []Server
@@ -144,6 +172,18 @@ func New(cfg Config) *Adapter {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.BackupKeep <= 0 {
+		cfg.BackupKeep = DefaultBackupKeep
+	}
+	if cfg.RepairGrace <= 0 {
+		cfg.RepairGrace = DefaultRepairGrace
+	}
+	if cfg.WriteBusyTimeout <= 0 {
+		cfg.WriteBusyTimeout = DefaultWriteBusyTimeout
+	}
+	if cfg.AbortWait <= 0 {
+		cfg.AbortWait = DefaultAbortWait
 	}
 	a := &Adapter{
 		cfg:              cfg,

@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,17 +79,39 @@ const maxBody = 4 << 20
 // get fetches base+path (with the directory as query and header when set)
 // into v, with HTTP Basic auth when a password is configured.
 func (a *Adapter) get(ctx context.Context, base, path, dir string, v any) error {
+	return a.do(ctx, http.MethodGet, base, path, dir, nil, v)
+}
+
+// do sends one request to a server: body, when not nil, as JSON; a 2xx
+// answer decoded into v (when not nil); any other answer an *httpError.
+// Each request is bounded by ServerTimeout.
+func (a *Adapter) do(ctx context.Context, method, base, path, dir string, body, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ServerTimeout)
 	defer cancel()
 	u := base + path
 	if dir != "" {
-		u += "?directory=" + url.QueryEscape(dir)
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		u += sep + "directory=" + url.QueryEscape(dir)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if dir != "" {
 		req.Header.Set("x-opencode-directory", dir)
 	}
@@ -103,16 +127,16 @@ func (a *Adapter) get(ctx context.Context, base, path, dir string, v any) error 
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		he := &httpError{Code: resp.StatusCode}
 		var e struct {
 			Name string `json:"name"`
 		}
-		if json.Unmarshal(body, &e) == nil {
+		if json.Unmarshal(rb, &e) == nil {
 			he.Name = e.Name
 		}
 		return he
@@ -120,8 +144,8 @@ func (a *Adapter) get(ctx context.Context, base, path, dir string, v any) error 
 	if v == nil {
 		return nil
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: bad JSON: %w", path, err)
+	if err := json.Unmarshal(rb, v); err != nil {
+		return fmt.Errorf("%s %s: bad JSON: %w", method, path, err)
 	}
 	return nil
 }

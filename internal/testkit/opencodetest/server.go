@@ -56,6 +56,106 @@ type FakeServer struct {
 	Delay time.Duration
 	// Requests logs "METHOD path?query" of every request.
 	Requests []string
+
+	// Messages are the sessions' messages with their parts, by session id,
+	// in order (AddMessage), for GET /session/:id/message[/:mid] and
+	// PATCH /session/:id/message/:mid/part/:pid.
+	Messages map[string][]*FakeMessage
+	// StuckUntilPatched names sessions that stay busy after POST
+	// /session/:id/abort until no tool part of theirs is pending or running
+	// (a tool that ignores the abort signal). Other sessions go idle on
+	// abort, without touching their parts (the restart shape).
+	StuckUntilPatched map[string]bool
+	// Aborted counts POST /session/:id/abort by session; Rejected lists
+	// the ids of questions rejected and permissions replied "reject".
+	Aborted  map[string]int
+	Rejected []string
+}
+
+// FakeMessage is one message as the server returns it: info and parts,
+// each the JSON object OpenCode sends (with ids).
+type FakeMessage struct {
+	Info  map[string]any   `json:"info"`
+	Parts []map[string]any `json:"parts"`
+}
+
+// AddMessage adds a message and its parts as the server would show them
+// (the legacy JSON shape is the API's: objects carrying their ids).
+func (f *FakeServer) AddMessage(m Message, parts ...Part) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fm := &FakeMessage{Info: decode(m.LegacyJSON())}
+	for _, p := range parts {
+		if p.MessageID == "" {
+			p.MessageID = m.ID
+		}
+		if p.SessionID == "" {
+			p.SessionID = m.SessionID
+		}
+		fm.Parts = append(fm.Parts, decode(p.LegacyJSON()))
+	}
+	f.Messages[m.SessionID] = append(f.Messages[m.SessionID], fm)
+	f.Sessions[m.SessionID] = true
+}
+
+// PartState returns state.status of a part the server holds ("" if none).
+func (f *FakeServer) PartState(sessionID, partID string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.Messages[sessionID] {
+		for _, p := range m.Parts {
+			if p["id"] == partID {
+				st, _ := p["state"].(map[string]any)
+				s, _ := st["status"].(string)
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// PartObject returns a copy of a part the server holds (nil if none).
+func (f *FakeServer) PartObject(sessionID, partID string) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.Messages[sessionID] {
+		for _, p := range m.Parts {
+			if p["id"] == partID {
+				b, _ := json.Marshal(p)
+				return decode(string(b))
+			}
+		}
+	}
+	return nil
+}
+
+func decode(s string) map[string]any {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// inFlight reports whether a session still has a pending or running tool
+// part. Called with mu held.
+func (f *FakeServer) inFlight(sessionID string) bool {
+	for _, m := range f.Messages[sessionID] {
+		for _, p := range m.Parts {
+			st, _ := p["state"].(map[string]any)
+			if s, _ := st["status"].(string); p["type"] == "tool" && (s == "pending" || s == "running") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// setIdle drops a session's status in every directory. Called with mu held.
+func (f *FakeServer) setIdle(sessionID string) {
+	for _, m := range f.Statuses {
+		delete(m, sessionID)
+	}
 }
 
 // NewFakeServer starts a fake server on 127.0.0.1; it is closed at Close.
@@ -65,6 +165,10 @@ func NewFakeServer() *FakeServer {
 		Statuses: map[string]map[string]Status{},
 		Sessions: map[string]bool{},
 		Fail:     map[string]int{},
+		Messages: map[string][]*FakeMessage{},
+
+		StuckUntilPatched: map[string]bool{},
+		Aborted:           map[string]int{},
 	}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
@@ -129,14 +233,27 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method != http.MethodGet {
-		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"name": "MethodNotAllowed"})
+		f.write(w, r)
 		return
 	}
 	dir := r.URL.Query().Get("directory")
 	if dir == "" {
 		dir = r.Header.Get("x-opencode-directory")
 	}
+	seg := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	switch p := r.URL.Path; {
+	case len(seg) == 3 && seg[0] == "session" && seg[2] == "message":
+		out := []*FakeMessage{}
+		out = append(out, f.Messages[seg[1]]...)
+		writeJSON(w, http.StatusOK, out)
+	case len(seg) == 4 && seg[0] == "session" && seg[2] == "message":
+		for _, m := range f.Messages[seg[1]] {
+			if m.Info["id"] == seg[3] {
+				writeJSON(w, http.StatusOK, m)
+				return
+			}
+		}
+		writeJSON(w, http.StatusNotFound, map[string]any{"name": "NotFoundError", "data": map[string]any{"message": "Message not found: " + seg[3]}})
 	case p == "/global/health":
 		writeJSON(w, http.StatusOK, map[string]any{"healthy": true, "version": f.Version})
 	case p == "/session/status":
@@ -179,4 +296,73 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// write answers the POST and PATCH endpoints sessiond's abort and repair
+// use, as OpenCode 1.18.33 does. Called with mu held.
+func (f *FakeServer) write(w http.ResponseWriter, r *http.Request) {
+	seg := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	notFound := func(what string) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"name": "NotFoundError", "data": map[string]any{"message": what + " not found"}})
+	}
+	switch {
+	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "session" && seg[2] == "abort":
+		f.Aborted[seg[1]]++
+		if !f.StuckUntilPatched[seg[1]] {
+			f.setIdle(seg[1])
+		}
+		writeJSON(w, http.StatusOK, true)
+	case r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "question" && seg[2] == "reject",
+		r.Method == http.MethodPost && len(seg) == 3 && seg[0] == "permission" && seg[2] == "reply":
+		if seg[0] == "permission" {
+			var body struct {
+				Reply string `json:"reply"`
+			}
+			if json.NewDecoder(r.Body).Decode(&body) != nil || body.Reply == "" {
+				writeJSON(w, http.StatusBadRequest, map[string]any{"name": "BadRequest"})
+				return
+			}
+			if body.Reply != "reject" {
+				writeJSON(w, http.StatusOK, true)
+				return
+			}
+		}
+		list := &f.Questions
+		if seg[0] == "permission" {
+			list = &f.Permissions
+		}
+		for i, q := range *list {
+			if q.ID == seg[1] {
+				*list = append((*list)[:i:i], (*list)[i+1:]...)
+				f.Rejected = append(f.Rejected, q.ID)
+				writeJSON(w, http.StatusOK, true)
+				return
+			}
+		}
+		notFound(seg[0] + " " + seg[1])
+	case r.Method == http.MethodPatch && len(seg) == 6 && seg[0] == "session" && seg[2] == "message" && seg[4] == "part":
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body["id"] != seg[5] {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"name": "BadRequest", "data": map[string]any{"message": "body must be the whole part"}})
+			return
+		}
+		for _, m := range f.Messages[seg[1]] {
+			if m.Info["id"] != seg[3] {
+				continue
+			}
+			for i, p := range m.Parts {
+				if p["id"] == seg[5] {
+					m.Parts[i] = body
+					if f.StuckUntilPatched[seg[1]] && !f.inFlight(seg[1]) {
+						f.setIdle(seg[1])
+					}
+					writeJSON(w, http.StatusOK, body)
+					return
+				}
+			}
+		}
+		notFound("part " + seg[5])
+	default:
+		writeJSON(w, http.StatusMethodNotAllowed, map[string]any{"name": "MethodNotAllowed"})
+	}
 }
