@@ -2,13 +2,16 @@ package tracker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
 )
 
 // RecordLaunch records a process sessiond just launched, before the launch
@@ -37,11 +40,54 @@ func (t *Tracker) RecordLaunch(rec *session.Record) error {
 	}
 	err := t.cfg.Store.Create(rec, session.Event{Type: session.EventCreated, To: rec.Status, Time: now,
 		Activity: rec.Activity, Reason: rec.StatusReason})
+	if errors.Is(err, state.ErrConflict) {
+		// The agent may write its data (Claude's registry entry) before this
+		// record commits; a pass that ran in between recorded the session
+		// as discovered. That record is this launch: take it over.
+		var got *session.Record
+		if got, err = t.takeOverDiscovered(rec, now, err); err == nil {
+			*rec = *got
+		}
+	}
 	if err != nil {
 		return err
 	}
 	t.watch(*rec.Owner)
 	return nil
+}
+
+// takeOverDiscovered turns the record a pass made for a just-launched
+// process's upstream id into the launch's record: same id, the launch's
+// owner and details, starting again. Only a record not launched by
+// sessiond, with no owner or this very process as owner, is taken over;
+// anything else is a real conflict and conflict is returned.
+func (t *Tracker) takeOverDiscovered(rec *session.Record, now time.Time, conflict error) (*session.Record, error) {
+	old, err := t.cfg.Store.ByUpstream(rec.Agent, rec.UpstreamID)
+	if err != nil {
+		return nil, conflict
+	}
+	same := func(o *proc.Identity) bool {
+		return o == nil || (o.PID == rec.Owner.PID && o.StartTicks == rec.Owner.StartTicks)
+	}
+	if old.Launched || !same(old.Owner) {
+		return nil, conflict
+	}
+	return t.cfg.Store.Update(old.ID, func(r *session.Record) ([]session.Event, error) {
+		if r.Launched || !same(r.Owner) {
+			return nil, conflict
+		}
+		from := r.Status
+		o := *rec.Owner
+		r.Owner, r.OwnerInferred, r.OwnerEvidence, r.Candidates = &o, false, rec.OwnerEvidence, nil
+		r.Launched, r.LaunchedAt, r.Mode, r.Tmux, r.LogPath = true, rec.LaunchedAt, rec.Mode, rec.Tmux, rec.LogPath
+		r.Exit, r.StoppedAt = nil, nil
+		if r.Cwd == "" {
+			r.Cwd = rec.Cwd
+		}
+		r.Status, r.StatusReason, r.Activity = rec.Status, rec.StatusReason, rec.Activity
+		return []session.Event{{Type: session.EventStatus, Time: now, From: from, To: r.Status, Activity: r.Activity,
+			Reason: r.StatusReason + " (its data was discovered first)"}}, nil
+	})
 }
 
 // Adopt makes a newly started process the owner of an existing session (a
