@@ -24,6 +24,10 @@ func TestMain(m *testing.M) {
 		helperMain(db)
 		return
 	}
+	if db := os.Getenv(helperRepairEnv); db != "" {
+		repairHelperMain(db)
+		return
+	}
 	code := m.Run()
 	if benchDir != "" {
 		os.RemoveAll(benchDir)

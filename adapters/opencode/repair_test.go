@@ -1,9 +1,11 @@
 package opencode
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -369,4 +371,34 @@ func TestRepairLocate(t *testing.T) {
 	if _, err := a.PlanRepair(context.Background(), adapters.RepairTarget{UpstreamID: "../x"}); err == nil {
 		t.Fatal("a path as a session id was accepted")
 	}
+}
+
+// The test binary doubles as a process that repairs sessions offline in a
+// loop (helperRepairEnv names the database, helperRepairIDs the sessions,
+// helperRepairBackups the backup dir), printing "repaired ID" after each
+// commit, so a test can kill -9 it at any point of a repair.
+const (
+	helperRepairEnv     = "SESSIOND_OPENCODE_REPAIR_HELPER"
+	helperRepairIDs     = "SESSIOND_OPENCODE_REPAIR_IDS"
+	helperRepairBackups = "SESSIOND_OPENCODE_REPAIR_BACKUPS"
+)
+
+func repairHelperMain(dbPath string) {
+	a := New(Config{DataDir: filepath.Dir(dbPath), ProcRoot: "/proc", BackupDir: os.Getenv(helperRepairBackups), BackupKeep: 3})
+	w := bufio.NewWriter(os.Stdout)
+	for _, id := range strings.Split(os.Getenv(helperRepairIDs), ",") {
+		steps, err := a.ApplyRepair(context.Background(), adapters.RepairTarget{UpstreamID: id, Source: dbPath})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "repair", id, err)
+			os.Exit(3)
+		}
+		if steps[len(steps)-1].Outcome != adapters.OutcomeDone {
+			fmt.Fprintf(os.Stderr, "repair %s: %+v\n", id, steps)
+			os.Exit(3)
+		}
+		fmt.Fprintln(w, "repaired", id)
+		w.Flush()
+	}
+	fmt.Println("all done")
+	time.Sleep(time.Minute)
 }
