@@ -495,25 +495,7 @@ func GlueWhole(a, b []byte) []byte {
 // file systems with holes it takes almost no disk.
 func WriteSparse(tb testing.TB, path string, size int64, head, tail []byte) {
 	tb.Helper()
-	if int64(len(head)+len(tail)+1) > size {
-		tb.Fatalf("sparse file of %d bytes cannot hold %d+%d bytes", size, len(head), len(tail))
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write(head); err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		tb.Fatal(err)
-	}
-	at := size - int64(len(tail)) - 1
-	if _, err := f.WriteAt(append([]byte{'\n'}, tail...), at); err != nil {
+	if err := WriteSparseFile(path, size, head, tail); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -1,0 +1,255 @@
+// Command sessiond-bench measures sessiond against the targets of issue 9
+// and prints a table of figures with the machine and the exact command.
+//
+// It generates its agent data in a temporary directory, builds (or takes)
+// the sessiond and sessionctl binaries, runs the daemon as a separate
+// process, and reads its figures from the kernel (/proc) and its socket.
+// Nothing of the real user's agents is read: every daemon gets its own
+// HOME and explicit agent directories.
+//
+//	go run ./cmd/sessiond-bench                 # every scenario at full scale (~10 min)
+//	go run ./cmd/sessiond-bench -quick          # every scenario, tiny, in seconds
+//	go run ./cmd/sessiond-bench -only death,api # some scenarios
+//	go run ./cmd/sessiond-bench -format markdown
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sessiond/sessiond/internal/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sessiond-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "tiny scales: every scenario in seconds (checks the benchmark, not sessiond)")
+	only := fs.String("only", "", "comma-separated scenarios to run: "+strings.Join(bench.Scenarios, ","))
+	format := fs.String("format", "text", "output: text or markdown")
+	sessiond := fs.String("sessiond", "", "sessiond binary (default: build ./cmd/sessiond)")
+	sessionctl := fs.String("sessionctl", "", "sessionctl binary (default: build ./cmd/sessionctl)")
+	tmp := fs.String("tmp", "/tmp", "where the work directory goes (short: sockets live in it)")
+	keep := fs.Bool("keep", false, "keep the work directory")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	dropCaches := fs.Bool("drop-caches", false, "drop the page cache before each cold start (root, Linux)")
+
+	// Scales; their defaults are the full ones, -quick replaces those not
+	// given explicitly.
+	full := bench.Full()
+	kills := fs.Int("kills", full.Kills, "death: owners killed per run")
+	poll := fs.Duration("poll-interval", full.PollInterval, "death: --reconcile-interval of the run without exit events")
+	homeFiles := fs.Int("home-files", full.HomeFiles, "home: transcripts")
+	homeBytes := fs.Int64("home-bytes", full.HomeBytes, "home: their total size")
+	coldFiles := fs.Int("cold-files", full.ColdFiles, "cold/steady/memory/api: Claude transcripts")
+	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
+	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
+	apiClients := fs.Int("api-clients", full.APIClients, "api: concurrent clients on GET /v1/sessions/{id}")
+	subscribers := fs.Int("subscribers", full.Subscribers, "burst: event-stream subscribers")
+	burst := fs.Int("burst", full.Burst, "burst: owners killed at once (status events)")
+	loadClients := fs.Int("load-clients", full.LoadClients, "load: concurrent clients")
+	loadFor := fs.Duration("load-duration", full.LoadFor, "load: duration")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	opt := full
+	if *quick {
+		opt = bench.Quick()
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pick := func(name string, dst *int, v int) {
+		if set[name] {
+			*dst = v
+		}
+	}
+	pick("kills", &opt.Kills, *kills)
+	pick("home-files", &opt.HomeFiles, *homeFiles)
+	pick("cold-files", &opt.ColdFiles, *coldFiles)
+	pick("opencode-sessions", &opt.OpenCodeSessions, *ocSessions)
+	pick("api-clients", &opt.APIClients, *apiClients)
+	pick("subscribers", &opt.Subscribers, *subscribers)
+	pick("burst", &opt.Burst, *burst)
+	pick("load-clients", &opt.LoadClients, *loadClients)
+	if set["poll-interval"] {
+		opt.PollInterval = *poll
+	}
+	if set["home-bytes"] {
+		opt.HomeBytes = *homeBytes
+	}
+	if set["steady"] {
+		opt.SteadyFor = *steadyFor
+	}
+	if set["load-duration"] {
+		opt.LoadFor = *loadFor
+	}
+	if *only != "" {
+		opt.Only = map[string]bool{}
+		known := strings.Join(bench.Scenarios, ",")
+		for _, s := range strings.Split(*only, ",") {
+			if !strings.Contains(","+known+",", ","+s+",") {
+				fmt.Fprintf(stderr, "sessiond-bench: unknown scenario %q (want %s)\n", s, known)
+				return 2
+			}
+			opt.Only[s] = true
+		}
+	}
+	if *format != "text" && *format != "markdown" {
+		fmt.Fprintf(stderr, "sessiond-bench: -format must be text or markdown\n")
+		return 2
+	}
+	opt.Keep, opt.DropCaches = *keep, *dropCaches
+	if !*quiet {
+		opt.Log = func(f string, a ...any) {
+			fmt.Fprintf(stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(f, a...))
+		}
+	}
+	if !bench.Supported {
+		fmt.Fprintln(stderr, "sessiond-bench: this platform has no /proc; process figures (RSS, CPU, bytes read, descriptors) will fail")
+	}
+
+	work, err := os.MkdirTemp(*tmp, "sdb")
+	if err != nil {
+		fmt.Fprintf(stderr, "sessiond-bench: %v\n", err)
+		return 1
+	}
+	opt.Work = work
+	if *keep {
+		fmt.Fprintf(stderr, "sessiond-bench: keeping %s\n", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+	opt.Bins = bench.Bins{Sessiond: *sessiond, Sessionctl: *sessionctl}
+	if opt.Bins.Sessiond == "" || opt.Bins.Sessionctl == "" {
+		b, err := build(filepath.Join(work, "bin"))
+		if err != nil {
+			fmt.Fprintf(stderr, "sessiond-bench: %v\n", err)
+			return 1
+		}
+		if opt.Bins.Sessiond == "" {
+			opt.Bins.Sessiond = b.Sessiond
+		}
+		if opt.Bins.Sessionctl == "" {
+			opt.Bins.Sessionctl = b.Sessionctl
+		}
+	}
+
+	start := time.Now()
+	res := bench.Run(ctx, opt)
+	m := machine(opt.Bins.Sessiond)
+	cmdline := "sessiond-bench " + strings.Join(args, " ")
+	print(stdout, *format, m, strings.TrimSpace(cmdline), time.Since(start), res)
+	for _, r := range res {
+		if r.Verdict == "ERROR" {
+			return 1
+		}
+	}
+	if ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+// build builds sessiond and sessionctl from the module the command runs in.
+func build(dir string) (bench.Bins, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return bench.Bins{}, fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return bench.Bins{}, errors.New("run inside the sessiond module, or give -sessiond and -sessionctl")
+	}
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/sessiond", "./cmd/sessionctl")
+	cmd.Dir = filepath.Dir(gomod)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return bench.Bins{}, fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return bench.Bins{Sessiond: filepath.Join(dir, "sessiond"), Sessionctl: filepath.Join(dir, "sessionctl")}, nil
+}
+
+type machineInfo struct {
+	CPU, Cores, Memory, Kernel, Go, Sessiond string
+}
+
+func machine(sessiond string) machineInfo {
+	m := machineInfo{Cores: fmt.Sprint(runtime.NumCPU()), Go: runtime.Version(), CPU: "?", Memory: "?", Kernel: "?"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && k == "MemTotal" {
+				var kb uint64
+				fmt.Sscanf(strings.TrimSpace(v), "%d", &kb)
+				m.Memory = bench.Bytes(kb << 10)
+			}
+		}
+	} else if out, err := exec.Command("sysctl", "-n", "hw.memsize").Output(); err == nil {
+		var n uint64
+		fmt.Sscanf(strings.TrimSpace(string(out)), "%d", &n)
+		m.Memory = bench.Bytes(n)
+	}
+	if out, err := exec.Command("uname", "-sr").Output(); err == nil {
+		m.Kernel = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.Command(sessiond, "--version").Output(); err == nil {
+		m.Sessiond = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+func print(w io.Writer, format string, m machineInfo, cmdline string, took time.Duration, res []bench.Result) {
+	if format == "markdown" {
+		fmt.Fprintf(w, "Machine: %s cores (%s), %s memory, %s, %s; %s\n\n", m.Cores, m.CPU, m.Memory, m.Kernel, m.Go, m.Sessiond)
+		fmt.Fprintf(w, "Command: `%s` (%s)\n\n", cmdline, took.Round(time.Second))
+		fmt.Fprintln(w, "| scenario | figure | measured | target | verdict | how |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|")
+		for _, r := range res {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.Scenario, md(r.Metric), md(r.Value), md(r.Target), r.Verdict, md(r.How))
+		}
+		return
+	}
+	fmt.Fprintf(w, "machine:  %s cores (%s), %s memory, %s, %s\n", m.Cores, m.CPU, m.Memory, m.Kernel, m.Go)
+	fmt.Fprintf(w, "sessiond: %s\n", m.Sessiond)
+	fmt.Fprintf(w, "command:  %s (%s)\n\n", cmdline, took.Round(time.Second))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tMEASURED\tTARGET\tVERDICT")
+	for _, r := range res {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Metric, r.Value, r.Target, r.Verdict)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nhow each figure was measured:")
+	seen := map[string]bool{}
+	for _, r := range res {
+		if r.How == "" || seen[r.Scenario+r.How] {
+			continue
+		}
+		seen[r.Scenario+r.How] = true
+		fmt.Fprintf(w, "  %s / %s: %s\n", r.Scenario, r.Metric, r.How)
+	}
+}
+
+func md(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

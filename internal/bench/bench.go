@@ -1,0 +1,212 @@
+// Package bench measures a real sessiond from outside: it generates agent
+// data in a temporary directory, runs the built sessiond binary on it, and
+// takes its figures from the kernel (/proc/<pid>/status, stat, io and fd)
+// and from the daemon's socket, as a user's tools would. cmd/sessiond-bench
+// prints them; internal/load runs the load part as a test.
+//
+// Nothing here touches the real ~/.claude or ~/.local/share/opencode: every
+// daemon gets its own HOME and explicit agent directories.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Scenarios are the benchmark's scenarios in the order they run.
+var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "burst", "load"}
+
+// Options scale and select the scenarios.
+type Options struct {
+	Bins Bins
+	// Work is the directory for data, state and sockets (short: sockets
+	// live in it). It is removed afterwards unless Keep.
+	Work string
+	Keep bool
+	// Only, if not empty, selects scenarios by name.
+	Only map[string]bool
+
+	// death: kills of real owner processes, with exit events and without.
+	Kills        int
+	PollInterval time.Duration // --reconcile-interval of the polling run
+
+	// home: the standard home.
+	HomeFiles, HomeBig, HomeProjects int
+	HomeBytes                        int64
+
+	// cold: Claude transcripts of skewed sizes plus an OpenCode database.
+	ColdFiles, ColdProjects int
+	OpenCodeSessions        int
+	OpenCodeTurns           int
+	// DropCaches empties the page cache before each cold start (root).
+	DropCaches bool
+
+	// steady: the idle window after Settle.
+	Settle, SteadyFor time.Duration
+
+	// api: sequential session lists; Clients x Requests lookups by id.
+	ListRequests, APIClients, APIRequests int
+	// burst: Subscribers following the stream while Burst owners die.
+	Subscribers, Burst int
+
+	// load
+	LoadClients, LoadSubscribers, LoadHistory int
+	LoadFor                                   time.Duration
+
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// Full are the scales of the targets in issue 9.
+func Full() Options {
+	return Options{
+		Kills: 50, PollInterval: 5 * time.Second,
+		HomeFiles: 2000, HomeBig: 3, HomeProjects: 150, HomeBytes: 2 << 30,
+		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25,
+		Settle: 15 * time.Second, SteadyFor: 60 * time.Second,
+		ListRequests: 20, APIClients: 100, APIRequests: 200,
+		Subscribers: 100, Burst: 1000,
+		LoadClients: 200, LoadSubscribers: 20, LoadHistory: 500, LoadFor: 20 * time.Second,
+	}
+}
+
+// Quick are tiny scales that run every scenario in seconds, to check the
+// benchmark works (its figures mean little).
+func Quick() Options {
+	return Options{
+		Kills: 5, PollInterval: 500 * time.Millisecond,
+		HomeFiles: 40, HomeBig: 1, HomeProjects: 5, HomeBytes: 150 << 20,
+		ColdFiles: 200, ColdProjects: 10, OpenCodeSessions: 20, OpenCodeTurns: 4,
+		Settle: 3 * time.Second, SteadyFor: 3 * time.Second,
+		ListRequests: 5, APIClients: 10, APIRequests: 20,
+		Subscribers: 10, Burst: 30,
+		LoadClients: 20, LoadSubscribers: 5, LoadHistory: 50, LoadFor: 2 * time.Second,
+	}
+}
+
+// Result is one row of the figure table.
+type Result struct {
+	Scenario string
+	Metric   string
+	Value    string
+	Target   string
+	// Verdict is "met", "MISSED", "" (no target) or "ERROR".
+	Verdict string
+	// How says how the figure was measured.
+	How string
+}
+
+// Runner runs scenarios and collects their results.
+type Runner struct {
+	opt Options
+	res []Result
+
+	tenk     *Daemon
+	tenkRoot string
+	tenkN    int
+	tenkCold time.Duration
+	tenkErr  error
+}
+
+// Run runs the selected scenarios and returns their rows. A failing
+// scenario adds an ERROR row and the others still run.
+func Run(ctx context.Context, opt Options) []Result {
+	if opt.Log == nil {
+		opt.Log = func(string, ...any) {}
+	}
+	r := &Runner{opt: opt}
+	defer r.tenk.Stop()
+	run := map[string]func(context.Context) error{
+		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
+		"memory": r.memory, "api": r.api, "burst": r.burst, "load": r.load,
+	}
+	for _, name := range Scenarios {
+		if len(opt.Only) > 0 && !opt.Only[name] {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		opt.Log("scenario %s", name)
+		start := time.Now()
+		if err := run[name](ctx); err != nil {
+			r.res = append(r.res, Result{Scenario: name, Metric: "error", Value: oneLine(err.Error()), Verdict: "ERROR"})
+		}
+		opt.Log("scenario %s done in %s", name, time.Since(start).Round(time.Millisecond))
+	}
+	return r.res
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " | ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+func (r *Runner) add(scn, metric, value, target string, ok *bool, how string) {
+	v := ""
+	if ok != nil {
+		v = "MISSED"
+		if *ok {
+			v = "met"
+		}
+	}
+	r.res = append(r.res, Result{Scenario: scn, Metric: metric, Value: value, Target: target, Verdict: v, How: how})
+}
+
+func ptr(b bool) *bool { return &b }
+
+// dir makes a fresh directory under the work dir.
+func (r *Runner) dir(name string) (string, error) {
+	return os.MkdirTemp(r.opt.Work, name)
+}
+
+func (r *Runner) cleanup(dir string) {
+	if !r.opt.Keep {
+		os.RemoveAll(dir)
+	}
+}
+
+func (r *Runner) dropCaches() string {
+	if !r.opt.DropCaches {
+		return "page cache warm (data just written)"
+	}
+	if err := DropCaches(); err != nil {
+		return "page cache NOT dropped: " + err.Error()
+	}
+	return "page cache dropped before start"
+}
+
+// startDaemon starts a daemon and stops it when the caller's cleanup runs.
+func (r *Runner) startDaemon(dir string, cfg DaemonConfig) (*Daemon, error) {
+	cfg.Dir = dir
+	return StartDaemon(r.opt.Bins, cfg)
+}
+
+func procStats(d *Daemon) (ProcStats, error) {
+	s, err := ReadProcStats(d.PID())
+	if err != nil {
+		return s, fmt.Errorf("read /proc of sessiond %d: %w", d.PID(), err)
+	}
+	return s, nil
+}
+
+func projectDirs(root string) ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(root, "projects"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, filepath.Join(root, "projects", e.Name()))
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,167 @@
+//go:build linux
+
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat.
+// It is 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// ReadProcStats reads a process's figures from /proc: the kernel's own
+// accounting, so the measured process needs no instrumentation.
+func ReadProcStats(pid int) (ProcStats, error) {
+	var s ProcStats
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	st, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return s, err
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseUint(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			s.RSS = n << 10
+		case "VmHWM":
+			s.PeakRSS = n << 10
+		case "Threads":
+			s.Threads = int(n)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return s, err
+	}
+	// Fields after the last ')': state is field 3, utime 14, stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return s, fmt.Errorf("parse /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return s, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, _ := strconv.ParseUint(f[11], 10, 64)
+	stt, _ := strconv.ParseUint(f[12], 10, 64)
+	s.CPUSeconds = float64(ut+stt) / clockTicks
+	if io, err := os.ReadFile(filepath.Join(dir, "io")); err == nil {
+		for _, line := range strings.Split(string(io), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			switch k {
+			case "rchar":
+				s.ReadChars = n
+			case "read_bytes":
+				s.ReadBytes = n
+			case "syscr":
+				s.ReadCalls = n
+			}
+		}
+		s.HaveIO = true
+	}
+	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if err != nil {
+		return s, err
+	}
+	s.FDs = len(fds)
+	return s, nil
+}
+
+// DropCaches empties the page cache (root only), for a discovery from a
+// cold disk rather than from memory.
+func DropCaches() error {
+	syscall.Sync()
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200)
+}
+
+// AccessWatch counts read(2) calls and opens of the files directly inside
+// some directories, with inotify (IN_ACCESS, IN_OPEN), whoever makes them.
+// It tells from outside the daemon whether a steady pass reads transcripts.
+type AccessWatch struct {
+	f     *os.File
+	reads map[string]int
+	opens map[string]int
+	done  chan struct{}
+}
+
+// WatchAccess starts watching dirs.
+func WatchAccess(dirs []string) (*AccessWatch, error) {
+	// Non-blocking, so os.File puts it in the runtime's poller and Close
+	// wakes the reading goroutine.
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("inotify_init1: %w", err)
+	}
+	for _, d := range dirs {
+		if _, err := syscall.InotifyAddWatch(fd, d, syscall.IN_ACCESS|syscall.IN_OPEN); err != nil {
+			syscall.Close(fd)
+			return nil, fmt.Errorf("watch %s: %w", d, err)
+		}
+	}
+	w := &AccessWatch{f: os.NewFile(uintptr(fd), "inotify"), reads: map[string]int{}, opens: map[string]int{}, done: make(chan struct{})}
+	go w.loop()
+	return w, nil
+}
+
+func (w *AccessWatch) loop() {
+	defer close(w.done)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := w.f.Read(buf)
+		if err != nil || n <= 0 {
+			return
+		}
+		for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+			ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := ""
+			if ev.Len > 0 {
+				nb := buf[off+syscall.SizeofInotifyEvent : off+syscall.SizeofInotifyEvent+int(ev.Len)]
+				name = string(bytes.TrimRight(nb, "\x00"))
+			}
+			off += syscall.SizeofInotifyEvent + int(ev.Len)
+			// Only files inside the watched directories: a directory's own
+			// listing (getdents) is an access too, and not a read of data.
+			if name == "" || ev.Mask&syscall.IN_ISDIR != 0 || ev.Mask&syscall.IN_IGNORED != 0 {
+				continue
+			}
+			if ev.Mask&syscall.IN_ACCESS != 0 {
+				w.reads[name]++
+			}
+			if ev.Mask&syscall.IN_OPEN != 0 {
+				w.opens[name]++
+			}
+		}
+	}
+}
+
+// Stop ends the watch and returns the read(2) calls and opens per file name.
+func (w *AccessWatch) Stop() (reads, opens map[string]int) {
+	time.Sleep(200 * time.Millisecond) // let the loop take what is queued
+	w.f.Close()
+	<-w.done
+	return w.reads, w.opens
+}
+
+// Supported reports whether this platform has the /proc figures.
+const Supported = true
