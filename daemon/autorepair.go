@@ -44,13 +44,20 @@ func ParsePolicies(v string) ([]string, error) {
 	return out, nil
 }
 
+// DefaultAutoRepairRetry is how often a session is tried again.
+const DefaultAutoRepairRetry = time.Minute
+
 // autoRepair applies the enabled policies to sessions interrupted longer
 // than the grace period, after passes. Each applied action is planned
-// first and recorded as an event; a session is retried at most once a
-// minute (a repair pending on a live process is retried when that ends).
+// first and recorded as an event. A session stays a candidate as long as
+// it is interrupted, and is tried at most once per retry interval: a
+// repair pending on a live process holding the data (an OpenCode TUI on
+// the same database) plans nothing now and goes through on a later try,
+// once that process is gone.
 type autoRepair struct {
 	policies map[string]bool
 	grace    time.Duration
+	retry    time.Duration
 	store    *state.Store
 	tracker  *tracker.Tracker
 	server   *server
@@ -79,7 +86,7 @@ func (a *autoRepair) once(ctx context.Context) {
 		if rec.Status != session.StatusInterrupted || rec.StoppedAt == nil || now.Sub(*rec.StoppedAt) < a.grace {
 			continue
 		}
-		if t, ok := a.tried[rec.ID]; ok && now.Sub(t) < time.Minute {
+		if t, ok := a.tried[rec.ID]; ok && now.Sub(t) < a.retry {
 			continue
 		}
 		a.tried[rec.ID] = now
@@ -100,7 +107,17 @@ func (a *autoRepair) repair(ctx context.Context, rec *session.Record) {
 	t := repairTarget(rec)
 	t.OfflineOnly = true
 	plan, err := rp.PlanRepair(ctx, t)
-	if err != nil || !anyPlanned(plan) {
+	if err != nil {
+		a.log.Debug("auto-repair plan failed; retried later", zap.String("session", rec.ID), zap.Duration("retry", a.retry), zap.Error(err))
+		return
+	}
+	if !anyPlanned(plan) {
+		for _, st := range plan {
+			if st.Outcome == adapters.OutcomePending {
+				a.log.Debug("auto-repair pending; retried later", zap.String("session", rec.ID), zap.String("target", st.Target),
+					zap.String("detail", st.Detail), zap.Duration("retry", a.retry))
+			}
+		}
 		return
 	}
 	steps, err := rp.ApplyRepair(ctx, t)

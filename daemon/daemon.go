@@ -60,6 +60,10 @@ type Config struct {
 	// sessions interrupted longer than Grace (see ParsePolicies). Empty:
 	// nothing is repaired or reaped without being asked.
 	AutoRepair []string
+	// AutoRepairRetry is how often an interrupted session is tried again
+	// by the automatic repair, e.g. after a repair was pending on a
+	// process holding the agent's data (default 1 min).
+	AutoRepairRetry time.Duration
 	// Ready, if set, is closed once the daemon serves (for tests).
 	Ready chan<- struct{}
 	// Hints, if set, triggers a rescan whenever a value arrives (SIGHUP).
@@ -217,7 +221,11 @@ func Run(ctx context.Context, cfg Config) error {
 		if grace <= 0 {
 			grace = tracker.DefaultGrace
 		}
-		ar := &autoRepair{policies: map[string]bool{}, grace: grace, store: st, tracker: tr, server: d, log: log.Named("auto-repair"), tried: map[string]time.Time{}}
+		retry := cfg.AutoRepairRetry
+		if retry <= 0 {
+			retry = DefaultAutoRepairRetry
+		}
+		ar := &autoRepair{policies: map[string]bool{}, grace: grace, retry: retry, store: st, tracker: tr, server: d, log: log.Named("auto-repair"), tried: map[string]time.Time{}}
 		for _, p := range cfg.AutoRepair {
 			ar.policies[p] = true
 		}

@@ -53,6 +53,9 @@ type options struct {
 	learnRoots  bool
 	opencodeDir string
 	opencodeBin string
+	// repairGrace is how long an OpenCode session's data must be still
+	// before a repair writes it.
+	repairGrace time.Duration
 	interval    time.Duration
 	grace       time.Duration
 	stallAfter  time.Duration
@@ -147,6 +150,7 @@ already running on this state dir or socket.
 	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
 	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
+	fs.DurationVar(&o.repairGrace, "opencode-repair-grace", envDuration("SESSIOND_OPENCODE_REPAIR_GRACE", opencode.DefaultRepairGrace), "an OpenCode repair writes only data still for this long ($SESSIOND_OPENCODE_REPAIR_GRACE)")
 	fs.DurationVar(&o.interval, "reconcile-interval", envDuration("SESSIOND_RECONCILE_INTERVAL", 5*time.Second), "period of the reconcile pass ($SESSIOND_RECONCILE_INTERVAL)")
 	fs.DurationVar(&o.grace, "grace", envDuration("SESSIOND_GRACE", 30*time.Second), "grace period for launches and owner-less sessions ($SESSIOND_GRACE)")
 	fs.DurationVar(&o.stallAfter, "stall-after", envDuration("SESSIOND_STALL_AFTER", 20*time.Minute), "flag a busy session with no progress for this long as stalled ($SESSIOND_STALL_AFTER)")
@@ -169,7 +173,7 @@ already running on this state dir or socket.
 	if o.socket == "" {
 		o.socket = api.DefaultSocket(o.stateDir)
 	}
-	for name, d := range map[string]time.Duration{"reconcile-interval": o.interval, "grace": o.grace, "stall-after": o.stallAfter} {
+	for name, d := range map[string]time.Duration{"reconcile-interval": o.interval, "grace": o.grace, "stall-after": o.stallAfter, "opencode-repair-grace": o.repairGrace} {
 		if d <= 0 {
 			return nil, fmt.Errorf("--%s must be positive, got %s", name, d)
 		}
@@ -220,8 +224,11 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 	return []adapters.Adapter{
 		claude.New(claude.Config{Roots: o.claudeDirs, DefaultRoot: filepath.Join(home(), ".claude"), Binary: o.claudeBin, NoLearnedRoots: !o.learnRoots, Logger: log.Named("claude")}),
+		// Offline repairs back OpenCode's database up under sessiond's own
+		// state dir: sessiond's data, kept with its store.
 		opencode.New(opencode.Config{DataDir: o.opencodeDir, Binary: o.opencodeBin, Logger: log.Named("opencode"),
-			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME")}),
+			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME"),
+			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
 	}
 }
 

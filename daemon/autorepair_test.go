@@ -1,0 +1,116 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// pendingRepairer is an agent whose repair is pending (a live process holds
+// its data) for the first plans, then possible: as an OpenCode database is
+// held by a TUI until the user quits it.
+type pendingRepairer struct {
+	mu      sync.Mutex
+	pending int // plans answered pending before the repair becomes possible
+	plans   int
+	applies int
+	offline bool
+}
+
+func (p *pendingRepairer) Name() string { return "opencode" }
+func (p *pendingRepairer) Discover(context.Context, *proc.Snapshot) (adapters.Observation, error) {
+	return adapters.Observation{}, nil
+}
+func (p *pendingRepairer) WatchPaths() []string { return nil }
+
+func (p *pendingRepairer) PlanRepair(_ context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.plans++
+	p.offline = t.OfflineOnly
+	if p.applies > 0 {
+		return []adapters.Step{{Action: "nothing in flight", Target: "ses_1", Outcome: adapters.OutcomeSkipped}}, nil
+	}
+	if p.plans <= p.pending {
+		return []adapters.Step{{Action: "repair database offline", Target: "opencode.db", Outcome: adapters.OutcomePending, Detail: "pending: held by pid 4242"}}, nil
+	}
+	return []adapters.Step{{Action: "mark tool part interrupted", Target: "prt_1", Outcome: adapters.OutcomePlanned}}, nil
+}
+
+func (p *pendingRepairer) ApplyRepair(_ context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.applies++
+	return []adapters.Step{{Action: "mark tool part interrupted", Target: "prt_1", Outcome: adapters.OutcomeDone}}, nil
+}
+
+func (p *pendingRepairer) counts() (plans, applies int, offline bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.plans, p.applies, p.offline
+}
+
+// A repair pending on a process holding the data is tried again, and
+// applied (once, offline only, recorded as an event) when it becomes
+// possible.
+func TestAutoRepairRetriesPending(t *testing.T) {
+	dir := shortDir(t)
+	stopped := time.Now().Add(-time.Hour)
+	seed(t, filepath.Join(dir, "state"), &session.Record{ID: "oc0000000001", Agent: "opencode", UpstreamID: "ses_1",
+		Status: session.StatusInterrupted, Cwd: "/w", StoppedAt: &stopped})
+	rp := &pendingRepairer{pending: 3}
+	ready := make(chan struct{})
+	cfg := Config{
+		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "run", "s.sock"),
+		Adapters: []adapters.Adapter{rp}, AutoRepair: []string{PolicyOpenCodeOffline}, AutoRepairRetry: 50 * time.Millisecond,
+		Interval: 20 * time.Millisecond, Grace: 10 * time.Millisecond, Version: "test", Logger: zaptest.NewLogger(t), Ready: ready,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon: %v", err)
+		}
+	}()
+	<-ready
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		plans, applies, offline := rp.counts()
+		if applies > 0 {
+			if plans < 4 || applies != 1 || !offline {
+				t.Fatalf("plans %d, applies %d, offline only %v: want 3 pending plans, then one plan and one apply, offline", plans, applies, offline)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not applied within 5s: %d plans", plans)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // further passes: a repaired session is not applied again
+	if _, applies, _ := rp.counts(); applies != 1 {
+		t.Errorf("%d applies", applies)
+	}
+	var reasons []string
+	evctx, evcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer evcancel()
+	err := api.NewClient(cfg.Socket).Events(evctx, api.EventsOptions{}, func(e api.Event) error {
+		reasons = append(reasons, e.Reason)
+		return nil
+	})
+	if got := strings.Join(reasons, "|"); err != nil || !strings.Contains(got, "auto-repair: 1 done") || strings.Count(got, "auto-repair") != 1 {
+		t.Errorf("events: %s (%v)", got, err)
+	}
+}
