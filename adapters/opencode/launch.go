@@ -3,6 +3,7 @@ package opencode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"regexp"
 
@@ -61,14 +62,22 @@ func (a *Adapter) NewCommand(spec adapters.LaunchSpec) (adapters.Command, error)
 
 // ResumeCommand continues cur's session with -s (opencode validates the
 // id and exits 1 on an unknown one); --fork copies its history into a new
-// session.
+// session. Both run from the recorded directory. Checked on OpenCode
+// 1.18.33: a session, and a fork of it, always runs in the session's own
+// directory (the fork's row gets the parent's directory, its tools run
+// there), and `opencode run -s` started from any other directory does the
+// turn there but prints nothing and never exits, as it waits on its own
+// directory's instance. A fork into another directory is therefore
+// refused with the reason rather than started in the wrong place.
 func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSpec, fork bool) (adapters.Command, error) {
+	if spec.Cwd != "" && !sameDir(spec.Cwd, cur.Cwd) {
+		return adapters.Command{}, fmt.Errorf("opencode cannot move session %s to %s: a resume or fork of it always runs in its own directory %s; "+
+			"resume it there (with --fork for a copy), or launch a new session in %s", cur.UpstreamID, spec.Cwd, cur.Cwd, spec.Cwd)
+	}
+	spec.Cwd = cur.Cwd
 	extra := []string{"-s", cur.UpstreamID}
 	if fork {
 		extra = append(extra, "--fork")
-	}
-	if spec.Cwd == "" {
-		spec.Cwd = cur.Cwd
 	}
 	cmd, err := a.command(spec, extra...)
 	if err != nil {
@@ -78,6 +87,16 @@ func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSp
 		cmd.UpstreamID, cmd.OutputID = cur.UpstreamID, nil
 	}
 	return cmd, nil
+}
+
+// sameDir reports whether two paths name the same directory.
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
 }
 
 // Exists answers from the databases, the legacy files, or a server.

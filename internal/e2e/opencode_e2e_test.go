@@ -28,7 +28,7 @@ func (e *env) opencodeDB() string {
 
 func countMessages(t *testing.T, db, sessionID string) int {
 	t.Helper()
-	h, err := sql.Open("sqlite", "file:"+db+"?mode=ro")
+	h, err := sql.Open("sqlite", "file:"+db+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,8 +85,28 @@ func TestLaunchAndResumeOpenCode(t *testing.T) {
 		t.Fatalf("argv of the resume: %v", argvs)
 	}
 
+	// A fork gets its own ses_ id, in the session's own directory.
+	f, errs, code := e.launchJSON("resume", s.ID, "--fork", "--prompt", "try another way")
+	if code != 0 || !f.Forked || f.Session.ID == s.ID || f.Session.Cwd != proj {
+		t.Fatalf("fork: exit %d %s %+v", code, errs, f)
+	}
+	fs := e.waitCursor(f.Session.ID)
+	if fs.UpstreamID == s.UpstreamID || !strings.HasPrefix(fs.UpstreamID, "ses_") {
+		t.Fatalf("the fork's upstream id %q (original %q)", fs.UpstreamID, s.UpstreamID)
+	}
+	e.waitStatus(f.Session.ID, session.StatusStopped, 5*time.Second)
+	// OpenCode cannot move a session: a fork elsewhere is refused, nothing runs.
+	other := filepath.Join(e.Home, "other")
+	os.MkdirAll(other, 0o755)
+	if _, errs, code := e.Ctl("resume", s.ID, "--cwd", other, "--prompt", "x"); code != 1 || !strings.Contains(errs, "cannot move session") {
+		t.Fatalf("fork into another directory: exit %d: %s", code, errs)
+	}
+	if n := len(argvLog(t, argvPath)); n != 3 {
+		t.Fatalf("%d agent runs, want 3 (launch, resume, fork)", n)
+	}
+
 	// The row is gone (deleted in OpenCode): confirmed missing, fresh start.
-	h, _ := sql.Open("sqlite", "file:"+e.opencodeDB())
+	h, _ := sql.Open("sqlite", "file:"+e.opencodeDB()+"?_pragma=busy_timeout(5000)")
 	if _, err := h.Exec(`DELETE FROM session WHERE id = ?`, s.UpstreamID); err != nil {
 		t.Fatal(err)
 	}

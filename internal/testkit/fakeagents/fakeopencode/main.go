@@ -90,8 +90,10 @@ func main() {
 		} else if err != nil {
 			fail("read session: %v", err)
 		}
+		// Like OpenCode 1.18.33, a fork keeps the session's own directory,
+		// wherever it was started from.
 		if fork {
-			sessionID = forkSession(db, sessionID, cwd)
+			sessionID = forkSession(db, sessionID, dir)
 		}
 	} else {
 		s := opencodetest.Session{Directory: cwd, Title: "fake: " + message}
