@@ -165,6 +165,10 @@ func (l *Launcher) Start(id string, cmd adapters.Command, mode string, reqEnv ma
 	if err != nil {
 		return nil, err
 	}
+	// PWD is sessiond's own otherwise: OpenCode takes its session's
+	// directory from $PWD before its real working directory (checked on
+	// 1.18.33), so a launched session would name sessiond's directory.
+	env["PWD"] = cwd
 	if err := os.MkdirAll(l.cfg.LogDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create log dir %s: %w", l.cfg.LogDir, err)
 	}

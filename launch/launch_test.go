@@ -50,6 +50,23 @@ func TestChildEnvDropsServiceManagerVariables(t *testing.T) {
 	}
 }
 
+// The child's PWD is its own directory, never sessiond's: OpenCode names
+// its session's directory after $PWD.
+func TestStartSetsPWD(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PWD", "/somewhere/else")
+	l := New(Config{LogDir: filepath.Join(dir, "logs"), Host: proc.NewHost()})
+	st, err := l.Start("pwd123", adapters.Command{Argv: []string{"printenv", "PWD"}, Cwd: dir}, ModeHeadless, map[string]string{"PWD": "/from/the/request"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, ok := l.Wait(st)
+	real, _ := ResolveCwd(dir)
+	if !ok || x.Code != 0 || strings.TrimSpace(x.LogTail) != real {
+		t.Fatalf("child PWD %q (exit %+v), want %q", x.LogTail, x, real)
+	}
+}
+
 // A headless start: its own session (setsid), output in the log, stdin
 // from /dev/null, and the exit status collected with the log tail.
 func TestStartHeadlessAndWait(t *testing.T) {
