@@ -146,6 +146,21 @@ func (w *world) writeOpenCodeConfig() {
 	}
 }
 
+// startDaemon starts sessiond and, when the test fails, logs every session
+// and the event log while the daemon still answers.
+func (w *world) startDaemon(args ...string) {
+	w.t.Helper()
+	w.StartDaemon(args...)
+	w.t.Cleanup(func() {
+		if !w.t.Failed() {
+			return
+		}
+		ls, _, _ := w.Ctl("ls", "--all", "--json")
+		ev, _, _ := w.Ctl("events")
+		w.t.Logf("sessions at failure:\n%s\nevents:\n%s", tail(ls, 6000), tail(ev, 6000))
+	})
+}
+
 // proj is the project directory agents run in.
 func (w *world) proj() string { return filepath.Join(w.Home, "proj") }
 
@@ -237,7 +252,8 @@ func (w *world) start(name, dir string, argv ...string) (*exec.Cmd, *daemontest.
 	w.t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = w.Environ()
+	// As a shell would: OpenCode takes its directory from $PWD.
+	cmd.Env = append(w.Environ(), "PWD="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out := &daemontest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out

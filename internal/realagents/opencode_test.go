@@ -1,0 +1,247 @@
+package realagents
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/fakemodel"
+	"github.com/sessiond/sessiond/session"
+)
+
+// opencodeDB is the database an OpenCode in this world writes.
+func (w *world) opencodeDB() string {
+	return filepath.Join(w.Home, ".local", "share", "opencode", "opencode.db")
+}
+
+// ocMessage is a message row with its decoded data.
+type ocMessage struct {
+	ID   string
+	Role string
+	Data map[string]any
+}
+
+// opencodeMessages reads a session's messages, oldest first, read-only.
+func (w *world) opencodeMessages(sessionID string) []ocMessage {
+	w.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+w.opencodeDB()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id`, sessionID)
+	if err != nil {
+		w.t.Fatalf("read messages of %s: %v", sessionID, err)
+	}
+	defer rows.Close()
+	var out []ocMessage
+	for rows.Next() {
+		var m ocMessage
+		var data string
+		if err := rows.Scan(&m.ID, &data); err != nil {
+			w.t.Fatal(err)
+		}
+		json.Unmarshal([]byte(data), &m.Data)
+		m.Role, _ = m.Data["role"].(string)
+		out = append(out, m)
+	}
+	return out
+}
+
+// opencodeTools are the live tool processes of an opencode process.
+func opencodeTools(owner int) []procInfo {
+	return procs(func(p procInfo) bool { return p.Env["OPENCODE_PID"] == itoa(owner) })
+}
+
+// Scenario 5: an OpenCode session launched through sessiond is linked to
+// the ses_ id OpenCode picked; a resume continues that same id with new
+// messages, and the model sees the earlier turns.
+func TestOpenCodeLaunchResumeSameSession(t *testing.T) {
+	bin := agentBin(t, opencodeBinEnv, "opencode-ai")
+	w := newWorld(t)
+	w.model.Enqueue(
+		fakemodel.RunCommand("echo TOOL-OUTPUT-5a1", "Print a marker", 0),
+		fakemodel.Say("First turn done, marker FIRST-ANSWER-88b."),
+	)
+	w.startDaemon("--opencode-bin", bin, "--grace", "5s")
+	w.step("daemon ready")
+
+	r := w.launch("launch", "--agent", "opencode", "--cwd", w.proj(), "--prompt", "Print the marker FIRST-PROMPT-3d0")
+	id := r.Session.ID
+	s := w.waitSession(id, 60*time.Second, "linked to a ses_ id with a resume cursor", func(s api.Session) bool {
+		return strings.HasPrefix(s.UpstreamID, "ses_") && s.Resume != nil
+	})
+	up := s.UpstreamID
+	w.step("linked " + up)
+	if s.Resume.UpstreamID != up || s.Resume.Cwd != w.proj() || s.Resume.Root != filepath.Dir(w.opencodeDB()) {
+		t.Errorf("resume cursor %+v", s.Resume)
+	}
+	s = w.waitSession(id, 60*time.Second, "stopped after the first turn", func(s api.Session) bool { return s.Status == session.StatusStopped })
+	if s.Exit == nil || s.Exit.Code != 0 || len(s.Problems) != 0 {
+		t.Fatalf("first run ended %+v with problems %v; log:\n%s", s.Exit, problemKinds(s), logTail(r.LogPath))
+	}
+	w.step("first turn stopped")
+	before := w.opencodeMessages(up)
+	if len(before) < 2 {
+		t.Fatalf("%d messages in %s after the first turn", len(before), up)
+	}
+
+	w.model.Enqueue(fakemodel.Say("Second answer, marker SECOND-ANSWER-c47."))
+	n := len(w.model.Turns())
+	r2 := w.launch("resume", id, "--prompt", "And again, marker SECOND-PROMPT-e19")
+	if r2.Session.ID != id || r2.Session.UpstreamID != up || r2.Fresh || r2.Forked {
+		t.Fatalf("resume answer %+v", r2)
+	}
+	w.step("resumed")
+	s = w.waitSession(id, 60*time.Second, "stopped after the resumed turn", func(s api.Session) bool {
+		return s.Status == session.StatusStopped && s.Exit != nil && s.Exit.PID == r2.Session.PID
+	})
+	if s.Exit.Code != 0 || len(s.Problems) != 0 || s.UpstreamID != up {
+		t.Fatalf("resumed run ended %+v, upstream %s, problems %v; log:\n%s", s.Exit, s.UpstreamID, problemKinds(s), logTail(r2.LogPath))
+	}
+	w.step("resumed turn stopped")
+
+	after := w.opencodeMessages(up)
+	if len(after) <= len(before) {
+		t.Fatalf("the same session got no new messages: %d -> %d", len(before), len(after))
+	}
+	for i, m := range before {
+		if after[i].ID != m.ID {
+			t.Fatalf("message %d changed from %s to %s", i, m.ID, after[i].ID)
+		}
+	}
+	var newUser bool
+	for _, m := range after[len(before):] {
+		if m.Role == "user" {
+			newUser = true
+		}
+	}
+	if !newUser {
+		t.Errorf("no new user message in %s", up)
+	}
+	var resumed *fakemodel.Request
+	for _, tr := range w.model.Turns()[n:] {
+		if strings.Contains(tr.LastUserText(), "SECOND-PROMPT-e19") {
+			resumed = tr
+		}
+	}
+	if resumed == nil {
+		t.Fatal("the model never got the resumed prompt")
+	}
+	if txt := resumed.Text(); !strings.Contains(txt, "FIRST-PROMPT-3d0") || !strings.Contains(txt, "TOOL-OUTPUT-5a1") || !strings.Contains(txt, "FIRST-ANSWER-88b") {
+		t.Fatalf("the resumed request lacks the earlier turns:\n%s", tail(txt, 3000))
+	}
+	var sessions int
+	db, _ := sql.Open("sqlite", "file:"+w.opencodeDB()+"?mode=ro")
+	db.QueryRow(`SELECT count(*) FROM session`).Scan(&sessions)
+	db.Close()
+	if sessions != 1 {
+		t.Errorf("%d OpenCode sessions, want the one resumed", sessions)
+	}
+}
+
+// freePort asks the kernel for a free port on 127.0.0.1.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ocServer is a real `opencode serve` of this world.
+type ocServer struct {
+	URL string
+	PID int
+}
+
+// startOpenCodeServer runs `opencode serve` on 127.0.0.1 and waits until
+// GET /global/health answers healthy.
+func (w *world) startOpenCodeServer(bin string) ocServer {
+	w.t.Helper()
+	port := freePort(w.t)
+	cmd, out := w.start("opencode serve", w.proj(), bin, "serve", "--port", itoa(port), "--hostname", "127.0.0.1")
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	w.waitFor(60*time.Second, "opencode serve healthy", func() (bool, string) {
+		var h struct {
+			Healthy bool   `json:"healthy"`
+			Version string `json:"version"`
+		}
+		if err := getJSON(url+"/global/health", &h); err != nil || !h.Healthy {
+			return false, fmt.Sprintf("%v %+v; output %s", err, h, tail(out.String(), 1000))
+		}
+		return true, ""
+	})
+	return ocServer{URL: url, PID: cmd.Process.Pid}
+}
+
+func getJSON(url string, v any) error {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// serverMessage is a message as `GET /session/:id/message` returns it.
+type serverMessage struct {
+	Info struct {
+		ID   string `json:"id"`
+		Role string `json:"role"`
+		Time struct {
+			Created   int64  `json:"created"`
+			Completed *int64 `json:"completed"`
+		} `json:"time"`
+		Error map[string]any `json:"error"`
+	} `json:"info"`
+	Parts []struct {
+		ID    string `json:"id"`
+		Type  string `json:"type"`
+		Tool  string `json:"tool"`
+		State struct {
+			Status   string         `json:"status"`
+			Error    string         `json:"error"`
+			Metadata map[string]any `json:"metadata"`
+		} `json:"state"`
+	} `json:"parts"`
+}
+
+// serverMessages asks a server for a session's messages.
+func (w *world) serverMessages(sv ocServer, id string) ([]serverMessage, error) {
+	var msgs []serverMessage
+	err := getJSON(sv.URL+"/session/"+id+"/message", &msgs)
+	return msgs, err
+}
+
+// inFlightOnServer describes what the server still shows in flight: tool
+// parts pending or running, and whether the last assistant message is
+// completed.
+func inFlightOnServer(msgs []serverMessage) (pending []string, lastCompleted bool) {
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == "tool" && (p.State.Status == "pending" || p.State.Status == "running") {
+				pending = append(pending, p.ID+" "+p.State.Status)
+			}
+		}
+		if m.Info.Role == "assistant" {
+			lastCompleted = m.Info.Time.Completed != nil && *m.Info.Time.Completed > 0
+		}
+	}
+	return pending, lastCompleted
+}
