@@ -148,9 +148,9 @@ func (w *world) writeOpenCodeConfig() {
 
 // startDaemon starts sessiond and, when the test fails, logs every session
 // and the event log while the daemon still answers.
-func (w *world) startDaemon(args ...string) {
+func (w *world) startDaemon(args ...string) *daemontest.Daemon {
 	w.t.Helper()
-	w.StartDaemon(args...)
+	d := w.StartDaemon(args...)
 	w.t.Cleanup(func() {
 		if !w.t.Failed() {
 			return
@@ -159,6 +159,7 @@ func (w *world) startDaemon(args ...string) {
 		ev, _, _ := w.Ctl("events")
 		w.t.Logf("sessions at failure:\n%s\nevents:\n%s", tail(ls, 6000), tail(ev, 6000))
 	})
+	return d
 }
 
 // proj is the project directory agents run in.
