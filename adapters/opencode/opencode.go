@@ -773,11 +773,14 @@ func (a *Adapter) orphans(snap *proc.Snapshot) map[string][]adapters.Issue {
 		if t, err := a.cfg.StartTimer.StartTime(p.Identity); err == nil {
 			since = t
 		}
+		// The identity lets reap signal exactly this process.
+		id := p.Identity
 		is := adapters.Issue{
-			Kind:   session.ProblemOrphanProcesses,
-			Key:    strconv.Itoa(pid),
-			Detail: fmt.Sprintf("pid %d (%s) still runs; its opencode (pid %d) is dead", pid, cmd, ownerPID),
-			Since:  since,
+			Kind:    session.ProblemOrphanProcesses,
+			Key:     strconv.Itoa(pid),
+			Detail:  fmt.Sprintf("pid %d (%s) still runs; its opencode (pid %d) is dead", pid, cmd, ownerPID),
+			Since:   since,
+			Process: &id,
 		}
 		for sid := range m.sessions {
 			out[sid] = append(out[sid], is)

@@ -355,6 +355,10 @@ func TestOrphanProcesses(t *testing.T) {
 	if !strings.Contains(o.Problems[0].Detail, "python3") || !strings.Contains(o.Problems[0].Detail, "900") {
 		t.Errorf("detail %q", o.Problems[0].Detail)
 	}
+	// reap signals only an issue that names the process's identity.
+	if p := o.Problems[0].Process; p == nil || *p != tool.Identity {
+		t.Errorf("orphan issue names process %+v, want %+v", p, tool.Identity)
+	}
 	if len(o.Owners) != 0 || len(o.InFlight) != 2 {
 		t.Errorf("dead owner: owners %v in flight %v", o.Owners, o.InFlight)
 	}
