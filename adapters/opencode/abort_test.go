@@ -2,8 +2,6 @@ package opencode
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,46 +17,9 @@ import (
 // process that does not hold the database).
 func (f *repairFixture) serve(t *testing.T, srv *opencodetest.FakeServer, sessionIDs ...string) *Adapter {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+f.dbPath+"?mode=ro")
-	if err != nil {
+	if err := srv.LoadFromDB(f.dbPath, sessionIDs...); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	srv.Lock()
-	for _, sid := range sessionIDs {
-		srv.Sessions[sid] = true
-		ms, err := db.Query("SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id", sid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var msgs []*opencodetest.FakeMessage
-		for ms.Next() {
-			var id, data string
-			ms.Scan(&id, &data)
-			info := map[string]any{}
-			json.Unmarshal([]byte(data), &info)
-			info["id"], info["sessionID"] = id, sid
-			msgs = append(msgs, &opencodetest.FakeMessage{Info: info})
-		}
-		ms.Close()
-		for _, m := range msgs {
-			ps, err := db.Query("SELECT id, data FROM part WHERE message_id = ? ORDER BY id", m.Info["id"])
-			if err != nil {
-				t.Fatal(err)
-			}
-			for ps.Next() {
-				var id, data string
-				ps.Scan(&id, &data)
-				p := map[string]any{}
-				json.Unmarshal([]byte(data), &p)
-				p["id"], p["sessionID"], p["messageID"] = id, sid, m.Info["id"]
-				m.Parts = append(m.Parts, p)
-			}
-			ps.Close()
-		}
-		srv.Messages[sid] = msgs
-	}
-	srv.Unlock()
 	a := f.adapter(nil)
 	snap := opencodetest.Snapshot(f.proc(400, time.Hour, false, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
 	mustDiscover(t, a, snap)

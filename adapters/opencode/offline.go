@@ -392,9 +392,12 @@ func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID
 			return nil, err
 		}
 		// json_set replaces only the state: every other byte of the row
-		// stays as OpenCode wrote it.
-		res, err := conn.ExecContext(ctx, "UPDATE part SET data = json_set(data, '$.state', json(?)), time_updated = ? WHERE id = ? AND time_updated <= ?",
-			string(b), nowMs, p.ID, cutoff)
+		// stays as OpenCode wrote it. time_updated is left alone on purpose:
+		// it is the agent's last activity, and a repair is not activity (a
+		// bumped time would make sessiond see fresh writes by no owner and
+		// call the session unknown for a grace period instead of stopped).
+		res, err := conn.ExecContext(ctx, "UPDATE part SET data = json_set(data, '$.state', json(?)) WHERE id = ? AND time_updated <= ?",
+			string(b), p.ID, cutoff)
 		if err != nil {
 			return nil, fmt.Errorf("update part %s: %w", p.ID, err)
 		}
@@ -413,8 +416,8 @@ func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID
 		}
 		// json_insert keeps an error the message already has: the first
 		// cause is the truer one.
-		res, err := conn.ExecContext(ctx, "UPDATE message SET data = json_insert(json_set(data, '$.time.completed', ?), '$.error', json(?)), time_updated = ? WHERE id = ? AND time_updated <= ?",
-			nowMs, string(errJSON), nowMs, m.ID, cutoff)
+		res, err := conn.ExecContext(ctx, "UPDATE message SET data = json_insert(json_set(data, '$.time.completed', ?), '$.error', json(?)) WHERE id = ? AND time_updated <= ?",
+			nowMs, string(errJSON), m.ID, cutoff)
 		if err != nil {
 			return nil, fmt.Errorf("update message %s: %w", m.ID, err)
 		}

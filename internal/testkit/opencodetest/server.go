@@ -1,7 +1,9 @@
 package opencodetest
 
 import (
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -96,6 +98,64 @@ func (f *FakeServer) AddMessage(m Message, parts ...Part) {
 	}
 	f.Messages[m.SessionID] = append(f.Messages[m.SessionID], fm)
 	f.Sessions[m.SessionID] = true
+}
+
+// LoadFromDB makes the server show sessions as `opencode serve` on that
+// database would: their messages and parts, read from the file.
+func (f *FakeServer) LoadFromDB(dbPath string, sessionIDs ...string) error {
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sid := range sessionIDs {
+		msgs, err := loadMessages(db, sid)
+		if err != nil {
+			return fmt.Errorf("load %s from %s: %w", sid, dbPath, err)
+		}
+		f.Messages[sid] = msgs
+		f.Sessions[sid] = true
+	}
+	return nil
+}
+
+func loadMessages(db *sql.DB, sid string) ([]*FakeMessage, error) {
+	rows, err := db.Query("SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id", sid)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []*FakeMessage
+	for rows.Next() {
+		var id, data string
+		if err := rows.Scan(&id, &data); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		info := decode(data)
+		info["id"], info["sessionID"] = id, sid
+		msgs = append(msgs, &FakeMessage{Info: info})
+	}
+	rows.Close()
+	for _, m := range msgs {
+		rows, err := db.Query("SELECT id, data FROM part WHERE message_id = ? ORDER BY id", m.Info["id"])
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id, data string
+			if err := rows.Scan(&id, &data); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			p := decode(data)
+			p["id"], p["sessionID"], p["messageID"] = id, sid, m.Info["id"]
+			m.Parts = append(m.Parts, p)
+		}
+		rows.Close()
+	}
+	return msgs, nil
 }
 
 // PartState returns state.status of a part the server holds ("" if none).
