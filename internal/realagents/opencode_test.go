@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,4 +246,172 @@ func inFlightOnServer(msgs []serverMessage) (pending []string, lastCompleted boo
 		}
 	}
 	return pending, lastCompleted
+}
+
+// killOpenCodeMidTool launches `opencode run` through sessiond with a long
+// tool, waits until the tool runs and the session is running and busy,
+// kill -9s opencode and waits for interrupted with the incomplete message
+// and the orphaned tool call. It returns the session and its orphans.
+func (w *world) killOpenCodeMidTool() (api.Session, []procInfo) {
+	w.t.Helper()
+	t := w.t
+	w.model.Enqueue(fakemodel.RunCommand(longTool, "Run the long job", 10*time.Minute))
+	r := w.launch("launch", "--agent", "opencode", "--cwd", w.proj(), "--prompt", "Run the long job, marker OC-PROMPT-71b")
+	pid := r.Session.PID
+	w.waitFor(90*time.Second, "opencode's python3 tool running", func() (bool, string) {
+		return pythonPID(opencodeTools(pid)) != 0, logTail(r.LogPath)
+	})
+	s := w.waitSession(r.Session.ID, 30*time.Second, "running and busy", func(s api.Session) bool {
+		return s.Status == session.StatusRunning && s.Activity == session.ActivityBusy && strings.HasPrefix(s.UpstreamID, "ses_")
+	})
+	if s.PID != pid {
+		t.Fatalf("tracked pid %d, launched %d", s.PID, pid)
+	}
+	w.step("opencode tool running, session busy")
+	killed := time.Now()
+	syscall.Kill(pid, syscall.SIGKILL)
+	s = w.waitSession(s.ID, time.Second, "interrupted with incomplete_message and orphaned_tool_call", func(s api.Session) bool {
+		return s.Status == session.StatusInterrupted && hasProblems(s, session.ProblemIncompleteMessage, session.ProblemOrphanedToolCall)
+	})
+	t.Logf("interrupted %s after kill -9, problems %v", time.Since(killed).Round(time.Millisecond), problemKinds(s))
+	w.step("interrupted")
+	orphans := opencodeTools(pid)
+	if pythonPID(orphans) == 0 {
+		t.Fatalf("no orphaned python3 of the killed opencode %d", pid)
+	}
+	// The data shows what the docs say: the assistant message without
+	// time.completed, the bash part running.
+	msgs := w.opencodeMessages(s.UpstreamID)
+	last := msgs[len(msgs)-1]
+	if tm, _ := last.Data["time"].(map[string]any); last.Role != "assistant" || tm["completed"] != nil {
+		t.Fatalf("last message after kill -9: %s %v", last.Role, last.Data["time"])
+	}
+	if st := w.opencodeToolStates(s.UpstreamID); !strings.Contains(strings.Join(st, " "), "bash:running") {
+		t.Fatalf("tool parts after kill -9: %v", st)
+	}
+	return s, orphans
+}
+
+// opencodeToolStates lists the session's tool parts as tool:status.
+func (w *world) opencodeToolStates(sessionID string) []string {
+	w.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+w.opencodeDB()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT json_extract(data, '$.tool'), json_extract(data, '$.state.status') FROM part
+		WHERE session_id = ? AND json_extract(data, '$.type') = 'tool' ORDER BY id`, sessionID)
+	if err != nil {
+		w.t.Fatalf("read parts of %s: %v", sessionID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var tool, status sql.NullString
+		rows.Scan(&tool, &status)
+		out = append(out, tool.String+":"+status.String)
+	}
+	return out
+}
+
+// reapAll reaps a session's orphans and checks they are gone.
+func (w *world) reapAll(id string, orphans []procInfo) {
+	w.t.Helper()
+	res := w.action("reap", id, "--apply", "--timeout", "3s")
+	if got := stepPIDs(res.Steps); !sameInts(got, pids(orphans)) {
+		w.t.Fatalf("reap targeted %v, the orphans are %v: %+v", got, pids(orphans), res.Steps)
+	}
+	for _, p := range orphans {
+		if alive(p.PID) {
+			w.t.Fatalf("orphan %d (%s) survived reap --apply", p.PID, p.Comm)
+		}
+	}
+}
+
+// Scenario 3: OpenCode killed mid tool; repaired offline with no process
+// holding the database; a real `opencode serve` started afterwards shows,
+// through its own API, the last assistant message completed and no tool
+// part pending or running.
+func TestOpenCodeKilledMidToolRepairedOffline(t *testing.T) {
+	bin := agentBin(t, opencodeBinEnv, "opencode-ai")
+	w := newWorld(t)
+	const repairGrace = 2 * time.Second
+	w.startDaemon("--opencode-bin", bin, "--grace", "5s", "--opencode-repair-grace", repairGrace.String())
+	w.step("daemon ready")
+	s, orphans := w.killOpenCodeMidTool()
+	w.reapAll(s.ID, orphans)
+	w.step("reaped")
+	if holders := procs(func(p procInfo) bool { return holdsFile(p.PID, w.opencodeDB()) }); len(holders) != 0 {
+		t.Fatalf("processes still hold the database: %v", pids(holders))
+	}
+
+	// Past the repair grace (the data has been still that long), the plan
+	// is an offline repair, and --apply carries it out.
+	var plan api.ActionResult
+	w.waitFor(repairGrace+10*time.Second, "an offline repair planned", func() (bool, string) {
+		plan = w.action("repair", s.ID)
+		for _, st := range plan.Steps {
+			if st.Outcome == "planned" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", plan.Steps)
+	})
+	res := w.action("repair", s.ID, "--apply")
+	if !res.Applied {
+		t.Fatalf("repair --apply: %+v", res)
+	}
+	for _, st := range res.Steps {
+		if st.Outcome != "done" && st.Outcome != "skipped" {
+			t.Errorf("repair step %+v", st)
+		}
+	}
+	t.Logf("repair steps: %+v", res.Steps)
+	if st := w.opencodeToolStates(s.UpstreamID); strings.Contains(strings.Join(st, " "), "running") || strings.Contains(strings.Join(st, " "), "pending") {
+		t.Fatalf("tool parts after the repair: %v", st)
+	}
+	w.step("repaired offline")
+	s = w.waitSession(s.ID, 5*time.Second, "in-flight problems cleared", func(s api.Session) bool {
+		return s.Problem(session.ProblemIncompleteMessage) == nil && s.Problem(session.ProblemOrphanedToolCall) == nil
+	})
+
+	// OpenCode itself, through its API, agrees.
+	sv := w.startOpenCodeServer(bin)
+	w.step("opencode serve healthy")
+	msgs, err := w.serverMessages(sv, s.UpstreamID)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("GET /session/%s/message: %v (%d messages)", s.UpstreamID, err, len(msgs))
+	}
+	pending, completed := inFlightOnServer(msgs)
+	if len(pending) != 0 || !completed {
+		t.Fatalf("the server shows parts %v in flight, last assistant message completed %v", pending, completed)
+	}
+	var interrupted bool
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == "tool" && p.State.Status == "error" && p.State.Metadata["interrupted"] == true {
+				interrupted = true
+			}
+		}
+	}
+	if !interrupted {
+		t.Errorf("no tool part marked error with metadata.interrupted, as OpenCode marks its own abandoned calls")
+	}
+	var status map[string]any
+	if err := getJSON(sv.URL+"/session/status", &status); err != nil || status[s.UpstreamID] != nil && status[s.UpstreamID].(map[string]any)["type"] != "idle" {
+		t.Errorf("GET /session/status: %v %v", status, err)
+	}
+}
+
+// holdsFile says whether pid has path (or its -wal/-shm) open.
+func holdsFile(pid int, path string) bool {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, path) {
+			return true
+		}
+	}
+	return false
 }
