@@ -230,16 +230,18 @@ func offlineStep(dbPath, outcome, detail string) adapters.Step {
 // and messages aborted, as OpenCode would have. f is the plan's read; the
 // transaction reads again and writes what the locked database shows.
 func (a *Adapter) offline(ctx context.Context, dbPath, sessionID string, f *flight, apply bool, why string) ([]adapters.Step, error) {
-	now := a.cfg.Now()
-	if age := now.Sub(f.lastWrite); age < a.cfg.RepairGrace {
-		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending,
-			fmt.Sprintf("pending: %s; the session was written %s ago, and is repaired only once still for %s", f.describe(), age.Round(time.Second), a.cfg.RepairGrace))}, nil
-	}
+	// Holders first: a live process is the reason that lasts, and the one
+	// the user can act on.
 	if held, detail := a.held(dbPath); held {
 		if why != "" {
 			detail += "; " + why
 		}
-		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending, "pending: "+detail+"; nothing written (a live OpenCode rewrites rows from memory and would undo an edit)")}, nil
+		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending, "pending: "+detail+"; "+f.describe()+"; nothing written (a live OpenCode rewrites rows from memory and would undo an edit)")}, nil
+	}
+	now := a.cfg.Now()
+	if age := now.Sub(f.lastWrite); age < a.cfg.RepairGrace {
+		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending,
+			fmt.Sprintf("pending: %s; the session was written %s ago, and is repaired only once still for %s", f.describe(), age.Round(time.Second), a.cfg.RepairGrace))}, nil
 	}
 	backup := adapters.Step{Action: "back up database", Target: dbPath, Outcome: adapters.OutcomePlanned, Detail: "VACUUM INTO " + a.backupDir(dbPath)}
 	if a.cfg.BackupDir == "" {

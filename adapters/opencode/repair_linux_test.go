@@ -64,7 +64,7 @@ func TestRepairHeldByRealProcess(t *testing.T) {
 // (no part in flight, message completed) or byte for byte untouched. Every
 // session the process reported repaired is repaired.
 func TestOfflineRepairKilledMidway(t *testing.T) {
-	const sessions, rounds = 40, 8
+	const sessions, rounds = 16, 6
 	untouchedTotal, repairedTotal, beyond := 0, 0, 0
 	for round := 0; round < rounds; round++ {
 		dir := t.TempDir()
