@@ -43,6 +43,11 @@ type Observation struct {
 	// or under it when it is a directory, keep their last known state and
 	// get an adapter_error problem.
 	Errors []InputError
+	// Warnings are inputs that were read, but not whole: lines skipped as
+	// corrupt, too long or glued, files or links skipped, entries that do
+	// not parse. They change no status (the rest of the input was read);
+	// they are named in health so the user can find the bad data.
+	Warnings []InputError
 }
 
 // InputError names an input and why it could not be read.

@@ -96,6 +96,9 @@ type AdapterHealth struct {
 	Sessions     int       `json:"sessions"`
 	LastError    string    `json:"last_error,omitempty"`
 	InputErrors  []string  `json:"input_errors,omitempty"`
+	// InputWarnings names inputs read only in part: corrupt, glued or
+	// too long lines, skipped links, unparseable entries.
+	InputWarnings []string `json:"input_warnings,omitempty"`
 }
 
 // Health is the answer of GET /v1/health.

@@ -82,6 +82,9 @@ type AdapterHealth struct {
 	// InputErrors names each input that could not be read.
 	LastError   string   `json:"last_error,omitempty"`
 	InputErrors []string `json:"input_errors,omitempty"`
+	// InputWarnings names each input read only in part (bad lines, skipped
+	// links, unparseable entries); statuses are unaffected.
+	InputWarnings []string `json:"input_warnings,omitempty"`
 }
 
 // Stats are counters for health and metrics.
@@ -532,6 +535,9 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[stri
 				o.badInputs[ie.Input] = true
 				h.InputErrors = append(h.InputErrors, ie.Error())
 				t.log.Warn("adapter input unreadable", zap.String("adapter", name), zap.String("input", ie.Input), zap.Error(ie.Err))
+			}
+			for _, w := range res.Warnings {
+				h.InputWarnings = append(h.InputWarnings, w.Error())
 			}
 			h.Sessions = len(o.byUp)
 		}

@@ -315,6 +315,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
 	}
 	obs.Errors = append(obs.Errors, readErrs...)
+	obs.Warnings = a.warnings()
 
 	obs.Sessions = a.assemble(view)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })

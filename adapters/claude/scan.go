@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,9 @@ type rootState struct {
 
 	projectsDir dirState
 	projects    map[string]*projectState
+	// skipped are entries of projects/ not read (symlinks), as of the
+	// last listing: named in health as warnings.
+	skipped []adapters.InputError
 }
 
 func newRootState(path string, learned bool) *rootState {
@@ -62,6 +66,9 @@ type projectState struct {
 	dir   dirState
 	ok    bool
 	files map[string]*fileState
+	// skipped are transcript-named entries not read (symlinks, not
+	// regular files), as of the last listing.
+	skipped []adapters.InputError
 }
 
 // fileState is one transcript as last read: the read position, keyed on
@@ -78,6 +85,9 @@ type fileState struct {
 	offset      int64
 	skipPartial bool
 	sum         summary
+	// bad counts the lines skipped or repaired since the file was last
+	// listed from its start: named in health as a warning.
+	bad counts
 }
 
 // regFile is one registry entry file as last read.
@@ -89,6 +99,9 @@ type regFile struct {
 	ino    uint64
 	readAt time.Time
 	entry  *RegistryEntry
+	// bad is why the content was not used (unparseable, names another
+	// pid), nil when it was.
+	bad error
 }
 
 // scanRoot stats and lists one root and decides which transcripts to read.
@@ -178,7 +191,7 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 		return nil
 	}
 	rf.size, rf.mtime, rf.dev, rf.ino, rf.readAt = fi.Size(), fi.ModTime(), dev, ino, time.Now()
-	rf.entry = nil
+	rf.entry, rf.bad = nil, nil
 	if fi.Size() > maxRegistryBytes {
 		return fmt.Errorf("registry entry of %d bytes: over the %d byte limit", fi.Size(), maxRegistryBytes)
 	}
@@ -194,12 +207,15 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 	}
 	e, err := ParseRegistry(buf[:n])
 	if err != nil {
-		// Probably caught mid-write: the next write changes the stat.
+		// Probably caught mid-write: the next write changes the stat. Named
+		// as a warning once it stays so (see warnings).
 		a.log.Debug("skipping registry entry", zap.String("path", rf.path), zap.Error(err))
+		rf.bad = fmt.Errorf("registry entry skipped: %w", err)
 		return nil
 	}
 	if want := strings.TrimSuffix(filepath.Base(rf.path), ".json"); strconv.Itoa(e.PID) != want {
 		a.log.Debug("registry entry names another pid than its file; skipping", zap.String("path", rf.path))
+		rf.bad = fmt.Errorf("registry entry skipped: it names pid %d, its file name pid %s", e.PID, want)
 		return nil
 	}
 	rf.entry = &e
@@ -263,7 +279,12 @@ func (a *Adapter) scanProjects(r *rootState, full bool, h *hot) ([]adapters.Inpu
 			return []adapters.InputError{{Input: dir, Err: err}}, nil
 		}
 		seen := make(map[string]bool, len(ents))
+		r.skipped = nil
 		for _, e := range ents {
+			if e.Type()&fs.ModeSymlink != 0 {
+				r.skipped = append(r.skipped, skippedLink(a.fs, filepath.Join(dir, e.Name())))
+				continue
+			}
 			if !e.IsDir() { // symlinks too: never followed
 				continue
 			}
@@ -307,9 +328,18 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 			return &adapters.InputError{Input: p.path, Err: err}, nil
 		}
 		seen := make(map[string]bool, len(ents))
+		p.skipped = nil
 		for _, e := range ents {
 			name := e.Name()
-			if !IsTranscriptName(name) || !e.Type().IsRegular() {
+			if !IsTranscriptName(name) {
+				continue
+			}
+			if e.Type()&fs.ModeSymlink != 0 {
+				p.skipped = append(p.skipped, skippedLink(a.fs, filepath.Join(p.path, name)))
+				continue
+			}
+			if !e.Type().IsRegular() {
+				p.skipped = append(p.skipped, adapters.InputError{Input: filepath.Join(p.path, name), Err: errors.New("not a regular file: skipped")})
 				continue
 			}
 			seen[name] = true
@@ -489,5 +519,44 @@ func (a *Adapter) runJob(j *job) (counts, error) {
 	f.size, f.mtime = size, j.fi.ModTime()
 	f.offset, f.skipPartial = res.offset, res.skipPartial
 	f.sum = sum
+	if j.kind == jobList || j.kind == jobRestart {
+		f.bad = counts{}
+	}
+	f.bad.add(res.c)
 	return res.c, nil
+}
+
+// skippedLink names a symbolic link the scan does not follow, with why
+// following it would fail if it would (a loop, a dangling target).
+func skippedLink(fsys FS, path string) adapters.InputError {
+	if _, err := fsys.Stat(path); err != nil {
+		return adapters.InputError{Input: path, Err: fmt.Errorf("a symbolic link, not followed (it leads nowhere: %w)", errors.Unwrap(err))}
+	}
+	return adapters.InputError{Input: path, Err: errors.New("a symbolic link, not followed")}
+}
+
+// warnings names the inputs read only in part, as of the last reads: bad
+// lines, links not followed, registry entries not used. A registry entry
+// is named only once it stayed unparseable past the racy window (a writer
+// caught mid-write fixes it within it).
+func (a *Adapter) warnings() []adapters.InputError {
+	var out []adapters.InputError
+	for _, r := range a.roots {
+		out = append(out, r.skipped...)
+		for _, rf := range r.regs {
+			if rf.bad != nil && time.Since(rf.mtime) >= racyWindow {
+				out = append(out, adapters.InputError{Input: rf.path, Err: rf.bad})
+			}
+		}
+		for _, p := range r.projects {
+			out = append(out, p.skipped...)
+			for _, f := range p.files {
+				if msg := f.bad.describe(a.cfg.MaxLineBytes, a.cfg.WindowBytes); msg != "" {
+					out = append(out, adapters.InputError{Input: f.path, Err: errors.New(msg)})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Input < out[j].Input })
+	return out
 }

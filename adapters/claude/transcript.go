@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 )
@@ -55,6 +57,9 @@ type summary struct {
 // counts are a read's line counters.
 type counts struct {
 	lines, tooLong, corrupt, glued int64
+	// longHead: the first line is longer than the head window, so the
+	// listing could not read it (nor the session's metadata in it).
+	longHead int64
 }
 
 func (c *counts) add(o counts) {
@@ -62,6 +67,34 @@ func (c *counts) add(o counts) {
 	c.tooLong += o.tooLong
 	c.corrupt += o.corrupt
 	c.glued += o.glued
+	c.longHead += o.longHead
+}
+
+// describe says what was wrong with a transcript's lines, "" if nothing.
+func (c counts) describe(maxLine, window int) string {
+	var parts []string
+	plural := func(n int64, what string) string {
+		if n == 1 {
+			return "1 " + what
+		}
+		return fmt.Sprintf("%d %ss", n, what)
+	}
+	if c.corrupt > 0 {
+		parts = append(parts, plural(c.corrupt, "corrupt line")+" skipped")
+	}
+	if c.glued > 0 {
+		parts = append(parts, plural(c.glued, "glued line")+" split into records")
+	}
+	if c.tooLong > 0 {
+		parts = append(parts, plural(c.tooLong, "line")+fmt.Sprintf(" longer than %d bytes skipped", maxLine))
+	}
+	if c.longHead > 0 {
+		parts = append(parts, fmt.Sprintf("first line longer than the %d byte head window: not read", window))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "transcript: " + strings.Join(parts, ", ")
 }
 
 // headDone reports whether the head of a file has told everything the head
@@ -303,6 +336,9 @@ func list(r io.ReaderAt, size int64, window int, s *summary) (listResult, error)
 		return res, err
 	}
 	hl, _ := splitLines(head[:n])
+	if n == window && bytes.IndexByte(head[:n], '\n') < 0 {
+		res.c.longHead++
+	}
 	hp := newParsed(hl)
 	readHead(s, hp)
 	putBuf(bp)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
 )
 
 // legacyReader reads the JSON storage of OpenCode up to 1.1.x:
@@ -26,6 +28,9 @@ type legacyReader struct {
 	log  *zap.Logger
 
 	cache map[string]*legacyEntry
+	// skipped are the project dirs and session files the last read could
+	// not use, with why: named in health as warnings.
+	skipped []adapters.InputError
 }
 
 type legacyEntry struct {
@@ -59,6 +64,7 @@ func (r *legacyReader) read(ctx context.Context) error {
 		return fmt.Errorf("read legacy storage: %w", err)
 	}
 	next := map[string]*legacyEntry{}
+	r.skipped = nil
 	for _, pd := range projects {
 		if !pd.IsDir() {
 			continue
@@ -66,6 +72,7 @@ func (r *legacyReader) read(ctx context.Context) error {
 		files, err := os.ReadDir(filepath.Join(sessDir, pd.Name()))
 		if err != nil {
 			r.log.Debug("skipping unreadable legacy project dir", zap.String("dir", pd.Name()), zap.Error(err))
+			r.skipped = append(r.skipped, adapters.InputError{Input: filepath.Join(sessDir, pd.Name()), Err: fmt.Errorf("legacy project dir skipped: %w", err)})
 			continue
 		}
 		for _, f := range files {
@@ -81,6 +88,7 @@ func (r *legacyReader) read(ctx context.Context) error {
 			e, err := r.readSession(id, pd.Name(), path)
 			if err != nil {
 				r.log.Debug("skipping unreadable legacy session", zap.String("file", path), zap.Error(err))
+				r.skipped = append(r.skipped, adapters.InputError{Input: path, Err: fmt.Errorf("legacy session skipped: %w", err)})
 				continue
 			}
 			next[e.data.ID] = e

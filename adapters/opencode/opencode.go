@@ -298,6 +298,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 					sessions[id] = e.data
 				}
 			}
+			obs.Warnings = append(obs.Warnings, a.legacy.skipped...)
 		}
 	} else {
 		a.legacy.cache = nil

@@ -257,6 +257,9 @@ func newHealth(a *app) *cobra.Command {
 				for _, ie := range ad.InputErrors {
 					fmt.Fprintf(tw, "\tunreadable: %s\n", ie)
 				}
+				for _, w := range ad.InputWarnings {
+					fmt.Fprintf(tw, "\tbad data: %s\n", w)
+				}
 			}
 			return tw.Flush()
 		},
