@@ -119,7 +119,8 @@ func Run(ctx context.Context, opt Options) []Result {
 		opt.Log = func(string, ...any) {}
 	}
 	r := &Runner{opt: opt}
-	defer r.tenk.Stop()
+	// A closure: r.tenk is started later, by the first scenario needing it.
+	defer func() { r.tenk.Stop() }()
 	run := map[string]func(context.Context) error{
 		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
 		"memory": r.memory, "api": r.api, "burst": r.burst, "load": r.load,
