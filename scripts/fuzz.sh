@@ -57,11 +57,20 @@ for t in "${targets[@]}"; do
   go test -run "^${name}\$" -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" "$pkg" >"$log" 2>&1
   rc=$?
   set -e
-  execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-  interesting=$(grep -o 'new interesting: [0-9]*' "$log" | tail -1 | awk '{print $3}')
+  execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
+  interesting=$(grep -o 'new interesting: [0-9]*' "$log" | tail -1 | awk '{print $3}' || true)
   if [ $rc -eq 0 ]; then
     tail -n 3 "$log"
     summary+=("$(printf '%-28s %-45s %10s execs %6s new  ok' "$name" "${pkg#github.com/sessiond/sessiond/}" "${execs:-?}" "${interesting:-?}")")
+    continue
+  fi
+  if ! grep -q 'Failing input written' "$log" && grep -q '^    context deadline exceeded$' "$log" &&
+    [ "$(grep -c '^--- FAIL' "$log")" = 1 ]; then
+    # Go 1.26's fuzz coordinator can report its own -fuzztime deadline as a
+    # failure (go.dev/issue/75804, fixed in 1.27): no input, not a crasher.
+    tail -n 6 "$log"
+    echo "fuzz.sh: $name: ignoring 'context deadline exceeded' at the fuzztime boundary (go.dev/issue/75804; no crasher written)"
+    summary+=("$(printf '%-28s %-45s %10s execs %6s new  ok (deadline race)' "$name" "${pkg#github.com/sessiond/sessiond/}" "${execs:-?}" "${interesting:-?}")")
     continue
   fi
   cat "$log"
@@ -73,6 +82,9 @@ for t in "${targets[@]}"; do
   if [ -n "$entry" ]; then
     echo "!!! $name found a crasher: $dir/$entry"
     echo "!!! replay: go test -run '$name/${entry##*/}' $pkg"
+    echo "!!! the input (CI machines do not keep it):"
+    head -c 4000 "$dir/$entry" | sed 's/^/!!!   /'
+    echo
   else
     echo "!!! $name failed (exit $rc) without writing an input: see the output above"
   fi

@@ -16,14 +16,16 @@ import (
 func FuzzTranscriptRead(f *testing.F) {
 	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/home/u/proj", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 	tr.Turn("hello", "ls", "a b", "two files")
-	tool := tr.CrashMidTool("run the tests", "go test ./...")
+	tr.CrashMidTool("run the tests", "go test ./...")
 	good := tr.Bytes()
+	ls := tr.Lines()
+	toolUse := ls[len(ls)-1]
 	f.Add(good, uint8(0), uint16(len(good)/2))
 	f.Add(good, uint8(200), uint16(0))
 	f.Add(good[:len(good)-7], uint8(3), uint16(100)) // torn last line
 	a, b := tr.UserLine("a"), tr.UserLine("b")
 	f.Add(append(claudetest.Glue(a, b, 17), '\n'), uint8(1), uint16(5))
-	f.Add(append(append(claudetest.GlueWhole(a, b), '\n'), tool...), uint8(9), uint16(30))
+	f.Add(append(append(claudetest.GlueWhole(a, b), '\n'), toolUse...), uint8(9), uint16(30))
 	f.Add([]byte("\n\n\n\x00\xff\xfe\n{\n}\n"), uint8(0), uint16(2))
 	f.Add(bytes.Repeat([]byte("x"), 600), uint8(0), uint16(300)) // one long line, no newline
 	f.Fuzz(func(t *testing.T, data []byte, window uint8, split uint16) {
