@@ -152,8 +152,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	start := time.Now()
+	load0 := bench.LoadAverage()
 	res := bench.Run(ctx, opt)
 	m := machine(opt.Bins.Sessiond)
+	m.Load = load0 + " at start, " + bench.LoadAverage() + " at end"
 	cmdline := "sessiond-bench " + strings.Join(args, " ")
 	print(stdout, *format, m, strings.TrimSpace(cmdline), time.Since(start), res)
 	for _, r := range res {
@@ -186,7 +188,7 @@ func build(dir string) (bench.Bins, error) {
 }
 
 type machineInfo struct {
-	CPU, Cores, Memory, Kernel, Go, Sessiond string
+	CPU, Cores, Memory, Kernel, Go, Sessiond, Load string
 }
 
 func machine(sessiond string) machineInfo {
@@ -218,12 +220,16 @@ func machine(sessiond string) machineInfo {
 	if out, err := exec.Command(sessiond, "--version").Output(); err == nil {
 		m.Sessiond = strings.TrimSpace(string(out))
 	}
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		m.Sessiond += " (checkout " + strings.TrimSpace(string(out)) + ")"
+	}
 	return m
 }
 
 func print(w io.Writer, format string, m machineInfo, cmdline string, took time.Duration, res []bench.Result) {
 	if format == "markdown" {
 		fmt.Fprintf(w, "Machine: %s cores (%s), %s memory, %s, %s; %s\n\n", m.Cores, m.CPU, m.Memory, m.Kernel, m.Go, m.Sessiond)
+		fmt.Fprintf(w, "Load average (1, 5, 15 min): %s\n\n", m.Load)
 		fmt.Fprintf(w, "Command: `%s` (%s)\n\n", cmdline, took.Round(time.Second))
 		fmt.Fprintln(w, "| scenario | figure | measured | target | verdict | how |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|")
@@ -234,6 +240,7 @@ func print(w io.Writer, format string, m machineInfo, cmdline string, took time.
 	}
 	fmt.Fprintf(w, "machine:  %s cores (%s), %s memory, %s, %s\n", m.Cores, m.CPU, m.Memory, m.Kernel, m.Go)
 	fmt.Fprintf(w, "sessiond: %s\n", m.Sessiond)
+	fmt.Fprintf(w, "load avg: %s\n", m.Load)
 	fmt.Fprintf(w, "command:  %s (%s)\n\n", cmdline, took.Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tFIGURE\tMEASURED\tTARGET\tVERDICT")

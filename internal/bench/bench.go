@@ -132,7 +132,7 @@ func Run(ctx context.Context, opt Options) []Result {
 		if ctx.Err() != nil {
 			break
 		}
-		opt.Log("scenario %s", name)
+		opt.Log("scenario %s (load average %s)", name, LoadAverage())
 		start := time.Now()
 		if err := run[name](ctx); err != nil {
 			r.res = append(r.res, Result{Scenario: name, Metric: "error", Value: oneLine(err.Error()), Verdict: "ERROR"})

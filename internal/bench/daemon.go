@@ -100,6 +100,7 @@ func StartDaemon(bins Bins, cfg DaemonConfig) (*Daemon, error) {
 	d.Cmd = exec.Command(bins.Sessiond, args...)
 	d.Cmd.Env = Environ(d.Home, d.Socket, d.StateDir)
 	d.Cmd.Stderr = d.stderr
+	dieWithParent(d.Cmd)
 	d.client = unixClient(d.Socket, true)
 	d.Started = time.Now()
 	if err := d.Cmd.Start(); err != nil {

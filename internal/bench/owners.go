@@ -56,6 +56,7 @@ func NewOwners(dir string) (*Owners, error) {
 // identity, and returns it.
 func (ow *Owners) Start(cwd string) (*Owner, error) {
 	cmd := exec.Command("sleep", "3600")
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start owner: %w", err)
 	}

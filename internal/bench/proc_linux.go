@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -165,3 +166,23 @@ func (w *AccessWatch) Stop() (reads, opens map[string]int) {
 
 // Supported reports whether this platform has the /proc figures.
 const Supported = true
+
+// dieWithParent makes cmd's process get SIGKILL when the benchmark dies,
+// so a killed benchmark leaves no daemon or owner behind.
+func dieWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// LoadAverage is the 1-minute load average (/proc/loadavg): figures taken
+// on a busy machine are slower than the daemon is.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
