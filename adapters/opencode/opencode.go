@@ -12,8 +12,15 @@
 // (`serve`, `web`, --port) whose GET /session/status reports the session
 // busy, or, inferred, an opencode process working in the session's
 // directory that holds the database open and started before the session's
-// last write. The adapter only observes; the tracker probes the owners and
+// last write. Discover only observes; the tracker probes the owners and
 // decides running, stopped or interrupted. See shared/agents/opencode.md.
+//
+// Asked to (sessionctl repair, abort, or the opencode-offline policy), the
+// adapter also cleans up what a dead or stuck OpenCode left in flight,
+// following the ladder of opencode.md: through a reachable server's API
+// (repair.go); else, when no process holds the database, offline after a
+// backup, in one short transaction (offline.go); else not at all, pending
+// on the processes that hold it.
 package opencode
 
 import (

@@ -365,12 +365,15 @@ func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.Repa
 		}
 		parts = fresh
 	}
-	for _, p := range parts {
+	for j, p := range parts {
 		s := patchStep(p, on, adapters.OutcomeDone)
 		if err := a.patchPart(ctx, sv.url, dir, p); err != nil {
 			s.Outcome, s.Error = adapters.OutcomeFailed, err.Error()
-			done = append(done, s)
-			return done
+			var rest []adapters.Step
+			for _, r := range parts[j+1:] {
+				rest = append(rest, patchStep(r, on, adapters.OutcomePlanned))
+			}
+			return stop(s, rest)
 		}
 		done = append(done, s)
 	}
