@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,6 +34,34 @@ func FuzzParseLegacySession(f *testing.F) {
 			if !tm.IsZero() && (tm.Year() < 1970 || tm.Year() > 9999) {
 				t.Fatalf("time out of range: %v", tm)
 			}
+		}
+	})
+}
+
+// FuzzCommandLine: no command line of another process makes the opencode
+// argv readers panic; a parsed port is a valid port.
+func FuzzCommandLine(f *testing.F) {
+	for _, argv := range []string{
+		"opencode\x00run\x00--session\x00ses_5d1f0a9b2ffeAbCdEfGhIjKlMn\x00fix the test\x00",
+		"/usr/local/bin/opencode\x00serve\x00--port=4096\x00--hostname\x00127.0.0.1\x00",
+		"node\x00/home/u/.npm/bin/opencode\x00/home/u/src/api\x00-c\x00",
+		"bun\x00opencode.js\x00run\x00--dir\x00/w\x00--fork\x00-s\x00ses_x\x00",
+		"opencode\x00--port\x0099999\x00",
+		"opencode\x00attach\x00http://localhost:4096\x00",
+		"opencode\x00--\x00--port\x001\x00",
+		"\x00\xff",
+	} {
+		f.Add([]byte(argv))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		argv := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+		args, _, ok := commandLine(argv)
+		if !ok {
+			args = argv
+		}
+		a := ParseArgs(args)
+		if a.Port < 0 || a.Port > 65535 || (a.Port != 0 && !a.PortSet) {
+			t.Fatalf("port %d (set %v) from %q", a.Port, a.PortSet, argv)
 		}
 	})
 }
