@@ -248,13 +248,10 @@ func inFlightOnServer(msgs []serverMessage) (pending []string, lastCompleted boo
 	return pending, lastCompleted
 }
 
-// killOpenCodeMidTool launches `opencode run` through sessiond with a long
-// tool, waits until the tool runs and the session is running and busy,
-// kill -9s opencode and waits for interrupted with the incomplete message
-// and the orphaned tool call. It returns the session and its orphans.
-func (w *world) killOpenCodeMidTool() (api.Session, []procInfo) {
+// runOpenCodeLongTool launches `opencode run` through sessiond with a long
+// tool and waits until the tool runs and the session is running and busy.
+func (w *world) runOpenCodeLongTool() api.Session {
 	w.t.Helper()
-	t := w.t
 	w.model.Enqueue(fakemodel.RunCommand(longTool, "Run the long job", 10*time.Minute))
 	r := w.launch("launch", "--agent", "opencode", "--cwd", w.proj(), "--prompt", "Run the long job, marker OC-PROMPT-71b")
 	pid := r.Session.PID
@@ -265,30 +262,46 @@ func (w *world) killOpenCodeMidTool() (api.Session, []procInfo) {
 		return s.Status == session.StatusRunning && s.Activity == session.ActivityBusy && strings.HasPrefix(s.UpstreamID, "ses_")
 	})
 	if s.PID != pid {
-		t.Fatalf("tracked pid %d, launched %d", s.PID, pid)
+		w.t.Fatalf("tracked pid %d, launched %d", s.PID, pid)
 	}
 	w.step("opencode tool running, session busy")
-	killed := time.Now()
-	syscall.Kill(pid, syscall.SIGKILL)
-	s = w.waitSession(s.ID, time.Second, "interrupted with incomplete_message and orphaned_tool_call", func(s api.Session) bool {
-		return s.Status == session.StatusInterrupted && hasProblems(s, session.ProblemIncompleteMessage, session.ProblemOrphanedToolCall)
-	})
-	t.Logf("interrupted %s after kill -9, problems %v", time.Since(killed).Round(time.Millisecond), problemKinds(s))
-	w.step("interrupted")
-	orphans := opencodeTools(pid)
+	return s
+}
+
+// killOpenCode kill -9s the session's opencode and checks its data is what
+// the docs say a kill leaves: the last assistant message without
+// time.completed, the bash part running, the python3 child orphaned.
+func (w *world) killOpenCode(s api.Session) []procInfo {
+	w.t.Helper()
+	syscall.Kill(s.PID, syscall.SIGKILL)
+	w.waitFor(5*time.Second, "opencode gone", func() (bool, string) { return !alive(s.PID), "alive" })
+	orphans := opencodeTools(s.PID)
 	if pythonPID(orphans) == 0 {
-		t.Fatalf("no orphaned python3 of the killed opencode %d", pid)
+		w.t.Fatalf("no orphaned python3 of the killed opencode %d", s.PID)
 	}
-	// The data shows what the docs say: the assistant message without
-	// time.completed, the bash part running.
 	msgs := w.opencodeMessages(s.UpstreamID)
 	last := msgs[len(msgs)-1]
 	if tm, _ := last.Data["time"].(map[string]any); last.Role != "assistant" || tm["completed"] != nil {
-		t.Fatalf("last message after kill -9: %s %v", last.Role, last.Data["time"])
+		w.t.Fatalf("last message after kill -9: %s %v", last.Role, last.Data["time"])
 	}
 	if st := w.opencodeToolStates(s.UpstreamID); !strings.Contains(strings.Join(st, " "), "bash:running") {
-		t.Fatalf("tool parts after kill -9: %v", st)
+		w.t.Fatalf("tool parts after kill -9: %v", st)
 	}
+	return orphans
+}
+
+// killOpenCodeMidTool runs a long tool, kill -9s opencode and waits for
+// interrupted with the incomplete message and the orphaned tool call.
+func (w *world) killOpenCodeMidTool() (api.Session, []procInfo) {
+	w.t.Helper()
+	s := w.runOpenCodeLongTool()
+	killed := time.Now()
+	orphans := w.killOpenCode(s)
+	s = w.waitSession(s.ID, time.Second, "interrupted with incomplete_message and orphaned_tool_call", func(s api.Session) bool {
+		return s.Status == session.StatusInterrupted && hasProblems(s, session.ProblemIncompleteMessage, session.ProblemOrphanedToolCall)
+	})
+	w.t.Logf("interrupted %s after kill -9, problems %v", time.Since(killed).Round(time.Millisecond), problemKinds(s))
+	w.step("interrupted")
 	return s, orphans
 }
 
@@ -414,4 +427,105 @@ func holdsFile(pid int, path string) bool {
 		}
 	}
 	return false
+}
+
+// Scenario 4: the live-server path. A session left stuck by a killed
+// `opencode run` is repaired while a real `opencode serve` holds the
+// database: through the server's API (an offline write would be undone by
+// the live process), and the server's API then shows it fixed.
+func TestOpenCodeStuckRepairedThroughLiveServer(t *testing.T) {
+	bin := agentBin(t, opencodeBinEnv, "opencode-ai")
+	w := newWorld(t)
+	const repairGrace = 2 * time.Second
+	w.startDaemon("--opencode-bin", bin, "--grace", "5s", "--opencode-repair-grace", repairGrace.String())
+	sv := w.startOpenCodeServer(bin)
+	w.step("daemon ready, opencode serve healthy")
+
+	s := w.runOpenCodeLongTool()
+	w.killOpenCode(s)
+	if !holdsFile(sv.PID, w.opencodeDB()) {
+		t.Fatalf("opencode serve (pid %d) does not hold %s: this is not the live-server case", sv.PID, w.opencodeDB())
+	}
+	// The live server in the session's directory owns it now (inferred),
+	// and reports it idle while the data still shows the tool running:
+	// the stuck state of the seed report, which sessiond shows as idle
+	// with the stale in-flight items as problems.
+	s = w.waitSession(s.ID, 30*time.Second, "stuck: idle under the live server, the tool call a problem", func(s api.Session) bool {
+		return s.Status == session.StatusRunning && s.PID == sv.PID && s.Activity == session.ActivityIdle &&
+			hasProblems(s, session.ProblemOrphanedToolCall)
+	})
+	t.Logf("stuck under the server: %s/%s owner %d (%s), problems %v", s.Status, s.Activity, s.PID, s.OwnerEvidence, problemKinds(s))
+	w.step("stuck under the live server")
+	// The server has the session, idle, with its tool part still running:
+	// OpenCode's own stuck state.
+	msgs, err := w.serverMessages(sv, s.UpstreamID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pending, _ := inFlightOnServer(msgs); len(pending) == 0 {
+		t.Fatalf("the server shows nothing in flight before the repair: %+v", msgs)
+	}
+
+	var plan api.ActionResult
+	w.waitFor(repairGrace+10*time.Second, "a repair through the server planned", func() (bool, string) {
+		plan = w.action("repair", s.ID)
+		for _, st := range plan.Steps {
+			if st.Outcome == "planned" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", plan.Steps)
+	})
+	for _, st := range plan.Steps {
+		if st.Outcome == "planned" && !strings.Contains(st.Detail, sv.URL) {
+			t.Errorf("planned step not through the server %s: %+v", sv.URL, st)
+		}
+		if strings.Contains(st.Action, "back up") {
+			t.Errorf("an offline write planned while opencode serve holds the database: %+v", st)
+		}
+	}
+	res := w.action("repair", s.ID, "--apply")
+	t.Logf("repair steps: %+v", res.Steps)
+	if !res.Applied {
+		t.Fatalf("repair --apply: %+v", res)
+	}
+	for _, st := range res.Steps {
+		if st.Outcome == "failed" || st.Outcome == "pending" {
+			t.Errorf("repair step %+v", st)
+		}
+	}
+	w.step("repaired through the server")
+
+	// The server, still running, shows it fixed.
+	if !alive(sv.PID) {
+		t.Fatal("opencode serve died")
+	}
+	msgs, err = w.serverMessages(sv, s.UpstreamID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, completed := inFlightOnServer(msgs)
+	if len(pending) != 0 {
+		t.Fatalf("the server still shows parts in flight: %v", pending)
+	}
+	var interrupted bool
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == "tool" && p.State.Status == "error" && p.State.Metadata["interrupted"] == true {
+				interrupted = true
+			}
+		}
+	}
+	if !interrupted {
+		t.Error("no tool part marked error with metadata.interrupted on the server")
+	}
+	t.Logf("last assistant message completed on the server: %v", completed)
+	// The server's write reached the database too.
+	if st := w.opencodeToolStates(s.UpstreamID); strings.Contains(strings.Join(st, " "), "running") {
+		t.Errorf("the database still has running parts: %v", st)
+	}
+	s = w.waitSession(s.ID, 5*time.Second, "orphaned_tool_call cleared", func(s api.Session) bool {
+		return s.Problem(session.ProblemOrphanedToolCall) == nil
+	})
+	t.Logf("after the repair: %s %v", s.Status, problemKinds(s))
 }
