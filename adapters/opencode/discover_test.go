@@ -308,6 +308,36 @@ func TestDiscoverWALWriterDoesNotBlock(t *testing.T) {
 	}
 }
 
+// OpenCode's first start creates the file, then runs its migrations: a
+// database with no table at all is not yet written, not a schema change.
+func TestDiscoverDatabaseBeingCreated(t *testing.T) {
+	dir := t.TempDir()
+	db, err := opencodetest.CreateWithDDL(filepath.Join(dir, "opencode.db"), "PRAGMA user_version = 0;")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	a := newTestAdapter(t, dir, nil)
+	obs, err := a.Discover(context.Background(), nil)
+	if err != nil || len(obs.Sessions) != 0 || len(obs.Errors) != 0 {
+		t.Fatalf("empty database: %v, %d sessions, errors %v", err, len(obs.Sessions), obs.Errors)
+	}
+	// Once the tables and a session are there, the next pass reads them.
+	db2, err := opencodetest.CreateWithDDL(filepath.Join(dir, "opencode.db"), opencodetest.DDL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	s, err := db2.InterruptedMidTool("/w", time.Now().Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err = a.Discover(context.Background(), nil)
+	if err != nil || len(obs.Sessions) != 1 || obs.Sessions[0].UpstreamID != s.SessionID {
+		t.Fatalf("after the migrations: %v, %+v", err, obs.Sessions)
+	}
+}
+
 func TestDiscoverSchemaChanged(t *testing.T) {
 	dir := t.TempDir()
 	ddl := strings.Replace(opencodetest.DDL, "\tsession_id TEXT NOT NULL,\n\ttime_created INTEGER NOT NULL,\n\ttime_updated INTEGER NOT NULL,\n\tdata TEXT NOT NULL\n);\nCREATE INDEX part_message_id_id_idx",

@@ -153,6 +153,13 @@ func checkSchema(ctx context.Context, conn *sql.Conn, path string) (map[string]b
 	return opt, nil
 }
 
+// noTables reports whether the database has no table yet.
+func noTables(ctx context.Context, conn *sql.Conn) bool {
+	var n int
+	err := conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&n)
+	return err == nil && n == 0
+}
+
 func tableColumns(ctx context.Context, conn *sql.Conn, table string) (map[string]bool, error) {
 	rows, err := conn.QueryContext(ctx, "SELECT name FROM pragma_table_info(?)", table)
 	if err != nil {
@@ -184,6 +191,15 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 
 	opt, err := checkSchema(ctx, conn, r.path)
 	if err != nil {
+		var se *SchemaError
+		if errors.As(err, &se) && len(se.MissingTables) == 3 && noTables(ctx, conn) {
+			// A database with no table at all is one OpenCode is creating
+			// (its first start runs the migrations just after the file
+			// appears; seen with 1.18.33): nothing to read yet, and no
+			// schema change. The next pass reads it cold.
+			r.sessions, r.msgRowid, r.partRow = nil, 0, 0
+			return nil
+		}
 		return err
 	}
 	// The rowid cursors are read before the data, so a row written while
