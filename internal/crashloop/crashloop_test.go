@@ -1,6 +1,8 @@
 // Package crashloop kills sessiond with SIGKILL at random moments while
 // agent sessions start and die around it, restarts it, and checks after
-// every restart what sessiond promises to survive a crash:
+// every restart what sessiond promises to survive a crash. It is killed
+// under load, and in a quarter of the rounds once more while it starts
+// (opening the store, reconciling). After each restart:
 //
 //   - no acknowledged record is lost: every launch that answered success,
 //     and every session a client was shown, is still there, unchanged in
@@ -112,7 +114,7 @@ type loop struct {
 	maxSeen uint64
 
 	stats struct {
-		launches, launchErrs, externals, kills, downKills int
+		launches, launchErrs, externals, kills, downKills, startupKills int
 	}
 }
 
@@ -161,6 +163,17 @@ func TestCrashLoop(t *testing.T) {
 		t1 := time.Now()
 		l.whileDown()
 		l.checkStore(fmt.Sprintf("round %d, sessiond down", r))
+		if l.rand(4) == 0 {
+			// Also kill it while it starts: opening the store, reconciling.
+			sd, err := e.StartDaemonNoWait(args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(l.rand(150)) * time.Millisecond)
+			sd.Kill()
+			l.stats.startupKills++
+			l.checkStore(fmt.Sprintf("round %d, killed while starting", r))
+		}
 		t2 := time.Now()
 		d = e.StartDaemon(args...)
 		l.checkRestart(r)
@@ -171,8 +184,9 @@ func TestCrashLoop(t *testing.T) {
 			t.Fatalf("round %d failed (seed %d)", r, seed)
 		}
 		if r%10 == 0 || r == rounds {
-			t.Logf("round %d/%d: %d sessions, %d events, %d launches acknowledged (%d failed), %d external owners, %d owners killed (%d while sessiond was down), %s so far",
-				r, rounds, len(l.acked), l.maxSeen, l.stats.launches, l.stats.launchErrs, l.stats.externals, l.stats.kills+l.stats.downKills, l.stats.downKills, time.Since(start).Round(time.Millisecond))
+			t.Logf("round %d/%d: %d sessions, %d events, %d launches acknowledged (%d cut off), %d external owners, %d owners killed (%d while sessiond was down), %d kills of a starting sessiond, %s so far",
+				r, rounds, len(l.acked), l.maxSeen, l.stats.launches, l.stats.launchErrs, l.stats.externals, l.stats.kills+l.stats.downKills, l.stats.downKills,
+				l.stats.startupKills, time.Since(start).Round(time.Millisecond))
 		}
 	}
 	d.Kill()
