@@ -41,7 +41,7 @@ func TestClaudeKilledMidToolReapRepairResume(t *testing.T) {
 	bin := agentBin(t, claudeBinEnv, "@anthropic-ai/claude-code")
 	w := newWorld(t)
 	w.model.Enqueue(fakemodel.RunCommand(longTool, "Run the long job", 10*time.Minute))
-	w.StartDaemon("--claude-bin", bin, "--grace", "5s")
+	w.startDaemon("--claude-bin", bin, "--grace", "5s")
 	w.step("daemon ready")
 
 	const firstPrompt = "Please run the long job, marker FIRST-PROMPT-7f3"
@@ -176,10 +176,12 @@ func TestClaudeKilledMidToolReapRepairResume(t *testing.T) {
 		t.Fatalf("resume answer: %+v", r2)
 	}
 	w.step("resumed")
-	s = w.waitSession(id, 60*time.Second, "stopped after the resumed turn", func(s api.Session) bool {
-		return s.Status == session.StatusStopped
+	// The status comes from the owner's death; the exit status from the
+	// launcher a moment later.
+	s = w.waitSession(id, 60*time.Second, "stopped after the resumed turn, exit collected", func(s api.Session) bool {
+		return s.Status == session.StatusStopped && s.Exit != nil && s.Exit.PID == r2.Session.PID
 	})
-	if s.Exit == nil || s.Exit.Code != 0 {
+	if s.Exit.Code != 0 {
 		t.Errorf("resumed claude exit %+v; log:\n%s", s.Exit, logTail(r2.LogPath))
 	}
 	w.step("stopped")
@@ -215,7 +217,7 @@ func TestClaudeStartedOutsideDiscovered(t *testing.T) {
 	bin := agentBin(t, claudeBinEnv, "@anthropic-ai/claude-code")
 	w := newWorld(t)
 	w.model.Enqueue(fakemodel.RunCommand(longTool, "Run the long job", 10*time.Minute))
-	w.StartDaemon("--claude-bin", bin, "--grace", "5s")
+	w.startDaemon("--claude-bin", bin, "--grace", "5s")
 	w.step("daemon ready")
 
 	const up = "5e55d0e5-0000-4000-8000-00000000a11e"

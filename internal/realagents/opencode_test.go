@@ -87,7 +87,11 @@ func TestOpenCodeLaunchResumeSameSession(t *testing.T) {
 	if s.Resume.UpstreamID != up || s.Resume.Cwd != w.proj() || s.Resume.Root != filepath.Dir(w.opencodeDB()) {
 		t.Errorf("resume cursor %+v", s.Resume)
 	}
-	s = w.waitSession(id, 60*time.Second, "stopped after the first turn", func(s api.Session) bool { return s.Status == session.StatusStopped })
+	// The status comes from the owner's death; the exit status from the
+	// launcher a moment later.
+	s = w.waitSession(id, 60*time.Second, "stopped after the first turn, exit collected", func(s api.Session) bool {
+		return s.Status == session.StatusStopped && s.Exit != nil
+	})
 	if s.Exit == nil || s.Exit.Code != 0 || len(s.Problems) != 0 {
 		t.Fatalf("first run ended %+v with problems %v; log:\n%s", s.Exit, problemKinds(s), logTail(r.LogPath))
 	}
