@@ -91,14 +91,20 @@ func (s *server) launchSession(w http.ResponseWriter, r *http.Request) {
 // start runs cmd as a new session record.
 func (s *server) start(agent string, cmd adapters.Command, mode string, env map[string]string) (*session.Record, *launch.Started, error) {
 	id := state.NewID()
-	st, err := s.launcher.Start(id, cmd, mode, env)
-	if err != nil {
+	var st *launch.Started
+	rec, err := s.tracker.Launch(func() (*session.Record, error) {
+		var err error
+		if st, err = s.launcher.Start(id, cmd, mode, env); err != nil {
+			return nil, err
+		}
+		owner := st.Identity
+		return &session.Record{ID: id, Agent: agent, UpstreamID: cmd.UpstreamID, Owner: &owner, Cwd: st.Cwd,
+			Mode: modeName(mode), Tmux: st.Tmux, LogPath: st.LogPath}, nil
+	})
+	if err != nil && rec == nil {
 		return nil, nil, err
 	}
-	owner := st.Identity
-	rec := &session.Record{ID: id, Agent: agent, UpstreamID: cmd.UpstreamID, Owner: &owner, Cwd: st.Cwd,
-		Mode: modeName(mode), Tmux: st.Tmux, LogPath: st.LogPath}
-	if err := s.tracker.RecordLaunch(rec); err != nil {
+	if err != nil {
 		// Untracked, the process would be an orphan nobody knows of.
 		s.kill(st)
 		return nil, nil, fmt.Errorf("record launched session: %w", err)
@@ -268,18 +274,24 @@ func (s *server) resumeFresh(w http.ResponseWriter, rec *session.Record, l adapt
 
 // adopt starts cmd as the new owner of rec.
 func (s *server) adopt(w http.ResponseWriter, rec *session.Record, cmd adapters.Command, mode, verb string, resp api.LaunchResponse) {
-	st, err := s.launcher.Start(rec.ID, cmd, mode, nil)
-	if err != nil {
-		s.startError(w, err)
-		return
-	}
-	nrec, err := s.tracker.Adopt(rec.ID, st.Identity, verb, func(r *session.Record) {
+	var st *launch.Started
+	nrec, err := s.tracker.Adopt(rec.ID, func() (proc.Identity, error) {
+		var err error
+		if st, err = s.launcher.Start(rec.ID, cmd, mode, nil); err != nil {
+			return proc.Identity{}, err
+		}
+		return st.Identity, nil
+	}, verb, func(r *session.Record) {
 		r.Mode, r.Tmux, r.LogPath, r.Cwd = modeName(mode), st.Tmux, st.LogPath, st.Cwd
 		if cmd.UpstreamID != r.UpstreamID {
 			r.UpstreamID = cmd.UpstreamID
 			r.Resume = nil // confirmed again when the agent's data shows it
 		}
 	})
+	if err != nil && st == nil {
+		s.startError(w, err)
+		return
+	}
 	if err != nil {
 		s.kill(st)
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, "record resumed session: "+err.Error())

@@ -22,6 +22,27 @@ import (
 func (t *Tracker) RecordLaunch(rec *session.Record) error {
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
+	return t.recordLaunch(rec)
+}
+
+// Launch calls start, which starts an agent process and returns its record,
+// and records it as RecordLaunch does, with no pass in between. A pass that
+// ran between the two could see the new process's data (an OpenCode fork
+// writes its session at once) before the record exists, and record the
+// session a second time, as discovered. If start fails nothing is
+// recorded; a record that fails to commit is returned with the error, so
+// the caller can kill the process it started.
+func (t *Tracker) Launch(start func() (*session.Record, error)) (*session.Record, error) {
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	rec, err := start()
+	if err != nil {
+		return nil, err
+	}
+	return rec, t.recordLaunch(rec)
+}
+
+func (t *Tracker) recordLaunch(rec *session.Record) error {
 	if rec.Owner == nil {
 		return fmt.Errorf("record launch: no owner process")
 	}
@@ -90,12 +111,19 @@ func (t *Tracker) takeOverDiscovered(rec *session.Record, now time.Time, conflic
 	})
 }
 
-// Adopt makes a newly started process the owner of an existing session (a
-// resume): the session is starting again, with the new owner, and an event
-// records it. upd may set launch details (mode, log path, upstream id).
-func (t *Tracker) Adopt(id string, owner proc.Identity, reason string, upd func(*session.Record)) (*session.Record, error) {
+// Adopt makes a process that start starts the owner of an existing session
+// (a resume): the session is starting again, with the new owner, and an
+// event records it. upd may set launch details (mode, log path, upstream
+// id). start runs under the pass lock, as in Launch: a fresh upstream
+// session's data must not be seen by a pass before the record names it. If
+// start fails nothing changes and its error is returned as is.
+func (t *Tracker) Adopt(id string, start func() (proc.Identity, error), reason string, upd func(*session.Record)) (*session.Record, error) {
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
+	owner, err := start()
+	if err != nil {
+		return nil, err
+	}
 	now := t.cfg.Now()
 	rec, err := t.cfg.Store.Update(id, func(r *session.Record) ([]session.Event, error) {
 		from := r.Status

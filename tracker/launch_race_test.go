@@ -74,3 +74,52 @@ func TestRecordLaunchAfterDiscovery(t *testing.T) {
 		t.Fatalf("second launch of a launched session: %v", err)
 	}
 }
+
+// An agent that names its session only in its own data (OpenCode) can
+// write it the moment it starts. Launch starts the process and records it
+// with no pass in between, so a pass that begins meanwhile waits, then
+// links the data to the launched record instead of recording the session a
+// second time as discovered.
+func TestLaunchHoldsOffPasses(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	ad := &fakeAdapter{name: "opencode"}
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Logger: zaptest.NewLogger(t)})
+	_, owner := startProcess(t, host)
+
+	passed := make(chan error, 1)
+	rec, err := tr.Launch(func() (*session.Record, error) {
+		ad.set(adapters.Observation{Sessions: []adapters.Observed{
+			{UpstreamID: "ses_1", Cwd: "/w", Activity: session.ActivityBusy, LastActivity: time.Now(),
+				Owners: []adapters.Owner{{Identity: owner, Evidence: "cwd and open database", Inferred: true}}},
+		}}, nil)
+		go func() {
+			_, err := tr.Reconcile(context.Background(), "tick")
+			passed <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // the pass would run now, were it not held off
+		o := owner
+		return &session.Record{ID: state.NewID(), Agent: "opencode", Owner: &o, Cwd: "/w"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-passed; err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.List()
+	if len(recs) != 1 || recs[0].ID != rec.ID || recs[0].UpstreamID != "ses_1" {
+		for _, r := range recs {
+			t.Logf("record %s upstream %q launched %v", r.ID, r.UpstreamID, r.Launched)
+		}
+		t.Fatalf("%d records, want the launched one linked to ses_1", len(recs))
+	}
+
+	// A start that fails records nothing.
+	if _, err := tr.Launch(func() (*session.Record, error) { return nil, errors.New("no such binary") }); err == nil {
+		t.Fatal("a failed start was not reported")
+	}
+	if recs, _ := st.List(); len(recs) != 1 {
+		t.Fatalf("%d records after a failed start", len(recs))
+	}
+}
