@@ -142,9 +142,14 @@ func (e *Env) Environ() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
+		// sessiond's own settings (CI exports SESSIOND_CLAUDE_BIN for the
+		// real-agents tier) come only from the test's flags and Extra.
+		if strings.HasPrefix(k, "SESSIOND_") {
+			continue
+		}
 		switch k {
 		case "HOME", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
-			"CLAUDE_CONFIG_DIR", "SESSIOND_STATE_DIR", "SESSIOND_SOCKET", "NOTIFY_SOCKET", "WATCHDOG_USEC":
+			"CLAUDE_CONFIG_DIR", "NOTIFY_SOCKET", "WATCHDOG_USEC":
 			continue
 		}
 		out = append(out, kv)
