@@ -95,6 +95,9 @@ func TestOpenCodeLaunchResumeSameSession(t *testing.T) {
 	if s.Exit == nil || s.Exit.Code != 0 || len(s.Problems) != 0 {
 		t.Fatalf("first run ended %+v with problems %v; log:\n%s", s.Exit, problemKinds(s), logTail(r.LogPath))
 	}
+	if s.Title != "Fake session" {
+		t.Errorf("title %q, want the one OpenCode generated with the model (Fake session)", s.Title)
+	}
 	w.step("first turn stopped")
 	before := w.opencodeMessages(up)
 	if len(before) < 2 {

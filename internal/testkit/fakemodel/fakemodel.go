@@ -305,10 +305,13 @@ func (s *Server) SetAux(f func(*Request) Reply) {
 	s.aux = f
 }
 
-// defaultAux answers side requests. Claude Code's title generation asks for
-// JSON {"title": …} and accepts a plain string in it; other side requests
-// take any short text.
+// defaultAux answers side requests. OpenCode's title generator wants the
+// bare title (it stores the answer verbatim); Claude Code's asks for JSON
+// {"title": …}; other side requests take any short text.
 func (s *Server) defaultAux(r *Request) Reply {
+	if r.API == OpenAI {
+		return Say("Fake session")
+	}
 	if strings.Contains(strings.ToLower(r.System), "title") || strings.Contains(strings.ToLower(r.System), "json") {
 		return Say(`{"title": "Fake session", "isNewTopic": false}`)
 	}

@@ -213,7 +213,7 @@ func TestOpenAIStreamingToolCall(t *testing.T) {
 		},
 	})
 	evs := readSSE(t, resp)
-	if len(evs) == 0 || evs[len(evs)-1].Data != "[DONE]" {
+	if len(evs) == 0 || evs[len(evs)-1].Data != "[DONE]" || !strings.Contains(evs[1].Data, `"content":"Fake session"`) {
 		t.Fatalf("title stream %v", evs)
 	}
 	resp = post(t, s.URL+"/v1/chat/completions", nil, map[string]any{
