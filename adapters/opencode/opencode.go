@@ -280,6 +280,9 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			obs.Errors = append(obs.Errors, adapters.InputError{Input: path, Err: err})
 			continue
 		}
+		if r.warning != nil {
+			obs.Warnings = append(obs.Warnings, adapters.InputError{Input: path, Err: r.warning})
+		}
 		for id, s := range r.sessions {
 			if old := sessions[id]; old == nil || s.LastWrite.After(old.LastWrite) {
 				sessions[id] = s

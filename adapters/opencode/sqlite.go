@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,7 +75,14 @@ type dbReader struct {
 	msgRowid int64                   // max(rowid) of message read so far
 	partRow  int64                   // max(rowid) of part read so far
 	lastFull time.Time
+	// warning is why the last pass read nothing although it could open
+	// the file (an empty database that stays empty), nil otherwise.
+	warning error
 }
+
+// emptyDBWarnAfter: a database with no table that has not changed for
+// this long is not one OpenCode is creating; it is named as bad data.
+const emptyDBWarnAfter = 10 * time.Second
 
 // dsn is the read-only connection string: mode=ro and a busy timeout,
 // never immutable (the file changes under us: OpenCode writes it).
@@ -182,6 +190,7 @@ func tableColumns(ctx context.Context, conn *sql.Conn, table string) (map[string
 // the sessions that changed since the last pass plus every session with
 // work in flight. On error the cache is left as it was.
 func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Duration) error {
+	r.warning = nil
 	db, conn, err := openRO(ctx, r.path, r.busy)
 	if err != nil {
 		return err
@@ -198,6 +207,11 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 			// appears; seen with 1.18.33): nothing to read yet, and no
 			// schema change. The next pass reads it cold.
 			r.sessions, r.msgRowid, r.partRow = nil, 0, 0
+			if fi, err := os.Stat(r.path); err == nil && now.Sub(fi.ModTime()) >= emptyDBWarnAfter {
+				// Still empty long after it appeared: not being created. No
+				// error (nothing to keep a last state for), but named.
+				r.warning = fmt.Errorf("database has no tables (unchanged since %s): nothing read", fi.ModTime().UTC().Format(time.RFC3339))
+			}
 			return nil
 		}
 		return err

@@ -182,8 +182,11 @@ func TestBadInputCorpus(t *testing.T) {
 	}
 	otherSchema.Close()
 	named("an opencode-x.db with another schema", otherSchema.Path, `schema|no such table|table`)
+	// An empty database left lying around (not one OpenCode is creating
+	// right now: that one is read again next pass, and not named).
 	empty := write(t, filepath.Join(ocDir, "opencode-empty.db"), nil)
-	named("an empty opencode-empty.db", empty, `schema|no such table|table|empty`)
+	os.Chtimes(empty, old, old)
+	named("an empty opencode-empty.db", empty, `no tables`)
 	legacyBad := write(t, filepath.Join(ocDir, "storage", "session", "prj_1", "ses_garbage.json"), []byte("{\"id\":\"ses_garbage\",\"time\":{\"created\":\"yesterday\"}"))
 	named("a garbage legacy session file", legacyBad, `parse|time|JSON|json`)
 
@@ -243,9 +246,8 @@ func TestBadInputCorpus(t *testing.T) {
 	})
 
 	// Every bad input is named, with its path and a reason.
-	var missing []string
-	h := waitFor(t, 10*time.Second, func() string {
-		missing = missing[:0]
+	allNamed := func() string {
+		var missing []string
 		text, err := namedText(ctx, c)
 		if err != nil {
 			return err.Error()
@@ -259,8 +261,24 @@ func TestBadInputCorpus(t *testing.T) {
 			return "not named:\n  " + strings.Join(missing, "\n  ") + "\nin:\n" + text
 		}
 		return ""
-	})
-	_ = h
+	}
+	waitFor(t, 10*time.Second, allNamed)
+
+	// More bad data while it runs: a torn line, garbage and a 9 MB line
+	// appended to the live session's transcript (read incrementally), a
+	// late database of garbage.
+	livePath := root.TranscriptPath(goodCwd, live.SessionID)
+	more := claudetest.NewTranscript(live.SessionID, goodCwd, time.Now())
+	more.User("and now?")
+	l := more.Lines()[0]
+	claudetest.Append(t, livePath, l[:len(l)/3], junk[:500], append([]byte(`{"type":"user","message":{"content":"`), bytes.Repeat([]byte("y"), 9<<20)...))
+	named("bad lines appended to a live transcript", livePath, `corrupt line.*longer than`)
+	late := write(t, filepath.Join(ocDir, "opencode-late.db"), junk[:3000])
+	named("a database of garbage written while sessiond runs", late, `not an SQLite database|not a database`)
+	waitFor(t, 10*time.Second, allNamed)
+	if s, err := c.Session(ctx, live.SessionID); err != nil || s.Status != session.StatusRunning || s.Cwd != goodCwd || s.Problem(session.ProblemAdapterError) != nil {
+		t.Fatalf("the live session after bad appends: %+v %v", s, err)
+	}
 
 	// It still serves, and still runs.
 	if _, err := c.Sessions(ctx, api.ListOptions{All: true}); err != nil {
