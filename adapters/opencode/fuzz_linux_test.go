@@ -1,0 +1,33 @@
+package opencode
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"strconv"
+	"testing"
+)
+
+// FuzzParseListeners: no /proc/net/tcp{,6} content makes the listener
+// parser panic, and every address it returns is host:port with a port
+// sessiond can dial.
+func FuzzParseListeners(f *testing.F) {
+	head := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	f.Add([]byte(head+"   0: 0100007F:1000 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n"), uint64(4242))
+	f.Add([]byte(head+"   1: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 77 1\n"), uint64(77))
+	f.Add([]byte(head+"   2: 0100007F:1000 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000  1000        0 9 1\n"), uint64(9))
+	f.Add([]byte(head+"   3: 0100007F:FFFFF 00000000:0000 0A 0 0 0 0 0 5\n"), uint64(5))
+	f.Add([]byte(head+"   4: 0100007:1000 00000000:0000 0A 0 0 0 0 0 6\n"), uint64(6))
+	f.Add([]byte("\x00\xff 0A\n\n"), uint64(0))
+	f.Fuzz(func(t *testing.T, b []byte, ino uint64) {
+		for _, addr := range parseListeners(bufio.NewScanner(bytes.NewReader(b)), map[uint64]bool{ino: true}) {
+			host, port, err := net.SplitHostPort(addr)
+			if err != nil || host == "" {
+				t.Fatalf("address %q: %v", addr, err)
+			}
+			if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > 65535 {
+				t.Fatalf("port %q in %q", port, addr)
+			}
+		}
+	})
+}
