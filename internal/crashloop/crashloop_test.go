@@ -23,8 +23,11 @@
 // Claude registry entry naming them, as an interactive claude would. Both
 // kinds are killed at random, while sessiond runs and while it is down.
 //
-// 30 rounds by default; -crashloop.rounds=N or CRASHLOOP_ROUNDS=N for more,
-// -crashloop.seed (CRASHLOOP_SEED) to replay a run.
+// 30 rounds by default (5 with -short); -crashloop.rounds=N or
+// CRASHLOOP_ROUNDS=N for more, -crashloop.seed (CRASHLOOP_SEED) to replay
+// a run's random choices:
+//
+//	go test ./internal/crashloop -v -crashloop.rounds=300
 package crashloop
 
 import (
@@ -56,7 +59,7 @@ import (
 )
 
 var (
-	roundsFlag = flag.Int("crashloop.rounds", 0, "rounds of the crash loop (default 30, or $CRASHLOOP_ROUNDS)")
+	roundsFlag = flag.Int("crashloop.rounds", 0, "rounds of the crash loop (default 30, 5 with -short, or $CRASHLOOP_ROUNDS)")
 	seedFlag   = flag.Uint64("crashloop.seed", 0, "random seed (default: from the clock, or $CRASHLOOP_SEED)")
 )
 
@@ -128,7 +131,11 @@ func TestCrashLoop(t *testing.T) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("needs a Unix process table")
 	}
-	rounds := int(envInt("CRASHLOOP_ROUNDS", 30))
+	def := uint64(30)
+	if testing.Short() {
+		def = 5
+	}
+	rounds := int(envInt("CRASHLOOP_ROUNDS", def))
 	if *roundsFlag > 0 {
 		rounds = *roundsFlag
 	}
