@@ -332,6 +332,29 @@ func TestServerIdleMakesInFlightStale(t *testing.T) {
 	}
 }
 
+// OpenCode starts a tool with fork and exec: a snapshot between the two
+// sees a child with its parent's argv, cwd and open database. It is not an
+// owner: after the exec it is the tool (same pid and start time), and it
+// would keep a killed session running while the tool runs.
+func TestForkedChildIsNotAnOwner(t *testing.T) {
+	f := newFixture(t)
+	s, _ := f.db.InterruptedMidTool("/w", f.now.Add(-time.Minute))
+	owner := f.proc(900, time.Hour, true, "/w", "/usr/lib/opencode/bin/opencode", "run", "go")
+	child := f.proc(901, time.Hour-time.Second, true, "/w", "/usr/lib/opencode/bin/opencode", "run", "go")
+	child.PPID = 900
+	o := find(t, mustDiscover(t, f.adapter(nil), opencodetest.Snapshot(owner, child)), s.SessionID)
+	if got := ownerPIDs(o); !reflect.DeepEqual(got, []int{900}) {
+		t.Fatalf("owners %v, want only the opencode itself [900]", got)
+	}
+	// Two opencode run processes that are not parent and child are both
+	// candidates, as before.
+	other := f.proc(902, time.Hour, true, "/w", "/usr/lib/opencode/bin/opencode", "run", "go")
+	o = find(t, mustDiscover(t, f.adapter(nil), opencodetest.Snapshot(owner, other)), s.SessionID)
+	if got := ownerPIDs(o); len(got) != 2 {
+		t.Fatalf("owners %v, want both unrelated processes", got)
+	}
+}
+
 func TestOrphanProcesses(t *testing.T) {
 	f := newFixture(t)
 	s, _ := f.db.InterruptedMidTool("/w", f.now.Add(-time.Minute))

@@ -161,6 +161,22 @@ func (o *ocProc) inDir(dir string) bool {
 // findOpenCode lists the opencode processes of the snapshot. The node
 // wrapper whose child is the native binary with the same arguments is left
 // out: the pair is one owner, the native child.
+// forkedNotExeced reports whether p is a child opencode forked to start a
+// tool and has not exec'd it yet: same binary, same arguments, its parent
+// an opencode. Seen with the real 1.18.33 under load: a snapshot in that
+// window sees a second "opencode run" in the same directory, holding the
+// database; and its identity (pid, start time) survives the exec into the
+// tool, so taking it for an owner kept a killed session running for as
+// long as its orphaned python3 ran.
+func forkedNotExeced(p *proc.Process, args []string, wrapper bool, snap *proc.Snapshot) bool {
+	parent := snap.Procs[p.PPID]
+	if wrapper || parent == nil || parent.State == 'Z' || parent.State == 'X' || len(parent.Argv) == 0 || len(p.Argv) == 0 {
+		return false
+	}
+	pargs, pwrapper, ok := commandLine(parent.Argv)
+	return ok && !pwrapper && parent.Argv[0] == p.Argv[0] && equalArgs(pargs, args)
+}
+
 func findOpenCode(snap *proc.Snapshot) []*ocProc {
 	if snap == nil {
 		return nil
@@ -183,6 +199,9 @@ func findOpenCode(snap *proc.Snapshot) []*ocProc {
 	}
 	var out []*ocProc
 	for _, c := range cands {
+		if forkedNotExeced(c.p, c.args, c.wrapper, snap) {
+			continue
+		}
 		if c.wrapper {
 			skip := false
 			for _, k := range cands {
