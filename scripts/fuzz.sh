@@ -8,7 +8,7 @@
 #
 # Environment:
 #   FUZZTIME          time per target (default 10s; a count like 5000x works too)
-#   FUZZ_MINIMIZETIME time to minimize a new input (default 5s; the default of
+#   FUZZ_MINIMIZETIME time to minimize a new input (default 1s; the default of
 #                     go test, 60s, can eat a short run whole)
 #   FUZZ_MATCH        only targets whose name matches this extended regexp
 #
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$HOME/go/bin:$PATH"
 
 fuzztime=${FUZZTIME:-10s}
-minimize=${FUZZ_MINIMIZETIME:-5s}
+minimize=${FUZZ_MINIMIZETIME:-1s}
 match=${FUZZ_MATCH:-}
 [ $# -gt 0 ] || set -- ./...
 
