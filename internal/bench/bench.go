@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -175,8 +176,11 @@ func (r *Runner) cleanup(dir string) {
 }
 
 func (r *Runner) dropCaches() string {
+	// Write the generated data back first: else the daemon's first fsync
+	// (its store's) may wait for the file system to flush our writes.
+	syscall.Sync()
 	if !r.opt.DropCaches {
-		return "page cache warm (data just written)"
+		return "page cache warm (data just written, then synced)"
 	}
 	if err := DropCaches(); err != nil {
 		return "page cache NOT dropped: " + err.Error()

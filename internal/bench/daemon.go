@@ -322,6 +322,10 @@ type ProcStats struct {
 	// had to come from the disk; ReadCalls is syscr.
 	ReadChars, ReadBytes, ReadCalls uint64
 	HaveIO                          bool
+	// RunQueueWait sums the time its threads waited for a CPU (Linux
+	// schedstat): the part of a wall-clock figure the machine's other
+	// work took.
+	RunQueueWait time.Duration
 	FDs                             int
 }
 

@@ -81,6 +81,21 @@ func ReadProcStats(pid int) (ProcStats, error) {
 		}
 		s.HaveIO = true
 	}
+	// Run-queue wait: time the process's threads were ready to run but
+	// waited for a CPU (field 2 of each thread's schedstat, ns). It tells
+	// a slow daemon from a busy machine.
+	if tasks, err := os.ReadDir(filepath.Join(dir, "task")); err == nil {
+		for _, t := range tasks {
+			b, err := os.ReadFile(filepath.Join(dir, "task", t.Name(), "schedstat"))
+			if err != nil {
+				continue
+			}
+			if f := strings.Fields(string(b)); len(f) >= 2 {
+				ns, _ := strconv.ParseUint(f[1], 10, 64)
+				s.RunQueueWait += time.Duration(ns)
+			}
+		}
+	}
 	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
 	if err != nil {
 		return s, err
