@@ -326,7 +326,7 @@ type ProcStats struct {
 	// schedstat): the part of a wall-clock figure the machine's other
 	// work took.
 	RunQueueWait time.Duration
-	FDs                             int
+	FDs          int
 }
 
 // tailBuffer keeps the last max bytes written to it.
