@@ -96,11 +96,10 @@ func TestClaudeKilledMidToolReapRepairResume(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	s = w.waitSession(id, time.Second, "interrupted with its problems after kill -9", func(s api.Session) bool {
-		return s.Status == session.StatusInterrupted &&
-			hasProblems(s, session.ProblemOrphanedToolCall, session.ProblemStaleBusyMarker, session.ProblemOrphanProcesses)
-	})
-	t.Logf("interrupted %s after kill -9, problems %v", time.Since(killed).Round(time.Millisecond), problemKinds(s))
+	// Within a second, as sessiond recorded it (the event's time).
+	s, took := w.waitInterrupted(id, killed, time.Second,
+		session.ProblemOrphanedToolCall, session.ProblemStaleBusyMarker, session.ProblemOrphanProcesses)
+	t.Logf("interrupted %s after kill -9 (event time), problems %v", took.Round(time.Millisecond), problemKinds(s))
 	w.step("interrupted")
 	orphans := claudeTools(pid)
 	if len(orphans) == 0 {
@@ -250,10 +249,8 @@ func TestClaudeStartedOutsideDiscovered(t *testing.T) {
 
 	killed := time.Now()
 	syscall.Kill(pid, syscall.SIGKILL)
-	s = w.waitSession(s.ID, 2*time.Second, "interrupted after kill -9", func(s api.Session) bool {
-		return s.Status == session.StatusInterrupted && hasProblems(s, session.ProblemOrphanedToolCall)
-	})
-	t.Logf("interrupted %s after kill -9, problems %v", time.Since(killed).Round(time.Millisecond), problemKinds(s))
+	s, took := w.waitInterrupted(s.ID, killed, 2*time.Second, session.ProblemOrphanedToolCall)
+	t.Logf("interrupted %s after kill -9 (event time), problems %v", took.Round(time.Millisecond), problemKinds(s))
 	w.step("interrupted")
 }
 

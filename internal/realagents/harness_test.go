@@ -218,6 +218,62 @@ func (w *world) waitSession(id string, within time.Duration, what string, cond f
 	return s
 }
 
+// events reads the daemon's event log.
+func (w *world) events() []session.Event {
+	w.t.Helper()
+	out, errs, code := w.Ctl("--json", "events")
+	if code != 0 {
+		w.t.Fatalf("sessionctl events: exit %d: %s", code, errs)
+	}
+	var evs []session.Event
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var ev session.Event
+		if err := dec.Decode(&ev); err != nil {
+			w.t.Fatalf("decode events: %v", err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// waitInterrupted waits (generously: polling is slow on a loaded machine)
+// until the session is interrupted with the given problems, then checks
+// from the event log that sessiond recorded that within limit of the kill,
+// and returns the session and that latency.
+func (w *world) waitInterrupted(id string, killed time.Time, limit time.Duration, kinds ...session.ProblemKind) (api.Session, time.Duration) {
+	w.t.Helper()
+	s := w.waitSession(id, 15*time.Second, fmt.Sprintf("interrupted with %v", kinds), func(s api.Session) bool {
+		return s.Status == session.StatusInterrupted && hasProblems(s, kinds...)
+	})
+	var at time.Time
+	for _, ev := range w.events() {
+		if ev.SessionID != s.ID || ev.To != session.StatusInterrupted || ev.Time.Before(killed) {
+			continue
+		}
+		have := map[session.ProblemKind]bool{}
+		for _, k := range ev.Problems {
+			have[k] = true
+		}
+		all := true
+		for _, k := range kinds {
+			all = all && have[k]
+		}
+		if all {
+			at = ev.Time
+			break
+		}
+	}
+	if at.IsZero() {
+		w.t.Fatalf("no event records %s interrupted with %v", id, kinds)
+	}
+	took := at.Sub(killed)
+	if took > limit {
+		w.t.Errorf("sessiond recorded %s interrupted with %v %s after the kill, want within %s", id, kinds, took.Round(time.Millisecond), limit)
+	}
+	return s, took
+}
+
 func hasProblems(s api.Session, kinds ...session.ProblemKind) bool {
 	for _, k := range kinds {
 		if s.Problem(k) == nil {

@@ -304,10 +304,8 @@ func (w *world) killOpenCodeMidTool() (api.Session, []procInfo) {
 	s := w.runOpenCodeLongTool()
 	killed := time.Now()
 	orphans := w.killOpenCode(s)
-	s = w.waitSession(s.ID, time.Second, "interrupted with incomplete_message and orphaned_tool_call", func(s api.Session) bool {
-		return s.Status == session.StatusInterrupted && hasProblems(s, session.ProblemIncompleteMessage, session.ProblemOrphanedToolCall)
-	})
-	w.t.Logf("interrupted %s after kill -9, problems %v", time.Since(killed).Round(time.Millisecond), problemKinds(s))
+	s, took := w.waitInterrupted(s.ID, killed, 2*time.Second, session.ProblemIncompleteMessage, session.ProblemOrphanedToolCall)
+	w.t.Logf("interrupted %s after kill -9 (event time), problems %v", took.Round(time.Millisecond), problemKinds(s))
 	w.step("interrupted")
 	return s, orphans
 }

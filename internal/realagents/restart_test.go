@@ -98,10 +98,8 @@ func TestDaemonKilledWhileAgentsRun(t *testing.T) {
 	for _, id := range []string{cl.Session.ID, oc.Session.ID} {
 		killed := time.Now()
 		syscall.Kill(before[id].PID, syscall.SIGKILL)
-		s := w.waitSession(id, 2*time.Second, "interrupted after kill -9", func(s api.Session) bool {
-			return s.Status == session.StatusInterrupted && hasProblems(s, session.ProblemOrphanedToolCall)
-		})
-		t.Logf("%s: interrupted %s after kill -9, problems %v", s.Agent, time.Since(killed).Round(time.Millisecond), problemKinds(s))
+		s, took := w.waitInterrupted(id, killed, 2*time.Second, session.ProblemOrphanedToolCall)
+		t.Logf("%s: interrupted %s after kill -9 (event time), problems %v", s.Agent, took.Round(time.Millisecond), problemKinds(s))
 	}
 	w.step("re-adopted agents killed and seen")
 }
