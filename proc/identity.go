@@ -89,6 +89,9 @@ var EnvMarkers = []string{
 	"CLAUDE_CODE_SESSION_ID",
 	"OPENCODE",
 	"OPENCODE_PID",
+	// HOME: a claude without CLAUDE_CONFIG_DIR keeps its data in
+	// $HOME/.claude, which is not ours when its HOME is another.
+	"HOME",
 }
 
 // Snapshot is the process table at one moment, taken once per tick.

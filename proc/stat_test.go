@@ -143,7 +143,7 @@ func TestParseProcArgs2(t *testing.T) {
 	if want := []string{"claude", "", "--resume x"}; !slices.Equal(argv, want) {
 		t.Errorf("argv = %q, want %q", argv, want)
 	}
-	if want := map[string]string{"CLAUDECODE": "1"}; !maps.Equal(env, want) {
+	if want := map[string]string{"HOME": "/Users/u", "CLAUDECODE": "1"}; !maps.Equal(env, want) {
 		t.Errorf("env = %v, want %v", env, want)
 	}
 	if _, _, ok := parseProcArgs2([]byte{1, 0}); ok {

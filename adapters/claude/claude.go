@@ -82,6 +82,10 @@ type Config struct {
 	// Binary is the claude executable sessiond launches (default "claude"
 	// from PATH).
 	Binary string
+	// Home is sessiond's own home (default $HOME): a claude process with
+	// neither CLAUDE_CONFIG_DIR nor another HOME in its environment writes
+	// to DefaultRoot; one with another HOME to that home's .claude.
+	Home string
 }
 
 // ProcHost is the part of proc.Host the adapter uses.
@@ -166,10 +170,11 @@ func New(cfg Config) *Adapter {
 	if cfg.Binary == "" {
 		cfg.Binary = "claude"
 	}
-	if cfg.DefaultRoot == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			cfg.DefaultRoot = filepath.Join(home, ".claude")
-		}
+	if cfg.Home == "" {
+		cfg.Home, _ = os.UserHomeDir()
+	}
+	if cfg.DefaultRoot == "" && cfg.Home != "" {
+		cfg.DefaultRoot = filepath.Join(cfg.Home, ".claude")
 	}
 	cfg.DefaultRoot = cleanPath(cfg.DefaultRoot)
 	a := &Adapter{
@@ -282,7 +287,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	}
 	a.stats.Passes++
 
-	view := newProcView(snap, a.host, a.cfg.DefaultRoot)
+	view := newProcView(snap, a.host, a.cfg.DefaultRoot, a.cfg.Home)
 	if !a.cfg.NoLearnedRoots {
 		a.learnRoots(view)
 	}

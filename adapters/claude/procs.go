@@ -35,7 +35,7 @@ type claudeProc struct {
 	argvFlag    string
 }
 
-func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot string) *procView {
+func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot, home string) *procView {
 	v := &procView{snap: snap, host: host, byCwd: map[string][]*claudeProc{}, byArgv: map[string][]*claudeProc{}, starts: map[proc.Identity]time.Time{}}
 	if snap == nil {
 		if host != nil {
@@ -53,6 +53,10 @@ func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot string) *procVi
 		case p.Env == nil:
 		case p.Env["CLAUDE_CONFIG_DIR"] != "":
 			cp.root = cleanRoot(p.Env["CLAUDE_CONFIG_DIR"], p.Cwd)
+		case p.Env["HOME"] != "" && home != "" && filepath.Clean(p.Env["HOME"]) != filepath.Clean(home):
+			// Another home (a sandbox, another test's world): its own
+			// .claude, never ours, whatever session id its argv names.
+			cp.root = cleanRoot(filepath.Join(p.Env["HOME"], ".claude"), p.Cwd)
 		default:
 			cp.root = defaultRoot
 		}

@@ -18,7 +18,7 @@ func TestForkedChildIsNotAClaude(t *testing.T) {
 		501: row(501, 500, argv), // the fork, not exec'd yet
 		502: row(502, 1, argv),   // another claude resuming it: a real (second) writer
 	}}
-	v := newProcView(snap, nil, "/root/.claude")
+	v := newProcView(snap, nil, "/root/.claude", "/root")
 	got := map[int]bool{}
 	for _, cp := range v.byArgv[argv[2]] {
 		got[cp.p.Identity.PID] = true

@@ -1,0 +1,57 @@
+package claude
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/proc"
+)
+
+// A claude with no CLAUDE_CONFIG_DIR writes to $HOME/.claude: to our
+// default root when its HOME is ours (or unknown), to its own home's
+// otherwise. A claude of another home (a sandbox, another test's world)
+// never makes a session of ours — found by the crash-consistency loop,
+// whose sessiond took the real-agent tests' claude processes for its own.
+func TestClaudeOfAnotherHomeIsNotOurs(t *testing.T) {
+	id := "11111111-2222-4333-8444-555555555555"
+	row := func(pid int, env map[string]string) *proc.Process {
+		return &proc.Process{Identity: proc.Identity{BootID: "b", PID: pid, StartTicks: uint64(pid)}, PPID: 1, State: 'S', Cwd: "/w",
+			Argv: []string{"claude", "--session-id", id, "-p", "x"}, Env: env}
+	}
+	snap := &proc.Snapshot{BootID: "b", Procs: map[int]*proc.Process{
+		500: row(500, map[string]string{"HOME": "/home/u/"}),
+		501: row(501, map[string]string{"HOME": "/tmp/sandbox"}),
+		502: row(502, map[string]string{}),
+		503: row(503, nil), // environment unreadable
+		504: row(504, map[string]string{"HOME": "/tmp/sandbox", "CLAUDE_CONFIG_DIR": "/home/u/.claude"}),
+	}}
+	v := newProcView(snap, nil, "/data/claude", "/home/u")
+	roots := map[int]string{}
+	for _, cp := range v.claude {
+		roots[cp.p.Identity.PID] = cp.root
+	}
+	want := map[int]string{500: "/data/claude", 501: "/tmp/sandbox/.claude", 502: "/data/claude", 503: "", 504: "/home/u/.claude"}
+	for pid, r := range want {
+		if roots[pid] != r {
+			t.Errorf("pid %d: root %q, want %q", pid, roots[pid], r)
+		}
+	}
+
+	// Through Discover: a claude of another home naming a session id makes
+	// no session in our root.
+	dir := t.TempDir()
+	claudetest.NewRoot(t, filepath.Join(dir, ".claude"))
+	a := New(Config{Roots: []string{filepath.Join(dir, ".claude")}, NoLearnedRoots: true, Home: dir})
+	snap = &proc.Snapshot{BootID: "b", Procs: map[int]*proc.Process{501: row(501, map[string]string{"HOME": "/tmp/sandbox"})}}
+	obs, err := a.Discover(context.Background(), snap)
+	if err != nil || len(obs.Sessions) != 0 {
+		t.Fatalf("a claude of another home: %v, sessions %+v", err, obs.Sessions)
+	}
+	snap.Procs[501].Env["HOME"] = dir
+	obs, err = a.Discover(context.Background(), snap)
+	if err != nil || len(obs.Sessions) != 1 || obs.Sessions[0].UpstreamID != id {
+		t.Fatalf("a claude of our home: %v, sessions %+v", err, obs.Sessions)
+	}
+}
