@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -255,14 +257,36 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		for passes() < p0+2 && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
+		// Then every running session must have a live owner, and there
+		// must be no more running sessions than before the load.
+		host := proc.NewHost()
+		var bad []string
 		for {
-			h, err := health()
-			if err == nil && h.Sessions[string(session.StatusRunning)] <= running0 && h.Sessions[string(session.StatusStarting)] == 0 &&
-				h.Sessions[string(session.StatusUnknown)] == 0 {
+			bad = bad[:0]
+			var l api.SessionList
+			b, err := get(ctx, ctl, "/v1/sessions?status=running,starting,unknown")
+			if err == nil {
+				err = json.Unmarshal(b, &l)
+			}
+			if err != nil {
+				bad = append(bad, err.Error())
+			}
+			for _, s := range l.Sessions {
+				id := proc.Identity{BootID: s.BootID, PID: s.PID, StartTicks: s.PIDStart}
+				if s.Status != session.StatusRunning {
+					bad = append(bad, fmt.Sprintf("session %s is %s (%s)", s.ID, s.Status, s.StatusReason))
+				} else if r := host.Probe(id); r.Liveness != proc.Alive {
+					bad = append(bad, fmt.Sprintf("session %s is running but its owner pid %d is %s (%s)", s.ID, s.PID, r.Liveness, r.Reason))
+				}
+			}
+			if len(l.Sessions) > running0 {
+				bad = append(bad, fmt.Sprintf("%d sessions run, %d did before the load", len(l.Sessions), running0))
+			}
+			if len(bad) == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				rep.addError(&errMu, fmt.Errorf("churned owners' deaths not recorded after 30s (health: %+v, %v)", h, err))
+				rep.addError(&errMu, fmt.Errorf("30s after the churned owners died: %s", strings.Join(bad, "; ")))
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
