@@ -86,7 +86,9 @@ func TestDaemonKilledWhileAgentsRun(t *testing.T) {
 	}
 	s := w.Show(outsideUp)
 	if s.Status != session.StatusInterrupted || !hasProblems(s, session.ProblemOrphanedToolCall) {
-		t.Errorf("the outside claude that died while sessiond was down: %s %v (%s)", s.Status, problemKinds(s), s.StatusReason)
+		p, _ := readProc(s.PID)
+		t.Errorf("the outside claude that died while sessiond was down: %s %v (%s); its owner now: pid %d ppid %d %s %q",
+			s.Status, problemKinds(s), s.StatusReason, p.PID, p.PPID, p.Comm, p.Args)
 	}
 	var list api.SessionList
 	w.CtlJSON(&list, "ls", "--all")
