@@ -51,6 +51,11 @@ func agentBin(t *testing.T, env, pkg string) string {
 	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 		t.Skipf("REAL AGENTS NOT TESTED: %s=%s is not an executable file (%v); rerun scripts/install-agents.sh", env, p, err)
 	}
+	// The agents' long tool call is a python3 sleep (Claude refuses a bare
+	// sleep as a tool command).
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skipf("REAL AGENTS NOT TESTED: python3 is not on PATH (%v); the scenarios' long tool call needs it", err)
+	}
 	return p
 }
 
