@@ -160,10 +160,7 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if pid := s.liveOwner(rec); pid != 0 {
-		writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("owner pid %d is alive: its tool processes are not orphans (stop the session instead)", pid))
-		return
-	}
+	livePID := s.liveOwner(rec)
 	obs, err := s.tracker.Observe(r.Context(), rec.Agent, rec.UpstreamID)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "reap needs a fresh look at the processes: "+err.Error())
@@ -176,6 +173,16 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 				targets = append(targets, actions.Target{ID: *p.Process, What: p.Detail})
 			}
 		}
+	}
+	// A live owner's tool processes are not orphans. But an orphan the
+	// adapter attributes (its own agent process, named in its environment,
+	// is dead) stays one when the session has a live owner again: the real
+	// OpenCode's `opencode serve` in the same directory takes over a
+	// session whose `opencode run` was killed, and the run's python3 must
+	// still be reapable.
+	if livePID != 0 && len(targets) == 0 {
+		writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("owner pid %d is alive: its tool processes are not orphans (stop the session instead)", livePID))
+		return
 	}
 	var steps []adapters.Step
 	switch {

@@ -447,7 +447,7 @@ func TestOpenCodeStuckRepairedThroughLiveServer(t *testing.T) {
 	w.step("daemon ready, opencode serve healthy")
 
 	s := w.runOpenCodeLongTool()
-	w.killOpenCode(s)
+	orphans := w.killOpenCode(s)
 	if !holdsFile(sv.PID, w.opencodeDB()) {
 		t.Fatalf("opencode serve (pid %d) does not hold %s: this is not the live-server case", sv.PID, w.opencodeDB())
 	}
@@ -533,4 +533,14 @@ func TestOpenCodeStuckRepairedThroughLiveServer(t *testing.T) {
 		return s.Problem(session.ProblemOrphanedToolCall) == nil
 	})
 	t.Logf("after the repair: %s %v", s.Status, problemKinds(s))
+	// The dead run's python3 is still an orphan though the session has a
+	// live owner (the server): reap kills exactly it, and the server lives.
+	w.reapAll(s.ID, orphans)
+	if !alive(sv.PID) {
+		t.Fatal("reap killed opencode serve")
+	}
+	w.waitSession(s.ID, 5*time.Second, "orphan_processes cleared", func(s api.Session) bool {
+		return s.Problem(session.ProblemOrphanProcesses) == nil
+	})
+	w.step("orphan reaped under the live server")
 }
