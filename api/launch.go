@@ -41,6 +41,9 @@ type ResumeRequest struct {
 	// Fork starts a new upstream session with the old one's history, even
 	// while the old one runs.
 	Fork bool `json:"fork,omitempty"`
+	// Args are extra agent arguments, appended as given, as for a launch
+	// (a headless Claude run as root needs --allowedTools again).
+	Args []string `json:"args,omitempty"`
 }
 
 // Launch starts a new agent session.

@@ -222,7 +222,7 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	ex, exErr := l.Exists(ctx, *cur)
 	cancel()
-	spec := adapters.LaunchSpec{Cwd: cur.Cwd, Prompt: req.Prompt, Mode: req.Mode}
+	spec := adapters.LaunchSpec{Cwd: cur.Cwd, Prompt: req.Prompt, Args: req.Args, Mode: req.Mode}
 	if req.Cwd != "" {
 		spec.Cwd = req.Cwd
 	}

@@ -73,16 +73,23 @@ func newResume(a *app) *cobra.Command {
 	var req api.ResumeRequest
 	var tmux bool
 	cmd := &cobra.Command{
-		Use:   "resume ID [--prompt TEXT] [--cwd DIR] [--tmux] [--fork]",
+		Use:   "resume ID [--prompt TEXT] [--cwd DIR] [--tmux] [--fork] [-- extra agent args]",
 		Short: "Continue the same upstream conversation of a session",
 		Long: `Resume continues the session's own upstream conversation (its durable
 resume cursor), never an empty one. It refuses while the session runs
 (exit 1, "already running"), unless --fork. If the agent deleted the
 conversation, it starts a fresh one under the same id and says so; if it
 cannot tell, it launches nothing and fails. A --cwd other than the
-recorded one forks the conversation, with its history, into that dir.`,
-		Args: exactArgs(1, "one session id"),
+recorded one forks the conversation, with its history, into that dir.
+Arguments after -- go to the agent unchanged, as for launch.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				return exactArgs(1, "one session id before --")(cmd, args[:dash])
+			}
+			return exactArgs(1, "one session id")(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Args = args[1:]
 			if req.Cwd != "" {
 				abs, err := filepath.Abs(req.Cwd)
 				if err != nil {

@@ -168,9 +168,15 @@ func TestClaudeKilledMidToolReapRepairResume(t *testing.T) {
 	// resume: the same upstream id, the same transcript grows, and the
 	// model sees the earlier turns (the first prompt and the tool call).
 	const secondPrompt = "What happened to the job? marker SECOND-PROMPT-2c9"
-	w.model.Enqueue(fakemodel.Say("The job was interrupted; marker RESUMED-ANSWER-41d."))
+	// The resumed turn runs a real tool too: headless as root, Claude
+	// denies it ("This command requires approval") unless the resume
+	// passes --allowedTools again.
+	w.model.Enqueue(
+		fakemodel.RunCommand(`python3 -c "print('RESUMED-TOOL-' + 'OK')"`, "Check the job", 0),
+		fakemodel.Say("The job was interrupted; marker RESUMED-ANSWER-41d."),
+	)
 	nTurns := len(w.model.Turns())
-	r2 := w.launch("resume", id, "--prompt", secondPrompt)
+	r2 := w.launch("resume", id, "--prompt", secondPrompt, "--", "--allowedTools", "Bash")
 	if r2.Session.ID != id || r2.Session.UpstreamID != up || r2.Fresh || r2.Forked || r2.Session.PID == pid {
 		t.Fatalf("resume answer: %+v", r2)
 	}
@@ -197,6 +203,19 @@ func TestClaudeKilledMidToolReapRepairResume(t *testing.T) {
 	text := resumed.Text()
 	if !strings.Contains(text, "FIRST-PROMPT-7f3") || !strings.Contains(text, "time.sleep(300)") {
 		t.Fatalf("the resumed request did not carry the earlier turns:\n%s", tail(text, 3000))
+	}
+	var toolRan bool
+	for _, tr := range turns {
+		for _, m := range tr.Messages {
+			for _, res := range m.ToolResults {
+				if strings.Contains(res.Content, "RESUMED-TOOL-OK") && !res.IsError {
+					toolRan = true
+				}
+			}
+		}
+	}
+	if !toolRan {
+		t.Errorf("the resumed turn's tool did not run (were the resume's agent args passed?)")
 	}
 	after, _ := os.ReadFile(transcript)
 	if len(after) <= len(before) || !strings.Contains(string(after), "SECOND-PROMPT-2c9") || !strings.Contains(string(after), "RESUMED-ANSWER-41d") {
