@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +24,38 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	daemontest.Cleanup()
+	writeTimings()
 	os.Exit(code)
+}
+
+// timingsEnv names a file that gets every scenario's timings: `go test
+// ./...` shows a passing package's output to no one, and CI wants them.
+const timingsEnv = "SESSIOND_REALAGENTS_TIMINGS"
+
+var (
+	timingsMu sync.Mutex
+	timings   []string
+)
+
+func recordTiming(line string) {
+	timingsMu.Lock()
+	defer timingsMu.Unlock()
+	timings = append(timings, line)
+}
+
+// writeTimings appends the run's timings to $SESSIOND_REALAGENTS_TIMINGS.
+func writeTimings() {
+	path := os.Getenv(timingsEnv)
+	if path == "" || len(timings) == 0 {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "realagents: write timings: %v\n", err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "real-agents tier, %s\n%s\n", time.Now().UTC().Format(time.RFC3339), strings.Join(timings, "\n"))
 }
 
 // The environment variables that name the installed CLIs.
@@ -40,23 +72,32 @@ const (
 func agentBin(t *testing.T, env, pkg string) string {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skipf("REAL AGENTS NOT TESTED: this tier reads /proc and runs on Linux only (GOOS=%s)", runtime.GOOS)
+		skipLoudly(t, "REAL AGENTS NOT TESTED: this tier reads /proc and runs on Linux only (GOOS=%s)", runtime.GOOS)
 	}
 	p := os.Getenv(env)
 	if p == "" {
-		t.Skipf("REAL AGENTS NOT TESTED: %s is not set. Run `eval \"$(scripts/install-agents.sh)\"; export %s %s` "+
+		skipLoudly(t, "REAL AGENTS NOT TESTED: %s is not set. Run `eval \"$(scripts/install-agents.sh)\"; export %s %s` "+
 			"to install the pinned %s and test against it", env, claudeBinEnv, opencodeBinEnv, pkg)
 	}
 	st, err := os.Stat(p)
 	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		t.Skipf("REAL AGENTS NOT TESTED: %s=%s is not an executable file (%v); rerun scripts/install-agents.sh", env, p, err)
+		skipLoudly(t, "REAL AGENTS NOT TESTED: %s=%s is not an executable file (%v); rerun scripts/install-agents.sh", env, p, err)
 	}
 	// The agents' long tool call is a python3 sleep (Claude refuses a bare
 	// sleep as a tool command).
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skipf("REAL AGENTS NOT TESTED: python3 is not on PATH (%v); the scenarios' long tool call needs it", err)
+		skipLoudly(t, "REAL AGENTS NOT TESTED: python3 is not on PATH (%v); the scenarios' long tool call needs it", err)
 	}
 	return p
+}
+
+// skipLoudly skips the test and puts the reason in the timings file too,
+// where CI shows it (go test ./... hides a passing package's skips).
+func skipLoudly(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	recordTiming("SKIPPED " + t.Name() + ": " + msg)
+	t.Skip(msg)
 }
 
 // world is one scenario: a daemontest.Env whose every process talks to its
@@ -113,7 +154,14 @@ func newWorld(t *testing.T) *world {
 		if n > 0 {
 			t.Logf("cleanup: killed %d leftover process(es)", n)
 		}
-		t.Logf("timing: %s total %s", t.Name(), time.Since(w.began).Round(time.Millisecond))
+		total := fmt.Sprintf("%s total %s", t.Name(), time.Since(w.began).Round(time.Millisecond))
+		if t.Failed() {
+			total += " (FAILED)"
+		} else if t.Skipped() {
+			total += " (skipped)"
+		}
+		t.Logf("timing: %s", total)
+		recordTiming(total)
 	})
 	return w
 }
@@ -174,7 +222,9 @@ func (w *world) proj() string { return filepath.Join(w.Home, "proj") }
 // the start.
 func (w *world) step(what string) {
 	now := time.Now()
-	w.t.Logf("timing: %-45s +%-8s at %s", what, now.Sub(w.last).Round(time.Millisecond), now.Sub(w.began).Round(time.Millisecond))
+	line := fmt.Sprintf("%-45s +%-8s at %s", what, now.Sub(w.last).Round(time.Millisecond), now.Sub(w.began).Round(time.Millisecond))
+	w.t.Logf("timing: %s", line)
+	recordTiming("  " + w.t.Name() + ": " + line)
 	w.last = now
 }
 
