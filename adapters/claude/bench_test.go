@@ -2,8 +2,6 @@ package claude
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -51,48 +49,13 @@ func benchRoot(b *testing.B) (string, []string) {
 			return
 		}
 		root := claudetest.NewRoot(b, filepath.Join(benchDir, "claude"))
-		rng := rand.New(rand.NewPCG(1, 2))
-		start := time.Now().Add(-30 * 24 * time.Hour)
-		for i := range benchFiles {
-			cwd := fmt.Sprintf("/home/u/src/project-%03d", i%benchProjects)
-			id := claudetest.NewSessionID()
-			tr := claudetest.NewTranscript(id, cwd, start.Add(time.Duration(i)*time.Minute))
-			path := root.TranscriptPath(cwd, id)
-			switch x := rng.IntN(1000); {
-			case x < 600:
-				for range 1 + rng.IntN(12) {
-					tr.Turn("please run the tests", "go test ./...", "ok  \tpkg\t0.1s", "All tests pass.")
-				}
-				root.WriteTranscript(b, tr)
-			default:
-				var size int64
-				switch {
-				case i < 10:
-					size = 300<<20 + rng.Int64N(400<<20)
-				case x < 900:
-					size = 200<<10 + rng.Int64N(5<<20)
-				default:
-					size = 10<<20 + rng.Int64N(90<<20)
-				}
-				tr.QueueOperation("enqueue", "start").User("a long session").AtisLatch().APIRequestShape()
-				head := tr.Bytes()
-				tt := claudetest.NewTranscript(id, cwd, tr.At.Add(time.Hour))
-				for range 8 {
-					tt.Turn("and again", "make build", "built", "Done.")
-				}
-				claudetest.WriteSparse(b, path, size, head, tt.Bytes())
-			}
-			// A history of 30 days: files keep the age of their last line.
-			age := start.Add(time.Duration(i) * time.Minute)
-			if err := os.Chtimes(path, age, age); err != nil {
-				benchErr = err
-				return
-			}
-			benchPaths = append(benchPaths, path)
-			if fi, err := os.Stat(path); err == nil {
-				benchBytes += fi.Size()
-			}
-		}
+		// claudetest.WriteHistory with SkewedSize and seed 1 is this
+		// benchmark's data, shared with cmd/sessiond-bench.
+		var h claudetest.History
+		h, benchErr = root.WriteHistory(claudetest.HistorySpec{
+			Files: benchFiles, Projects: benchProjects, Seed: 1, Size: claudetest.SkewedSize,
+		})
+		benchPaths, benchBytes = h.Paths, h.Bytes
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)
