@@ -157,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	m := machine(opt.Bins.Sessiond)
 	m.Load = load0 + " at start, " + bench.LoadAverage() + " at end"
 	cmdline := "sessiond-bench " + strings.Join(args, " ")
-	print(stdout, *format, m, strings.TrimSpace(cmdline), time.Since(start), res)
+	printTable(stdout, *format, m, strings.TrimSpace(cmdline), time.Since(start), res)
 	for _, r := range res {
 		if r.Verdict == "ERROR" {
 			return 1
@@ -226,7 +226,7 @@ func machine(sessiond string) machineInfo {
 	return m
 }
 
-func print(w io.Writer, format string, m machineInfo, cmdline string, took time.Duration, res []bench.Result) {
+func printTable(w io.Writer, format string, m machineInfo, cmdline string, took time.Duration, res []bench.Result) {
 	if format == "markdown" {
 		fmt.Fprintf(w, "Machine: %s cores (%s), %s memory, %s, %s; %s\n\n", m.Cores, m.CPU, m.Memory, m.Kernel, m.Go, m.Sessiond)
 		fmt.Fprintf(w, "Load average (1, 5, 15 min): %s\n\n", m.Load)

@@ -95,7 +95,11 @@ func (r *Runner) deathRun(ctx context.Context, events bool) (Percentiles, error)
 	defer cancel()
 	go d.Client().Events(sctx, api.EventsOptions{Since: h.LastEventSeq, Follow: true}, func(ev api.Event) error {
 		if ev.Type == session.EventStatus && (ev.To == session.StatusStopped || ev.To == session.StatusInterrupted) {
-			arrivals <- arrival{ev.SessionID, time.Now()}
+			select {
+			case arrivals <- arrival{ev.SessionID, time.Now()}:
+			case <-sctx.Done():
+				return sctx.Err()
+			}
 		}
 		return nil
 	})
