@@ -185,6 +185,11 @@ func (t *Tracker) Run(ctx context.Context) error {
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
 	defer debounce.Stop()
+	// The debounce is armed by the first hint of a burst and not pushed
+	// back by the rest: data that changes more often than the debounce
+	// (a busy agent) must still get a pass every Debounce, not wait for the
+	// tick.
+	armed := false
 	for {
 		var trigger string
 		select {
@@ -198,9 +203,13 @@ func (t *Tracker) Run(ctx context.Context) error {
 		case <-t.kick:
 			trigger = "exit"
 		case <-t.hint:
-			debounce.Reset(t.cfg.Debounce)
+			if !armed {
+				debounce.Reset(t.cfg.Debounce)
+				armed = true
+			}
 			continue
 		case <-debounce.C:
+			armed = false
 			trigger = "hint"
 		}
 		if _, err := t.Reconcile(ctx, trigger); err != nil && ctx.Err() == nil {
