@@ -51,7 +51,7 @@ type app struct {
 
 func (a *app) client() *api.Client { return api.NewClient(a.socket) }
 
-// printJSON prints v indented, as the API serves it.
+// printJSON prints v, the API's object, indented for people.
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
