@@ -22,7 +22,7 @@ func decodeAnthropic(r *Request) {
 			}
 		}
 	}
-	r.System = anthropicText(b["system"])
+	r.System = contentText(b["system"])
 	msgs, _ := b["messages"].([]any)
 	for _, m := range msgs {
 		mm, ok := m.(map[string]any)
@@ -49,7 +49,7 @@ func decodeAnthropic(r *Request) {
 				case "tool_result":
 					isErr, _ := bm["is_error"].(bool)
 					msg.ToolResults = append(msg.ToolResults, ToolResult{
-						ID: str(bm, "tool_use_id"), Content: anthropicText(bm["content"]), IsError: isErr,
+						ID: str(bm, "tool_use_id"), Content: contentText(bm["content"]), IsError: isErr,
 					})
 				}
 			}
@@ -57,23 +57,6 @@ func decodeAnthropic(r *Request) {
 		}
 		r.Messages = append(r.Messages, msg)
 	}
-}
-
-// anthropicText flattens a string or an array of text blocks.
-func anthropicText(v any) string {
-	switch c := v.(type) {
-	case string:
-		return c
-	case []any:
-		var out []string
-		for _, blk := range c {
-			if bm, ok := blk.(map[string]any); ok && str(bm, "type") == "text" {
-				out = append(out, str(bm, "text"))
-			}
-		}
-		return strings.Join(out, "\n")
-	}
-	return ""
 }
 
 // classifyAnthropic: a request that offers tools is a conversation turn;

@@ -607,3 +607,21 @@ func wait(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// contentText flattens a message's content as both APIs send it: a string,
+// or an array of blocks of which the {type:"text",text} ones count.
+func contentText(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case []any:
+		var out []string
+		for _, blk := range c {
+			if bm, ok := blk.(map[string]any); ok && str(bm, "type") == "text" {
+				out = append(out, str(bm, "text"))
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	return ""
+}

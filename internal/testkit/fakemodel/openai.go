@@ -32,7 +32,7 @@ func decodeOpenAI(r *Request) {
 		if !ok {
 			continue
 		}
-		msg := Message{Role: str(mm, "role"), Text: openAIText(mm["content"])}
+		msg := Message{Role: str(mm, "role"), Text: contentText(mm["content"])}
 		if calls, ok := mm["tool_calls"].([]any); ok {
 			for _, c := range calls {
 				cm, _ := c.(map[string]any)
@@ -52,23 +52,6 @@ func decodeOpenAI(r *Request) {
 		r.Messages = append(r.Messages, msg)
 	}
 	r.System = strings.Join(system, "\n")
-}
-
-// openAIText flattens a string or an array of {type:"text",text} parts.
-func openAIText(v any) string {
-	switch c := v.(type) {
-	case string:
-		return c
-	case []any:
-		var out []string
-		for _, p := range c {
-			if pm, ok := p.(map[string]any); ok && str(pm, "type") == "text" {
-				out = append(out, str(pm, "text"))
-			}
-		}
-		return strings.Join(out, "\n")
-	}
-	return ""
 }
 
 // classifyOpenAI: a request that offers tools is a turn. OpenCode's title
