@@ -54,73 +54,25 @@ func benchData(b *testing.B) (string, []string) {
 	return benchDir, benchIDs
 }
 
+// buildBenchDB writes the benchmark database with the generator
+// sessiond-bench uses too, and checks it holds the advertised rows.
 func buildBenchDB(path string) ([]string, error) {
-	db, err := opencodetest.Create(path)
+	ids, err := opencodetest.WriteHistory(path, opencodetest.HistorySpec{
+		Sessions: benchSessions, Turns: benchMessages / benchSessions / 2, InFlight: benchInFlight})
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	output := strings.Repeat("ok  github.com/example/pkg  0.123s\n", 12)
-	base := time.Now().Add(-30 * 24 * time.Hour)
-	turns := benchMessages / benchSessions / 2
-	ids := make([]string, 0, benchSessions)
-	messages, parts := 0, 0
-	err = db.Tx(func(w *opencodetest.Writer) error {
-		for s := 0; s < benchSessions; s++ {
-			t0 := base.Add(time.Duration(s) * 10 * time.Minute)
-			sid := opencodetest.NewID("ses")
-			ids = append(ids, sid)
-			dir := "/home/dev/project" + strconv.Itoa(s%50)
-			if err := w.Session(opencodetest.Session{ID: sid, Directory: dir, Title: "session " + strconv.Itoa(s), Created: t0, Updated: t0.Add(time.Duration(turns) * time.Minute)}); err != nil {
-				return err
-			}
-			for k := 0; k < turns; k++ {
-				at := t0.Add(time.Duration(k) * time.Minute)
-				last := k == turns-1
-				flying := last && s < benchInFlight
-				um := opencodetest.Message{SessionID: sid, Role: "user", Created: at}
-				um.ID = opencodetest.NewID("msg")
-				am := opencodetest.Message{SessionID: sid, ParentID: um.ID, Cwd: dir, Created: at.Add(time.Second)}
-				am.ID = opencodetest.NewID("msg")
-				if !flying {
-					am.Completed = at.Add(30 * time.Second)
-				}
-				for _, m := range []opencodetest.Message{um, am} {
-					if err := w.Message(m); err != nil {
-						return err
-					}
-					messages++
-				}
-				status := "completed"
-				if flying {
-					status = "running"
-				}
-				ps := []opencodetest.Part{
-					{MessageID: um.ID, SessionID: sid, Type: "text", Text: "please run the tests in ./pkg and fix what fails", Start: at},
-					{MessageID: um.ID, SessionID: sid, Type: "text", Text: "<system-reminder>context</system-reminder>", Start: at},
-					{MessageID: am.ID, SessionID: sid, Type: "step-start", Start: at.Add(time.Second)},
-					{MessageID: am.ID, SessionID: sid, Tool: "bash", Status: status, Input: map[string]any{"command": "go test ./...", "description": "run tests"}, Output: output, Start: at.Add(2 * time.Second), End: at.Add(20 * time.Second)},
-					{MessageID: am.ID, SessionID: sid, Type: "text", Text: "All tests pass now; I changed pkg/foo.go to handle the empty case.", Start: at.Add(21 * time.Second), End: at.Add(29 * time.Second)},
-					{MessageID: am.ID, SessionID: sid, Type: "step-finish", Start: at.Add(30 * time.Second)},
-				}
-				for _, p := range ps {
-					if err := w.Part(p); err != nil {
-						return err
-					}
-					parts++
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	var messages, parts int
+	if err := db.QueryRow("SELECT (SELECT count(*) FROM message), (SELECT count(*) FROM part)").Scan(&messages, &parts); err != nil {
 		return nil, err
 	}
 	if messages != benchMessages || parts != benchParts {
 		return nil, fmt.Errorf("built %d messages and %d parts", messages, parts)
-	}
-	if _, err := db.SQL().Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		return nil, err
 	}
 	return ids, nil
 }
