@@ -255,6 +255,19 @@ func inFlightOnServer(msgs []serverMessage) (pending []string, lastCompleted boo
 	return pending, lastCompleted
 }
 
+// interruptedOnServer reports whether a tool part is marked error with
+// metadata.interrupted, as OpenCode marks its own abandoned calls.
+func interruptedOnServer(msgs []serverMessage) bool {
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == "tool" && p.State.Status == "error" && p.State.Metadata["interrupted"] == true {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // runOpenCodeLongTool launches `opencode run` through sessiond with a long
 // tool and waits until the tool runs and the session is running and busy.
 func (w *world) runOpenCodeLongTool() api.Session {
@@ -405,15 +418,7 @@ func TestOpenCodeKilledMidToolRepairedOffline(t *testing.T) {
 	if len(pending) != 0 || !completed {
 		t.Fatalf("the server shows parts %v in flight, last assistant message completed %v", pending, completed)
 	}
-	var interrupted bool
-	for _, m := range msgs {
-		for _, p := range m.Parts {
-			if p.Type == "tool" && p.State.Status == "error" && p.State.Metadata["interrupted"] == true {
-				interrupted = true
-			}
-		}
-	}
-	if !interrupted {
+	if !interruptedOnServer(msgs) {
 		t.Errorf("no tool part marked error with metadata.interrupted, as OpenCode marks its own abandoned calls")
 	}
 	var status map[string]any
@@ -513,15 +518,7 @@ func TestOpenCodeStuckRepairedThroughLiveServer(t *testing.T) {
 	if len(pending) != 0 {
 		t.Fatalf("the server still shows parts in flight: %v", pending)
 	}
-	var interrupted bool
-	for _, m := range msgs {
-		for _, p := range m.Parts {
-			if p.Type == "tool" && p.State.Status == "error" && p.State.Metadata["interrupted"] == true {
-				interrupted = true
-			}
-		}
-	}
-	if !interrupted {
+	if !interruptedOnServer(msgs) {
 		t.Error("no tool part marked error with metadata.interrupted on the server")
 	}
 	t.Logf("last assistant message completed on the server: %v", completed)
