@@ -280,3 +280,52 @@ func TestOfflineOnlySkipsServer(t *testing.T) {
 	}
 	checkRepaired(t, f.dbPath, sh)
 }
+
+// A server answers for every session of the database. One that is not
+// running this session (idle there) may sit beside the process that is —
+// an `opencode run` holds the database and opens no port — so nothing is
+// written through the server either: pending, naming that process. The
+// server's own hold on the database does not count.
+func TestRepairThroughServerHeldByAnother(t *testing.T) {
+	f := newRepairFixture(t)
+	srv := opencodetest.NewFakeServer()
+	defer srv.Close()
+	sh, _ := f.db.InterruptedMidTool("/w/a", f.now.Add(-2*time.Minute))
+	before := rows(t, f.dbPath, sh.SessionID)
+	f.proc(401, time.Hour, true, "/w/a", "opencode", "run", "fix the tests")
+	a := f.serve(t, srv, sh.SessionID)
+	tg := f.target(sh.SessionID, "/w/a")
+	for _, apply := range []bool{false, true} {
+		var steps []adapters.Step
+		var err error
+		if apply {
+			steps, err = a.ApplyRepair(context.Background(), tg)
+		} else {
+			steps, err = a.PlanRepair(context.Background(), tg)
+		}
+		if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomePending || !strings.Contains(steps[0].Detail, "held by pid 401") {
+			t.Fatalf("apply=%v: %+v %v", apply, steps, err)
+		}
+	}
+	if n := len(requests(srv, "PATCH")); n != 0 {
+		t.Fatalf("%d PATCHes through a server beside the session's process", n)
+	}
+	if !equalMaps(rows(t, f.dbPath, sh.SessionID), before) {
+		t.Fatal("written while another process holds the database")
+	}
+
+	// The server itself holding the database is no reason to wait.
+	f2 := newRepairFixture(t)
+	srv2 := opencodetest.NewFakeServer()
+	defer srv2.Close()
+	sh2, _ := f2.db.InterruptedMidTool("/w/a", f2.now.Add(-2*time.Minute))
+	if err := srv2.LoadFromDB(f2.dbPath, sh2.SessionID); err != nil {
+		t.Fatal(err)
+	}
+	a2 := f2.adapter(nil)
+	mustDiscover(t, a2, opencodetest.Snapshot(f2.proc(400, time.Hour, true, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv2.Port()))))
+	steps, err := a2.ApplyRepair(context.Background(), f2.target(sh2.SessionID, "/w/a"))
+	if err != nil || count(steps)[adapters.OutcomeDone] != 1 {
+		t.Fatalf("repair through the server that holds the database: %+v %v", steps, err)
+	}
+}

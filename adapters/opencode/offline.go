@@ -256,9 +256,28 @@ func (a *Adapter) offline(ctx context.Context, dbPath, sessionID string, f *flig
 
 // held reports whether another process holds the database open, and who.
 func (a *Adapter) held(dbPath string) (bool, string) {
-	pids, err := dbHolders(a.cfg.ProcRoot, dbPath, os.Getpid())
+	return a.holders(dbPath, nil)
+}
+
+// heldByOthers is held, with the known OpenCode servers left out.
+func (a *Adapter) heldByOthers(dbPath string) (bool, string) {
+	servers := map[int]bool{}
+	for _, s := range a.Servers() {
+		servers[s.Owner.PID] = true
+	}
+	return a.holders(dbPath, servers)
+}
+
+func (a *Adapter) holders(dbPath string, except map[int]bool) (bool, string) {
+	all, err := dbHolders(a.cfg.ProcRoot, dbPath, os.Getpid())
 	if err != nil {
 		return true, "cannot tell which processes hold the database open (" + err.Error() + ")"
+	}
+	var pids []int
+	for _, p := range all {
+		if !except[p] {
+			pids = append(pids, p)
+		}
 	}
 	if len(pids) == 0 {
 		return false, ""
@@ -289,7 +308,7 @@ func flightSteps(f *flight, outcome, errText string) []adapters.Step {
 // OpenCode fail, and comes back later instead.
 func writeDSN(path string, busy time.Duration) string {
 	u := url.URL{Scheme: "file", OmitHost: true, Path: path}
-	return u.String() + "?_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")"
+	return u.String() + "?mode=rw&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")"
 }
 
 func isBusy(err error) bool {

@@ -274,6 +274,16 @@ func (r *rawJSON) UnmarshalJSON(b []byte) error {
 func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.RepairTarget, dbPath string, f *flight, m repairMode) []adapters.Step {
 	id, dir := t.UpstreamID, t.Cwd
 	on := " on " + sv.url
+	// Every server answers for every session of the database, its own or
+	// not. One that is not running this session may sit beside the process
+	// that is (an `opencode run` holds the database and opens no port):
+	// patching through the server would write behind that process's back.
+	if !sv.busy() {
+		if held, who := a.heldByOthers(dbPath); held {
+			return []adapters.Step{{Action: "repair through server", Target: sv.url, Outcome: adapters.OutcomePending,
+				Detail: "pending: " + who + ", not a server; the session may still be running there, so nothing is written"}}
+		}
+	}
 	if !m.abort {
 		if age := a.cfg.Now().Sub(f.lastWrite); age < a.cfg.RepairGrace && (sv.busy() || !f.empty()) {
 			return []adapters.Step{{Action: "repair through server", Target: sv.url, Outcome: adapters.OutcomePending,
