@@ -9,6 +9,7 @@ package launch
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -253,26 +254,40 @@ func (l *Launcher) startTmux(id, bin string, cmd adapters.Command, cwd, logPath 
 	}
 	args = append(args, bin)
 	args = append(args, cmd.Argv[1:]...)
-	if out, err := exec.Command(tmux, args...).CombinedOutput(); err != nil {
+	// A launch runs under the tracker's pass lock: a hung tmux server must
+	// not stall every pass, so each tmux call has a deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), tmuxTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, tmux, args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("tmux new-session %s: %v: %s", name, err, bytes.TrimSpace(out))
 	}
-	out, err := exec.Command(tmux, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}").Output()
+	// From here on a failure leaves a tmux session nobody tracks: end it.
+	fail := func(err error) (*Started, error) {
+		kctx, kcancel := context.WithTimeout(context.Background(), tmuxTimeout)
+		defer kcancel()
+		_ = exec.CommandContext(kctx, tmux, "kill-session", "-t", "="+name).Run()
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, tmux, "display-message", "-p", "-t", "="+name+":", "#{pane_pid}").Output()
 	if err != nil {
-		return nil, fmt.Errorf("the agent in tmux session %s exited at once (see %s): %w", name, logPath, err)
+		return fail(fmt.Errorf("the agent in tmux session %s exited at once (see %s): %w", name, logPath, err))
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
 	if err != nil {
-		return nil, fmt.Errorf("tmux pane pid %q: %w", out, err)
+		return fail(fmt.Errorf("tmux pane pid %q: %w", out, err))
 	}
 	// Keep a log of the pane, as for headless sessions.
-	_ = exec.Command(tmux, "pipe-pane", "-t", "="+name+":", "-o", "cat >> "+shellQuote(logPath)).Run()
+	_ = exec.CommandContext(ctx, tmux, "pipe-pane", "-t", "="+name+":", "-o", "cat >> "+shellQuote(logPath)).Run()
 	ident, err := l.cfg.Host.Identify(pid)
 	if err != nil {
-		return nil, fmt.Errorf("identify tmux pane pid %d: %w", pid, err)
+		return fail(fmt.Errorf("identify tmux pane pid %d: %w", pid, err))
 	}
 	l.log.Info("launched in tmux", zap.String("tmux", name), zap.Int("pid", pid), zap.Strings("argv", redactArgv(cmd.Argv)), zap.String("cwd", cwd))
 	return &Started{Identity: ident, Cwd: cwd, LogPath: logPath, Tmux: name, start: time.Now()}, nil
 }
+
+// tmuxTimeout bounds each tmux command of a launch.
+const tmuxTimeout = 10 * time.Second
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
