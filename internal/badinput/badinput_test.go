@@ -330,7 +330,9 @@ func namedText(ctx context.Context, c *api.Client) (string, error) {
 // namedIn: some line names the path and gives the reason.
 func namedIn(text string, b bad) bool {
 	for _, line := range strings.Split(text, "\n") {
-		if strings.Contains(line, b.path) && b.reason.MatchString(line) {
+		// The reason must be said besides the path: a path like
+		// ses_garbage.json would otherwise match a reason like "json".
+		if strings.Contains(line, b.path) && b.reason.MatchString(strings.ReplaceAll(line, b.path, "")) {
 			return true
 		}
 	}

@@ -68,7 +68,9 @@ func TestDaemonKilledWhileAgentsRun(t *testing.T) {
 	w.step("sessiond killed")
 	// While it is down: the outside claude dies; the launched agents live on.
 	syscall.Kill(outside.Process.Pid, syscall.SIGKILL)
-	time.Sleep(300 * time.Millisecond)
+	w.waitFor(10*time.Second, "the outside claude dead", func() (bool, string) {
+		return !alive(outside.Process.Pid), "still alive"
+	})
 	for _, id := range []string{cl.Session.ID, oc.Session.ID} {
 		if !alive(before[id].PID) {
 			t.Fatalf("%s agent pid %d died with sessiond", before[id].Agent, before[id].PID)
