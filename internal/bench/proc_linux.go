@@ -115,11 +115,17 @@ func DropCaches() error {
 // some directories, with inotify (IN_ACCESS, IN_OPEN), whoever makes them.
 // It tells from outside the daemon whether a steady pass reads transcripts.
 type AccessWatch struct {
-	f     *os.File
-	reads map[string]int
-	opens map[string]int
-	done  chan struct{}
+	f       *os.File
+	dir     string // the first watched directory, where Stop drops its marker
+	reads   map[string]int
+	opens   map[string]int
+	done    chan struct{}
+	drained chan struct{} // closed when the loop sees the marker's open
 }
+
+// drainMarker is the file Stop opens to learn the loop has taken every
+// event before it: inotify delivers a watch's events in order.
+const drainMarker = ".sessiond-bench-drain"
 
 // WatchAccess starts watching dirs.
 func WatchAccess(dirs []string) (*AccessWatch, error) {
@@ -135,7 +141,12 @@ func WatchAccess(dirs []string) (*AccessWatch, error) {
 			return nil, fmt.Errorf("watch %s: %w", d, err)
 		}
 	}
-	w := &AccessWatch{f: os.NewFile(uintptr(fd), "inotify"), reads: map[string]int{}, opens: map[string]int{}, done: make(chan struct{})}
+	if len(dirs) == 0 {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("watch: no directories")
+	}
+	w := &AccessWatch{f: os.NewFile(uintptr(fd), "inotify"), dir: dirs[0], reads: map[string]int{}, opens: map[string]int{},
+		done: make(chan struct{}), drained: make(chan struct{})}
 	go w.loop()
 	return w, nil
 }
@@ -161,6 +172,16 @@ func (w *AccessWatch) loop() {
 			if name == "" || ev.Mask&syscall.IN_ISDIR != 0 || ev.Mask&syscall.IN_IGNORED != 0 {
 				continue
 			}
+			if name == drainMarker {
+				if ev.Mask&syscall.IN_OPEN != 0 && ev.Wd == 1 {
+					select {
+					case <-w.drained:
+					default:
+						close(w.drained)
+					}
+				}
+				continue
+			}
 			if ev.Mask&syscall.IN_ACCESS != 0 {
 				w.reads[name]++
 			}
@@ -173,7 +194,18 @@ func (w *AccessWatch) loop() {
 
 // Stop ends the watch and returns the read(2) calls and opens per file name.
 func (w *AccessWatch) Stop() (reads, opens map[string]int) {
-	time.Sleep(200 * time.Millisecond) // let the loop take what is queued
+	// Every event queued before the marker's open is read once the loop
+	// sees that open; only then may the watch close. The wait is bounded
+	// in case the directory is gone.
+	marker := filepath.Join(w.dir, drainMarker)
+	if f, err := os.Create(marker); err == nil {
+		f.Close()
+		select {
+		case <-w.drained:
+		case <-time.After(10 * time.Second):
+		}
+		os.Remove(marker)
+	}
 	w.f.Close()
 	<-w.done
 	return w.reads, w.opens
