@@ -2,6 +2,7 @@ package claude
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -53,5 +54,27 @@ func TestClaudeOfAnotherHomeIsNotOurs(t *testing.T) {
 	obs, err = a.Discover(context.Background(), snap)
 	if err != nil || len(obs.Sessions) != 1 || obs.Sessions[0].UpstreamID != id {
 		t.Fatalf("a claude of our home: %v, sessions %+v", err, obs.Sessions)
+	}
+}
+
+// A HOME reached through a symlink is still sessiond's home: that claude
+// writes to our root and owns the session its argv names.
+func TestClaudeHomeThroughSymlinkIsOurs(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	snap := &proc.Snapshot{BootID: "b", Procs: map[int]*proc.Process{
+		500: {Identity: proc.Identity{BootID: "b", PID: 500, StartTicks: 500}, PPID: 1, State: 'S', Cwd: "/w",
+			Argv: []string{"claude", "-p", "x"}, Env: map[string]string{"HOME": link}},
+	}}
+	v := newProcView(snap, nil, filepath.Join(home, ".claude"), home)
+	if len(v.claude) != 1 || v.claude[0].root != filepath.Join(home, ".claude") {
+		t.Fatalf("a claude whose HOME links to ours: %+v", v.claude)
 	}
 }
