@@ -3,10 +3,7 @@
 package opencode
 
 import (
-	"errors"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 )
@@ -29,22 +26,12 @@ func dbHolders(procRoot, dbPath string, self int) ([]int, error) {
 		if err != nil || pid <= 0 || pid == self {
 			continue
 		}
-		dir := filepath.Join(procRoot, e.Name(), "fd")
-		d, err := os.Open(dir)
+		files, _, err := scanFDs(procRoot, pid)
 		if err != nil {
 			continue // exited meanwhile, or not ours to read
 		}
-		names, err := d.Readdirnames(-1)
-		d.Close()
-		if err != nil && !errors.Is(err, fs.ErrPermission) {
-			continue
-		}
-		for _, n := range names {
-			target, err := os.Readlink(filepath.Join(dir, n))
-			if err != nil || len(target) == 0 || target[0] != '/' {
-				continue
-			}
-			if dbKey(target) == key {
+		for _, f := range files {
+			if dbKey(f) == key {
 				out = append(out, pid)
 				break
 			}
