@@ -7,6 +7,7 @@ package proc
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -110,6 +111,20 @@ func (s *Snapshot) Children(pid int) []*Process {
 		}
 	}
 	return out
+}
+
+// ForkedNotExeced reports whether p looks like a copy of its live parent
+// between a fork and an exec: the same argv. Agents start their tools that
+// way, and the copy's identity (pid, start time) survives the exec, so an
+// adapter that took the copy for an agent would keep a killed session's
+// owner alive for as long as its tool runs. (Seen with the real OpenCode
+// under load; Claude Code is the same kind of native binary.)
+func (s *Snapshot) ForkedNotExeced(p *Process) bool {
+	parent := s.Procs[p.PPID]
+	if parent == nil || parent.State == 'Z' || parent.State == 'X' || len(p.Argv) == 0 {
+		return false
+	}
+	return slices.Equal(parent.Argv, p.Argv)
 }
 
 // Descendants returns every process below pid in the snapshot.

@@ -45,7 +45,7 @@ func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot, home string) *
 	}
 	v.boot = snap.BootID
 	for _, p := range snap.Procs {
-		if dead(p) || !isClaudeArgv(p.Argv) || isHelperArgv(p.Argv) || forkedChild(p, snap) {
+		if dead(p) || !isClaudeArgv(p.Argv) || isHelperArgv(p.Argv) || snap.ForkedNotExeced(p) {
 			continue
 		}
 		cp := &claudeProc{p: p}
@@ -95,25 +95,6 @@ func cleanRoot(dir, cwd string) string {
 		return ""
 	}
 	return filepath.Join(cwd, dir)
-}
-
-// forkedChild reports whether p is a copy of its parent claude between the
-// fork and the exec of a tool: the same argv (--session-id included), the
-// parent alive. The identity (pid, start time) survives the exec, so taking
-// the copy for an owner would keep a killed session running for as long as
-// its tool runs. (The same window was caught with the real OpenCode under
-// load; Claude Code is the same kind of native binary.)
-func forkedChild(p *proc.Process, snap *proc.Snapshot) bool {
-	parent := snap.Procs[p.PPID]
-	if dead(parent) || len(parent.Argv) != len(p.Argv) {
-		return false
-	}
-	for i := range p.Argv {
-		if p.Argv[i] != parent.Argv[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // dead reports whether a snapshot row is a process that has exited.

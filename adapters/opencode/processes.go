@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -160,23 +161,10 @@ func (o *ocProc) inDir(dir string) bool {
 
 // findOpenCode lists the opencode processes of the snapshot. The node
 // wrapper whose child is the native binary with the same arguments is left
-// out: the pair is one owner, the native child.
-// forkedNotExeced reports whether p is a child opencode forked to start a
-// tool and has not exec'd it yet: same binary, same arguments, its parent
-// an opencode. Seen with the real 1.18.33 under load: a snapshot in that
-// window sees a second "opencode run" in the same directory, holding the
-// database; and its identity (pid, start time) survives the exec into the
-// tool, so taking it for an owner kept a killed session running for as
-// long as its orphaned python3 ran.
-func forkedNotExeced(p *proc.Process, args []string, wrapper bool, snap *proc.Snapshot) bool {
-	parent := snap.Procs[p.PPID]
-	if wrapper || parent == nil || parent.State == 'Z' || parent.State == 'X' || len(parent.Argv) == 0 || len(p.Argv) == 0 {
-		return false
-	}
-	pargs, pwrapper, ok := commandLine(parent.Argv)
-	return ok && !pwrapper && parent.Argv[0] == p.Argv[0] && equalArgs(pargs, args)
-}
-
+// out: the pair is one owner, the native child; so is a copy of an
+// opencode between the fork and the exec of a tool (seen with the real
+// 1.18.33 under load: it looks like a second "opencode run" in the same
+// directory, holding the database).
 func findOpenCode(snap *proc.Snapshot) []*ocProc {
 	if snap == nil {
 		return nil
@@ -199,13 +187,13 @@ func findOpenCode(snap *proc.Snapshot) []*ocProc {
 	}
 	var out []*ocProc
 	for _, c := range cands {
-		if forkedNotExeced(c.p, c.args, c.wrapper, snap) {
+		if !c.wrapper && snap.ForkedNotExeced(c.p) { // between fork and exec of a tool
 			continue
 		}
 		if c.wrapper {
 			skip := false
 			for _, k := range cands {
-				if !k.wrapper && k.p.PPID == c.p.Identity.PID && equalArgs(k.args, c.args) {
+				if !k.wrapper && k.p.PPID == c.p.Identity.PID && slices.Equal(k.args, c.args) {
 					skip = true
 					break
 				}
@@ -231,18 +219,6 @@ func findOpenCode(snap *proc.Snapshot) []*ocProc {
 		out = append(out, o)
 	}
 	return out
-}
-
-func equalArgs(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // dbKey normalizes a database path for comparing with /proc/<pid>/fd
