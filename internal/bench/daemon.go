@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
 // Bins are the built binaries a benchmark runs.
@@ -54,22 +55,6 @@ type Daemon struct {
 	client  *http.Client
 }
 
-// Environ is the environment for sessiond and sessionctl with everything
-// that could point them at the real user's files replaced.
-func Environ(home, socket, stateDir string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == "HOME", k == "CLAUDE_CONFIG_DIR", k == "NOTIFY_SOCKET", k == "WATCHDOG_USEC",
-			strings.HasPrefix(k, "XDG_"), strings.HasPrefix(k, "SESSIOND_"):
-			continue
-		}
-		out = append(out, kv)
-	}
-	return append(out, "HOME="+home, "SESSIOND_SOCKET="+socket, "SESSIOND_STATE_DIR="+stateDir)
-}
-
 // StartDaemon starts sessiond and returns at once; see WaitComplete and
 // WaitReady.
 func StartDaemon(bins Bins, cfg DaemonConfig) (*Daemon, error) {
@@ -98,7 +83,7 @@ func StartDaemon(bins Bins, cfg DaemonConfig) (*Daemon, error) {
 	}
 	args = append(args, cfg.Args...)
 	d.Cmd = exec.Command(bins.Sessiond, args...)
-	d.Cmd.Env = Environ(d.Home, d.Socket, d.StateDir)
+	d.Cmd.Env = testenv.Isolated(d.Home, d.Socket, d.StateDir)
 	d.Cmd.Stderr = d.stderr
 	dieWithParent(d.Cmd)
 	d.client = unixClient(d.Socket, true)

@@ -18,6 +18,7 @@ import (
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -164,7 +165,7 @@ func (r *Runner) ctlTime(ctx context.Context, d *Daemon, n int) (Percentiles, in
 	count := 0
 	for i := 0; i <= n; i++ {
 		cmd := exec.CommandContext(ctx, r.opt.Bins.Sessionctl, "ls", "--all", "--json")
-		cmd.Env = Environ(d.Home, d.Socket, d.StateDir)
+		cmd.Env = testenv.Isolated(d.Home, d.Socket, d.StateDir)
 		t0 := time.Now()
 		out, err := cmd.Output()
 		el := time.Since(t0)

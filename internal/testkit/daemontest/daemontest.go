@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
@@ -137,25 +138,9 @@ func NewEnv(t testing.TB) *Env {
 }
 
 // Environ is the test process's environment with everything that would
-// point sessiond or an agent at the real user's files replaced.
+// point sessiond or an agent at the real user's files replaced, plus Extra.
 func (e *Env) Environ() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		// sessiond's own settings (CI exports SESSIOND_CLAUDE_BIN for the
-		// real-agents tier) come only from the test's flags and Extra.
-		if strings.HasPrefix(k, "SESSIOND_") {
-			continue
-		}
-		switch k {
-		case "HOME", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME",
-			"CLAUDE_CONFIG_DIR", "NOTIFY_SOCKET", "WATCHDOG_USEC":
-			continue
-		}
-		out = append(out, kv)
-	}
-	out = append(out, "HOME="+e.Home, "SESSIOND_STATE_DIR="+e.StateDir, "SESSIOND_SOCKET="+e.Socket)
-	return append(out, e.Extra...)
+	return append(testenv.Isolated(e.Home, e.Socket, e.StateDir), e.Extra...)
 }
 
 // Daemon is a running sessiond process. Done is closed when it exits, with
