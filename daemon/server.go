@@ -168,7 +168,7 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 	if seq, err := s.store.LastSeq(); err == nil {
 		h.LastEventSeq = seq
 	}
-	recs, err := s.store.List()
+	recs, err := s.store.ListShared() // read only
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 		return
@@ -196,7 +196,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	recs, err := s.store.List()
+	recs, err := s.store.ListShared() // read only
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 		return

@@ -75,3 +75,44 @@ func TestListCacheFollowsCommits(t *testing.T) {
 		t.Fatalf("reopened: %d records, first %s", len(disk), disk[0].Status)
 	}
 }
+
+// ListShared hands out the store's own records in List's order: never
+// changed afterwards (a commit replaces a record, it does not edit it), and
+// a later call shows the commit.
+func TestListShared(t *testing.T) {
+	st := openT(t, dbPath(t), Options{})
+	a := mustCreate(t, st, rec("claude", "a"))
+	mustCreate(t, st, rec("claude", "b"))
+	shared, err := st.ListShared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies, _ := st.List()
+	if len(shared) != 2 || len(copies) != 2 || shared[0].ID != copies[0].ID || shared[1].ID != copies[1].ID {
+		t.Fatalf("ListShared %v and List %v disagree", shared, copies)
+	}
+	if copies[0] == shared[0] {
+		t.Fatal("List returned the shared record, not a copy")
+	}
+	var before *session.Record
+	for _, r := range shared {
+		if r.ID == a.ID {
+			before = r
+		}
+	}
+	if _, err := st.Update(a.ID, func(r *session.Record) ([]session.Event, error) {
+		r.Status = session.StatusStopped
+		return []session.Event{{Type: session.EventStatus}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if before.Status != session.StatusRunning {
+		t.Fatalf("a handed-out record changed under its reader: %s", before.Status)
+	}
+	again, _ := st.ListShared()
+	for _, r := range again {
+		if r.ID == a.ID && r.Status != session.StatusStopped {
+			t.Fatalf("ListShared after the commit: %s", r.Status)
+		}
+	}
+}

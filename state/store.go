@@ -134,6 +134,9 @@ type Store struct {
 	writeMu sync.Mutex
 	cacheMu sync.RWMutex
 	cache   map[string]*session.Record
+	// sorted is the cache in List's order, built on demand and dropped on
+	// every write; ListShared hands it out.
+	sorted []*session.Record
 
 	closeOnce sync.Once
 	closeErr  error

@@ -322,7 +322,9 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 	now := t.cfg.Now()
 	base := evidence{probe: probe, now: now, grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
 
-	recs, err := t.cfg.Store.List()
+	// Shared, not copied: the pass only reads them (decide copies the ones
+	// it changes), and the writes below go through Update.
+	recs, err := t.cfg.Store.ListShared()
 	if err != nil {
 		return rep, fmt.Errorf("list sessions: %w", err)
 	}
@@ -432,7 +434,7 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	if recs, err = t.cfg.Store.List(); err == nil {
+	if recs, err = t.cfg.Store.ListShared(); err == nil {
 		t.syncWatches(recs)
 	}
 	return rep, nil
