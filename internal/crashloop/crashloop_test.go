@@ -769,28 +769,5 @@ func (l *loop) killAll() {
 			syscall.Kill(-o.id.PID, syscall.SIGKILL)
 		}
 	}
-	killTagged(l.tag)
-}
-
-// killTagged SIGKILLs the process groups of processes whose environment
-// holds CRASHLOOP_TAG=tag: a launch cut off before its record was written
-// and never discovered (Linux only; /proc is read).
-func killTagged(tag string) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	want := []byte("CRASHLOOP_TAG=" + tag + "\x00")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !strings.Contains(string(b), string(want)) {
-			continue
-		}
-		syscall.Kill(-pid, syscall.SIGKILL)
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
+	daemontest.KillByEnv("CRASHLOOP_TAG", l.tag)
 }

@@ -150,7 +150,7 @@ func newWorld(t *testing.T) *world {
 	w.writeOpenCodeConfig()
 	// Registered after NewEnv's removal of the dir, so it runs before it.
 	t.Cleanup(func() {
-		n := killMarked(w.marker)
+		n := daemontest.KillByEnv(markerEnv, w.marker)
 		if n > 0 {
 			t.Logf("cleanup: killed %d leftover process(es)", n)
 		}
@@ -471,24 +471,6 @@ func pids(ps []procInfo) []int {
 // isPython says whether p is the python3 a tool runs (not the bash around it).
 func isPython(p procInfo) bool {
 	return strings.HasPrefix(p.Comm, "python3") || (len(p.Args) > 0 && strings.HasPrefix(filepath.Base(p.Args[0]), "python3"))
-}
-
-// killMarked SIGKILLs every process carrying the marker until none is left
-// and returns how many it killed.
-func killMarked(marker string) int {
-	killed := map[int]bool{}
-	for round := 0; round < 50; round++ {
-		ps := procs(func(p procInfo) bool { return p.Env[markerEnv] == marker && p.PID != os.Getpid() })
-		if len(ps) == 0 {
-			break
-		}
-		for _, p := range ps {
-			syscall.Kill(p.PID, syscall.SIGKILL)
-			killed[p.PID] = true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return len(killed)
 }
 
 // longTool is a tool command that runs until killed (Claude refuses a bare

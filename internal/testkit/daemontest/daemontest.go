@@ -17,8 +17,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -292,4 +294,40 @@ func (e *Env) Seed(recs ...*session.Record) {
 			e.T.Fatal(err)
 		}
 	}
+}
+
+// KillByEnv SIGKILLs every process (and the process group it leads) whose
+// environment holds key=value, until none is left, and returns how many it
+// killed. Tests mark what they start with such a variable, so cleanup also
+// finds what they lost track of: a launch cut off before its record, a
+// tool reparented away. It reads /proc, so elsewhere it finds nothing.
+func KillByEnv(key, value string) int {
+	want := key + "=" + value + "\x00"
+	killed := map[int]bool{}
+	for round := 0; round < 50; round++ {
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			break
+		}
+		found := 0
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err != nil || !strings.Contains("\x00"+string(b), "\x00"+want) {
+				continue
+			}
+			found++
+			syscall.Kill(-pid, syscall.SIGKILL) // no such group unless it leads one
+			syscall.Kill(pid, syscall.SIGKILL)
+			killed[pid] = true
+		}
+		if found == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return len(killed)
 }
