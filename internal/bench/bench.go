@@ -169,6 +169,19 @@ func (r *Runner) dir(name string) (string, error) {
 	return os.MkdirTemp(r.opt.Work, name)
 }
 
+// ownersWorld makes a scenario's directory with a Claude root for owner
+// processes; done kills the owners and removes the directory.
+func (r *Runner) ownersWorld(name string) (dir string, owners *Owners, done func(), err error) {
+	if dir, err = r.dir(name); err != nil {
+		return "", nil, nil, err
+	}
+	if owners, err = NewOwners(filepath.Join(dir, "claude")); err != nil {
+		r.cleanup(dir)
+		return "", nil, nil, err
+	}
+	return dir, owners, func() { owners.KillAll(); r.cleanup(dir) }, nil
+}
+
 func (r *Runner) cleanup(dir string) {
 	if !r.opt.Keep {
 		os.RemoveAll(dir)

@@ -45,16 +45,11 @@ func (r *Runner) death(ctx context.Context) error {
 
 func (r *Runner) deathRun(ctx context.Context, events bool) (Percentiles, error) {
 	var p Percentiles
-	dir, err := r.dir("death")
+	dir, owners, done, err := r.ownersWorld("death")
 	if err != nil {
 		return p, err
 	}
-	defer r.cleanup(dir)
-	owners, err := NewOwners(filepath.Join(dir, "claude"))
-	if err != nil {
-		return p, err
-	}
-	defer owners.KillAll()
+	defer done()
 	var list []*Owner
 	for i := range r.opt.Kills {
 		o, err := owners.Start(fmt.Sprintf("/home/u/src/live-%02d", i%10))
@@ -562,16 +557,11 @@ func (r *Runner) api(ctx context.Context) error {
 
 // burst: subscribers follow the event stream while many owners die at once.
 func (r *Runner) burst(ctx context.Context) error {
-	dir, err := r.dir("burst")
+	dir, owners, done, err := r.ownersWorld("burst")
 	if err != nil {
 		return err
 	}
-	defer r.cleanup(dir)
-	owners, err := NewOwners(filepath.Join(dir, "claude"))
-	if err != nil {
-		return err
-	}
-	defer owners.KillAll()
+	defer done()
 	var list []*Owner
 	for i := range r.opt.Burst {
 		o, err := owners.Start(fmt.Sprintf("/home/u/src/burst-%02d", i%20))
@@ -685,16 +675,11 @@ func (r *Runner) burst(ctx context.Context) error {
 
 // load: 200 clients and event subscribers for 20 s; errors and growth.
 func (r *Runner) load(ctx context.Context) error {
-	dir, err := r.dir("load")
+	dir, owners, done, err := r.ownersWorld("load")
 	if err != nil {
 		return err
 	}
-	defer r.cleanup(dir)
-	owners, err := NewOwners(filepath.Join(dir, "claude"))
-	if err != nil {
-		return err
-	}
-	defer owners.KillAll()
+	defer done()
 	if _, err := owners.Root.WriteHistory(claudetest.HistorySpec{Files: r.opt.LoadHistory, Projects: 10, Seed: 5}); err != nil {
 		return err
 	}
