@@ -2,6 +2,7 @@ package realagents
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,15 +102,22 @@ func TestClaudeKilledMidToolReapRepairResume(t *testing.T) {
 		session.ProblemOrphanedToolCall, session.ProblemStaleBusyMarker, session.ProblemOrphanProcesses)
 	t.Logf("interrupted %s after kill -9 (event time), problems %v", took.Round(time.Millisecond), problemKinds(s))
 	w.step("interrupted")
-	orphans := claudeTools(pid)
-	if len(orphans) == 0 {
-		t.Fatal("the tool tree died with claude: nothing orphaned to reap")
-	}
-	for _, p := range orphans {
-		if p.PPID == pid {
-			t.Errorf("orphan %d still has the dead claude %d as parent", p.PID, pid)
+	// The kernel reparents the tool tree as claude's last threads exit,
+	// which can be a moment after sessiond saw the death: wait for it, and
+	// fail if it never happens.
+	var orphans []procInfo
+	w.waitFor(5*time.Second, "the tool tree reparented away from the dead claude", func() (bool, string) {
+		orphans = claudeTools(pid)
+		if len(orphans) == 0 {
+			t.Fatal("the tool tree died with claude: nothing orphaned to reap")
 		}
-	}
+		for _, p := range orphans {
+			if p.PPID == pid {
+				return false, fmt.Sprintf("orphan %d still has the dead claude %d as parent", p.PID, pid)
+			}
+		}
+		return true, ""
+	})
 	if d := problemDetails(s, session.ProblemOrphanProcesses); !strings.Contains(d, "pid "+itoa(pythonPID(orphans))+" ") {
 		t.Errorf("orphan_processes %q does not name the python3 child %d", d, pythonPID(orphans))
 	}
