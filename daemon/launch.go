@@ -212,10 +212,12 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Cwd = cwd
 	}
-	// Single writer: two processes on one conversation corrupt it.
+	// Single writer: two processes on one conversation corrupt it. This
+	// early answer spares the existence check; adopt checks again, under
+	// the lock it launches under.
 	if !fork {
-		if pid := s.liveOwner(rec); pid != 0 {
-			writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("session %s is already running as pid %d; stop it first, or resume with fork", rec.ID, pid))
+		if err := s.singleWriter(rec); err != nil {
+			writeError(w, http.StatusConflict, api.CodeAlreadyRunning, err.Error())
 			return
 		}
 	}
@@ -272,10 +274,13 @@ func (s *server) resumeFresh(w http.ResponseWriter, rec *session.Record, l adapt
 	s.adopt(w, rec, cmd, req.Mode, "started fresh", api.LaunchResponse{Fresh: true, Reason: reason})
 }
 
-// adopt starts cmd as the new owner of rec.
+// adopt starts cmd as the new owner of rec, unless rec has a live owner
+// by then: the check runs in the tracker under the lock the start and its
+// record run under, so of concurrent resumes exactly one starts and the
+// others get 409.
 func (s *server) adopt(w http.ResponseWriter, rec *session.Record, cmd adapters.Command, mode, verb string, resp api.LaunchResponse) {
 	var st *launch.Started
-	nrec, err := s.tracker.Adopt(rec.ID, func() (proc.Identity, error) {
+	nrec, err := s.tracker.Adopt(rec.ID, s.singleWriter, func() (proc.Identity, error) {
 		var err error
 		if st, err = s.launcher.Start(rec.ID, cmd, mode, nil); err != nil {
 			return proc.Identity{}, err
@@ -288,6 +293,11 @@ func (s *server) adopt(w http.ResponseWriter, rec *session.Record, cmd adapters.
 			r.Resume = nil // confirmed again when the agent's data shows it
 		}
 	})
+	var running *ownerAliveError
+	if errors.As(err, &running) {
+		writeError(w, http.StatusConflict, api.CodeAlreadyRunning, err.Error())
+		return
+	}
 	if err != nil && st == nil {
 		s.startError(w, err)
 		return
@@ -319,6 +329,26 @@ func checkCursor(rec *session.Record, cur *session.ResumeCursor) string {
 		return fmt.Sprintf("resume cursor of %s is malformed: no root", rec.ID)
 	}
 	return ""
+}
+
+// ownerAliveError refuses a resume of a session whose owner (or a
+// candidate owner) lives: a second process on one conversation corrupts it.
+type ownerAliveError struct {
+	id  string
+	pid int
+}
+
+func (e *ownerAliveError) Error() string {
+	return fmt.Sprintf("session %s is already running as pid %d; stop it first, or resume with fork", e.id, e.pid)
+}
+
+// singleWriter returns an *ownerAliveError if rec has a live owner or
+// candidate, else nil.
+func (s *server) singleWriter(rec *session.Record) error {
+	if pid := s.liveOwner(rec); pid != 0 {
+		return &ownerAliveError{id: rec.ID, pid: pid}
+	}
+	return nil
 }
 
 // liveOwner returns the pid of a live owner or candidate of rec, or 0.

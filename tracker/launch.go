@@ -115,11 +115,25 @@ func (t *Tracker) takeOverDiscovered(rec *session.Record, now time.Time, conflic
 // (a resume): the session is starting again, with the new owner, and an
 // event records it. upd may set launch details (mode, log path, upstream
 // id). start runs under the pass lock, as in Launch: a fresh upstream
-// session's data must not be seen by a pass before the record names it. If
-// start fails nothing changes and its error is returned as is.
-func (t *Tracker) Adopt(id string, start func() (proc.Identity, error), reason string, upd func(*session.Record)) (*session.Record, error) {
+// session's data must not be seen by a pass before the record names it.
+//
+// check, if set, is given the session as stored now and may refuse the
+// adoption (the API's single-writer check: no live owner). It runs under
+// the same lock as start and the commit, so two concurrent adoptions
+// cannot both pass it: the second sees the owner the first recorded. If
+// check or start fails nothing changes and its error is returned as is.
+func (t *Tracker) Adopt(id string, check func(*session.Record) error, start func() (proc.Identity, error), reason string, upd func(*session.Record)) (*session.Record, error) {
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
+	if check != nil {
+		cur, err := t.cfg.Store.Get(id)
+		if err != nil {
+			return nil, fmt.Errorf("read session %s before adopting a new owner: %w", id, err)
+		}
+		if err := check(cur); err != nil {
+			return nil, err
+		}
+	}
 	owner, err := start()
 	if err != nil {
 		return nil, err
