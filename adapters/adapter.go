@@ -97,6 +97,13 @@ type Owner struct {
 	// Evidence says how the owner was found ("registry", "argv --resume",
 	// "cwd match, holds db open").
 	Evidence string
+	// NoProbe, when set, is the liveness answer the agent's data already
+	// gives, so the tracker uses it instead of probing the identity: Dead
+	// for a registry entry written before this boot; Unknown for a process
+	// of another machine (a shared home) or of a PID namespace this host
+	// cannot see into, which must never be probed here, and never made
+	// dead here, since its pid means nothing on this host.
+	NoProbe *proc.Result
 }
 
 // Issue is one problem item an adapter reports.

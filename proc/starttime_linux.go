@@ -14,8 +14,8 @@ import (
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// BootTime returns the boot time from the btime line of <root>/stat.
-func (h *Host) BootTime() (time.Time, error) {
+// readBootTime reads the boot time from the btime line of <root>/stat.
+func (h *Host) readBootTime() (time.Time, error) {
 	path := filepath.Join(h.startTimeRoot(), "stat")
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -80,6 +80,14 @@ const (
 	// ProblemLaunchFailed: a process sessiond launched exited within seconds
 	// (a login or usage error); the detail holds its exit and log tail.
 	ProblemLaunchFailed ProblemKind = "launch_failed"
+	// ProblemForeignHost: the agent's data names an owner on another
+	// machine (a shared or synced home). Its pid means nothing here: it is
+	// never probed, and the session is never made stopped or interrupted
+	// by this host; its status is unknown.
+	ProblemForeignHost ProblemKind = "foreign_host"
+	// ProblemForeignPIDNamespace: the owner lives in a PID namespace (a
+	// container) this host cannot see into, so its pid cannot be probed.
+	ProblemForeignPIDNamespace ProblemKind = "foreign_pid_namespace"
 )
 
 // InFlight reports whether a problem of this kind is evidence that a turn

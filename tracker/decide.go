@@ -39,6 +39,8 @@ type candidate struct {
 	inferred bool
 	evidence string
 	result   proc.Result
+	// settled: the result came from the agent's data, not from a probe.
+	settled bool
 }
 
 // decide returns the record as it should be after this evidence, and the
@@ -165,7 +167,11 @@ func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event)
 		// know, and say so rather than guess.
 		problems = append(problems, carriedInFlight...)
 		out.Status = session.StatusUnknown
-		out.StatusReason = fmt.Sprintf("could not probe pid %d: %s", unknown[0].id.PID, unknown[0].result.Reason)
+		if unknown[0].settled {
+			out.StatusReason = unknown[0].result.Reason
+		} else {
+			out.StatusReason = fmt.Sprintf("could not probe pid %d: %s", unknown[0].id.PID, unknown[0].result.Reason)
+		}
 
 	case len(cands) > 0:
 		// Every candidate is confirmed dead.
@@ -206,14 +212,14 @@ func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event)
 func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 	var out []candidate
 	seen := map[proc.Identity]bool{}
-	add := func(id proc.Identity, inferred bool, evidence string, knownDead bool) {
+	add := func(id proc.Identity, inferred bool, evidence string, known *proc.Result) {
 		if id.IsZero() || seen[id] {
 			return
 		}
 		seen[id] = true
 		c := candidate{id: id, inferred: inferred, evidence: evidence}
-		if knownDead {
-			c.result = proc.Result{Liveness: proc.Dead, Reason: "confirmed dead earlier"}
+		if known != nil {
+			c.result, c.settled = *known, true
 		} else {
 			c.result = ev.probe(id)
 		}
@@ -221,7 +227,9 @@ func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 	}
 	if ev.obs != nil {
 		for _, o := range ev.obs.Owners {
-			add(o.Identity, o.Inferred, o.Evidence, false)
+			// An owner the agent's data settles (another machine, a
+			// previous boot) is never probed: its pid means nothing here.
+			add(o.Identity, o.Inferred, o.Evidence, o.NoProbe)
 		}
 	}
 	terminal := rec.Status.Terminal()
@@ -230,12 +238,21 @@ func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 		if evd == "" {
 			evd = "recorded owner"
 		}
-		add(*rec.Owner, rec.OwnerInferred, evd, terminal)
+		add(*rec.Owner, rec.OwnerInferred, evd, knownDead(terminal))
 	}
 	for _, id := range rec.Candidates {
-		add(id, true, "recorded candidate", terminal)
+		add(id, true, "recorded candidate", knownDead(terminal))
 	}
 	return out
+}
+
+// knownDead is the answer for a recorded owner of a terminal session: it
+// was confirmed dead, and identities are unique per boot.
+func knownDead(terminal bool) *proc.Result {
+	if !terminal {
+		return nil
+	}
+	return &proc.Result{Liveness: proc.Dead, Reason: "confirmed dead earlier"}
 }
 
 // pickOwner prefers the current owner if it still lives, then an owner the

@@ -55,6 +55,14 @@ func own(pid int, inferred bool) adapters.Owner {
 	return adapters.Owner{Identity: ident(pid), Inferred: inferred, Evidence: "test"}
 }
 
+// foreign is an owner of another machine, as the Claude adapter reports
+// it: the same pid and start as ident(pid), so a probe would answer for
+// this host's process of that pid.
+func foreign(pid int) adapters.Owner {
+	return adapters.Owner{Identity: ident(pid), Evidence: "registry",
+		NoProbe: &proc.Result{Liveness: proc.Unknown, Reason: "pid recorded by another machine: not probed here"}}
+}
+
 func TestDecideInvariants(t *testing.T) {
 	id1, id2 := ident(100), ident(200)
 	toolCall := adapters.Issue{Kind: session.ProblemOrphanedToolCall, Key: "toolu_1", Detail: "Bash: python3 sleep"}
@@ -177,6 +185,23 @@ func TestDecideInvariants(t *testing.T) {
 		{name: "a stopped session's dead owner is not probed back to life", rec: rec(session.StatusStopped, &id1),
 			// Even if a buggy probe said alive, a confirmed-dead identity stays dead.
 			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusStopped, wantPID: 100, events: 0},
+
+		// Owners the agent's data settles are never probed: another
+		// machine's pid means nothing here (a buggy probe saying alive
+		// would make it running), and an entry of an earlier boot is dead.
+		{name: "another machine's owner is not probed: unknown, never running", rec: rec(session.StatusUnknown, nil),
+			obs: &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{foreign(100)}, Activity: session.ActivityBusy,
+				Problems: []adapters.Issue{{Kind: session.ProblemForeignHost, Key: "100", Detail: "another machine"}}},
+			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusUnknown, wantAct: session.ActivityIdle, problems: []session.ProblemKind{session.ProblemForeignHost}, events: 1},
+		{name: "another machine's owner with work in flight is never made dead here", rec: rec(session.StatusRunning, &id2),
+			obs: &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{foreign(100)}, InFlight: []adapters.Issue{toolCall},
+				Problems: []adapters.Issue{{Kind: session.ProblemForeignHost, Key: "100", Detail: "another machine"}}},
+			want: session.StatusUnknown, wantAct: session.ActivityIdle, wantPID: 200, problems: []session.ProblemKind{session.ProblemForeignHost}, events: 1},
+		{name: "an owner of an earlier boot is dead without a probe", rec: rec(session.StatusRunning, &id2),
+			obs: &adapters.Observed{UpstreamID: "up-1", InFlight: []adapters.Issue{toolCall}, Owners: []adapters.Owner{{Identity: id1, Evidence: "registry",
+				NoProbe: &proc.Result{Liveness: proc.Dead, Reason: "started before this boot"}}}},
+			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusInterrupted, wantPID: 200,
+			problems: []session.ProblemKind{session.ProblemOrphanedToolCall}, events: 1},
 
 		// The watchdog.
 		{name: "busy with no progress past the threshold is stalled", rec: rec(session.StatusRunning, &id1),

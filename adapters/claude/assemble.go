@@ -173,10 +173,13 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 				}
 			}
 		}
-		id, valid := a.registryOwner(e, v)
-		o.Owners = append(o.Owners, adapters.Owner{Identity: id, Evidence: EvidenceRegistry})
-		if valid {
-			live = append(live, liveOwner{id, b.id})
+		eo := a.registryOwner(e, v)
+		o.Owners = append(o.Owners, adapters.Owner{Identity: eo.id, Evidence: EvidenceRegistry, NoProbe: eo.place.unprobed()})
+		if is := eo.place.issue(e); is != nil {
+			o.Problems = append(o.Problems, *is)
+		}
+		if eo.valid {
+			live = append(live, liveOwner{eo.id, b.id})
 			if act, ok := registryActivity(e.Status); ok && o.ActivityEvidence == "" {
 				o.Activity = act
 				o.ActivityEvidence = EvidenceRegistryState
@@ -185,7 +188,8 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 				}
 			}
 		}
-		if e.Status == "busy" {
+		if e.Status == "busy" && eo.place.problem == "" {
+			// (A busy entry of another machine is not stale from here.)
 			since := e.StatusUpdatedAt
 			if since.IsZero() {
 				since = e.UpdatedAt
@@ -263,47 +267,56 @@ func appendOwner(owners []adapters.Owner, o adapters.Owner) []adapters.Owner {
 	return append(owners, o)
 }
 
-// registryOwner is the identity a registry entry names, and whether it was
-// validated against a live process (same pid and start, not a zombie).
-// An entry whose pid is live with other start ticks names a reused pid:
-// its identity is still reported (it probes Dead), but it is not valid.
-func (a *Adapter) registryOwner(e *RegistryEntry, v *procView) (proc.Identity, bool) {
-	boot := v.boot
-	if eb := e.BootID(); eb != "" && (boot == "" || eb != boot) {
-		// Written in another boot (or the boot is unknown): never valid here.
-		ticks, _ := procStartTicks(e.ProcStart)
-		return proc.Identity{BootID: eb, PID: e.PID, StartTicks: ticks}, false
-	}
+// entryOwner is what one registry entry says of its owner.
+type entryOwner struct {
+	id proc.Identity
+	// valid: validated against a live process of this host (same pid and
+	// start, not a zombie).
+	valid bool
+	place place
+}
+
+// registryOwner is the identity a registry entry names, placed by its
+// pidDomain and startedAt, and whether it was validated against a live
+// process. An entry whose pid is live with other start ticks names a
+// reused pid: its identity is still reported (it probes Dead), but it is
+// not valid. An entry of another machine or an invisible namespace gets an
+// identity with no boot, which the tracker never probes (place.unprobed).
+func (a *Adapter) registryOwner(e *RegistryEntry, v *procView) entryOwner {
+	pl := v.locate(e)
 	ticks, _ := procStartTicks(e.ProcStart)
-	id := proc.Identity{BootID: boot, PID: e.PID, StartTicks: ticks}
+	if pl.pid == 0 || pl.dead() {
+		return entryOwner{id: proc.Identity{PID: e.PID, StartTicks: ticks}, place: pl}
+	}
+	out := entryOwner{id: proc.Identity{BootID: v.boot, PID: pl.pid, StartTicks: ticks}, place: pl}
 	var p *proc.Process
 	if v.snap != nil {
-		p = v.snap.Procs[e.PID]
+		p = v.snap.Procs[pl.pid]
 	} else if v.host != nil {
-		if live, err := v.host.Identify(e.PID); err == nil {
+		if live, err := v.host.Identify(pl.pid); err == nil {
 			p = &proc.Process{Identity: live}
 		}
 	}
 	if p == nil || dead(p) {
-		return id, false
+		return out
 	}
 	switch {
 	case procStartMatches(e.ProcStart, p.Identity.StartTicks):
-		id.StartTicks = p.Identity.StartTicks // the same value on Linux; exact on macOS
-		return id, true
+		out.id.StartTicks = p.Identity.StartTicks // the same value on Linux; exact on macOS
+		out.valid = true
 	case e.ProcStart == "" && v.snap != nil && isClaudeArgv(p.Argv) && !e.StartedAt.IsZero():
 		// No procStart (older versions): a claude process at that pid that
 		// started no later than the entry says is the same process.
 		if st, ok := v.startTime(p.Identity); ok && !st.After(e.StartedAt.Add(2*time.Second)) {
-			id.StartTicks = p.Identity.StartTicks
-			return id, true
+			out.id.StartTicks = p.Identity.StartTicks
+			out.valid = true
 		}
 	}
-	return id, false
+	return out
 }
 
-// registryTicks maps each pid named by a registry entry of this boot to the
-// procStart values recorded for it.
+// registryTicks maps each pid named by a registry entry of this host, PID
+// namespace and boot to the procStart values recorded for it.
 func (a *Adapter) registryTicks(v *procView) map[int][]string {
 	m := map[int][]string{}
 	for _, r := range a.roots {
@@ -315,8 +328,8 @@ func (a *Adapter) registryTicks(v *procView) map[int][]string {
 			if e == nil || e.ProcStart == "" {
 				continue
 			}
-			if eb := e.BootID(); eb != "" && eb != v.boot {
-				continue
+			if v.locate(e).kind != placeHere {
+				continue // its pid is not this host's, or not this boot's
 			}
 			m[e.PID] = append(m[e.PID], e.ProcStart)
 		}

@@ -92,7 +92,11 @@ type Config struct {
 type ProcHost interface {
 	BootID() (string, error)
 	Identify(pid int) (proc.Identity, error)
+	// Probe is the tracker's identity probe: a repair acts only on an
+	// owner it confirms dead.
+	Probe(proc.Identity) proc.Result
 	proc.StartTimer
+	domainHost
 }
 
 // Defaults for Config.

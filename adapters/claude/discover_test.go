@@ -130,7 +130,7 @@ func TestPIDReuseWrongProcStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrong := strconv.FormatUint(real.StartTicks+12345, 10)
-	r.WriteRegistry(t, claudetest.NewEntry(p.pid, wrong, real.BootID, id, cwd, "busy", time.Now().Add(-time.Hour)))
+	r.WriteRegistry(t, claudetest.NewEntry(p.pid, wrong, claudetest.HostDomain(), id, cwd, "busy", time.Now().Add(-time.Hour)))
 
 	a := newTestAdapter(t, &testFS{}, r.Dir)
 	for _, snap := range []*proc.Snapshot{snapshot(t), nil} {

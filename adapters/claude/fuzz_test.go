@@ -54,7 +54,7 @@ func FuzzParseLine(f *testing.F) {
 // accepted entry always names a positive pid.
 func FuzzParseRegistry(f *testing.F) {
 	f.Add([]byte(factSheetEntry))
-	e := claudetest.NewEntry(123, "4567", "boot", claudetest.NewSessionID(), "/p", "waiting", time.Unix(1, 0))
+	e := claudetest.NewEntry(123, "4567", claudetest.HostDomain(), claudetest.NewSessionID(), "/p", "waiting", time.Unix(1, 0))
 	b, _ := json.Marshal(e)
 	f.Add(b)
 	for _, s := range []string{"", "{}", "null", `{"pid":"1"}`, `{"pid":1,"startedAt":"2026-01-01T00:00:00Z","waitingFor":[1]}`,
@@ -69,7 +69,7 @@ func FuzzParseRegistry(f *testing.F) {
 		if e.PID <= 0 {
 			t.Fatalf("accepted pid %d", e.PID)
 		}
-		_ = e.BootID()
+		_, _, _ = splitDomain(e.PIDDomain)
 		_, _ = procStartTicks(e.ProcStart)
 		_ = procStartMatches(e.ProcStart, 12345)
 	})

@@ -97,7 +97,7 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 		}
 		sid := p.Env["CLAUDE_CODE_SESSION_ID"]
 		if sid == "" {
-			sid = a.sessionOfPID(owner, v.boot)
+			sid = a.sessionOfPID(owner, v)
 		}
 		if sid != "" {
 			add(sid, p, owner)
@@ -143,15 +143,16 @@ func ownerAlive(snap *proc.Snapshot, owner int, child *proc.Process, ticks []str
 	return false
 }
 
-// sessionOfPID is the session a registry entry of this boot names for pid.
-func (a *Adapter) sessionOfPID(pid int, boot string) string {
+// sessionOfPID is the session a registry entry of this host, PID namespace
+// and boot names for pid.
+func (a *Adapter) sessionOfPID(pid int, v *procView) string {
 	for _, r := range a.roots {
 		for _, rf := range r.regs {
 			e := rf.entry
 			if e == nil || e.PID != pid || e.SessionID == "" {
 				continue
 			}
-			if eb := e.BootID(); eb != "" && eb != boot {
+			if v.locate(e).kind != placeHere {
 				continue
 			}
 			return e.SessionID

@@ -22,6 +22,12 @@ type procView struct {
 
 	host   ProcHost
 	starts map[proc.Identity]time.Time
+
+	// dom is this host's machine, PID namespace and boot time, against
+	// which registry entries' pidDomain and startedAt are read.
+	dom     hostDomain
+	domHost domainHost
+	nsFound map[nsKey]nsAnswer
 }
 
 // claudeProc is a live top-level claude process (not a helper).
@@ -37,6 +43,10 @@ type claudeProc struct {
 
 func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot, home string) *procView {
 	v := &procView{snap: snap, host: host, byCwd: map[string][]*claudeProc{}, byArgv: map[string][]*claudeProc{}, starts: map[proc.Identity]time.Time{}}
+	if host != nil {
+		v.domHost = host
+		v.dom = readHostDomain(host)
+	}
 	if snap == nil {
 		if host != nil {
 			v.boot, _ = host.BootID()

@@ -25,7 +25,9 @@ type RegistryEntry struct {
 	StartedAt time.Time
 	Version   string
 	Kind      string
-	// PIDDomain is "linux:<boot-id>:pid:[<pid namespace>]".
+	// PIDDomain says which machine and PID namespace the pid belongs to:
+	// "linux:<machine-id>:pid:[<ns inode>]" on Linux (see domain.go). It
+	// is not a boot id.
 	PIDDomain string
 	Name      string
 	// Status is busy, idle or waiting; "" when the host never writes it.
@@ -34,19 +36,6 @@ type RegistryEntry struct {
 	WaitingFor      string
 	UpdatedAt       time.Time
 	StatusUpdatedAt time.Time
-}
-
-// BootID returns the boot id in PIDDomain, "" when there is none.
-func (e RegistryEntry) BootID() string {
-	d, ok := strings.CutPrefix(e.PIDDomain, "linux:")
-	if !ok {
-		return ""
-	}
-	boot, _, ok := strings.Cut(d, ":pid:")
-	if !ok {
-		return ""
-	}
-	return boot
 }
 
 // ErrBadRegistry is wrapped by ParseRegistry's errors.

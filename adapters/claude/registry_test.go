@@ -21,8 +21,8 @@ func TestParseRegistry(t *testing.T) {
 		e.ProcStart != "99240" || e.Status != "busy" || e.Version != "2.1.328" || e.Name != "proj-48" {
 		t.Fatalf("entry = %+v", e)
 	}
-	if e.BootID() != "0f3c1e9a-1111-2222-3333-444455556666" {
-		t.Fatalf("boot id %q", e.BootID())
+	if m, ns, ok := splitDomain(e.PIDDomain); !ok || m != "0f3c1e9a-1111-2222-3333-444455556666" || ns != "pid:[4026531836]" {
+		t.Fatalf("pidDomain %q read as machine %q namespace %q (%v)", e.PIDDomain, m, ns, ok)
 	}
 	if !e.StartedAt.Equal(time.UnixMilli(1795346466101)) || !e.StatusUpdatedAt.Equal(time.UnixMilli(1795346466061)) {
 		t.Fatalf("times %v %v", e.StartedAt, e.StatusUpdatedAt)

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
 )
 
 var _ adapters.Repairer = (*Adapter)(nil)
@@ -48,8 +50,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read registry %s: %w", dir, err)
 	}
-	boot, _ := a.host.BootID()
-	v := &procView{host: a.host, boot: boot}
+	v := newProcView(nil, a.host, a.cfg.DefaultRoot, a.cfg.Home)
 	var steps []adapters.Step
 	for _, de := range ents {
 		if ctx.Err() != nil {
@@ -69,12 +70,12 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 			continue
 		}
 		keys := keyFiles(ents, dir, e.PID)
-		if _, alive := a.registryOwner(&e, v); alive {
-			steps = append(steps, adapters.Step{Action: "keep registry entry", Target: path, Outcome: adapters.OutcomeSkipped,
-				Detail: fmt.Sprintf("pid %d is alive: the entry is its own", e.PID)})
+		dead, why := a.entryDead(&e, v)
+		if !dead {
+			steps = append(steps, adapters.Step{Action: "keep registry entry", Target: path, Outcome: adapters.OutcomeSkipped, Detail: why})
 			continue
 		}
-		detail := fmt.Sprintf("pid %d is dead; the entry says %q", e.PID, e.Status)
+		detail := fmt.Sprintf("%s; the entry says %q", why, e.Status)
 		steps = append(steps, a.removeStep("remove registry entry", path, detail, apply, &e, v))
 		for _, k := range keys {
 			steps = append(steps, a.removeStep("remove token file (not read)", k, fmt.Sprintf("belongs to dead pid %d", e.PID), apply, &e, v))
@@ -93,8 +94,8 @@ func (a *Adapter) removeStep(action, path, detail string, apply bool, e *Registr
 	if !apply {
 		return s
 	}
-	if _, alive := a.registryOwner(e, v); alive {
-		s.Outcome, s.Detail = adapters.OutcomeSkipped, fmt.Sprintf("pid %d is alive again", e.PID)
+	if dead, why := a.entryDead(e, v); !dead {
+		s.Outcome, s.Detail = adapters.OutcomeSkipped, "no longer confirmed dead: "+why
 		return s
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -103,6 +104,52 @@ func (a *Adapter) removeStep(action, path, detail string, apply bool, e *Registr
 	}
 	s.Outcome = adapters.OutcomeDone
 	return s
+}
+
+// entryDead reports whether the owner a registry entry names is confirmed
+// dead, by the tracker's identity probe, and says why either way. Anything
+// short of a confirmed death keeps the entry: an entry of another machine
+// or of an invisible PID namespace (never probed here), a probe that
+// failed, and a live pid whose entry records no procStart to compare.
+func (a *Adapter) entryDead(e *RegistryEntry, v *procView) (bool, string) {
+	pl := v.locate(e)
+	switch {
+	case pl.dead():
+		return true, pl.detail
+	case pl.problem != "":
+		return false, pl.detail
+	}
+	boot, err := a.host.BootID()
+	if err != nil {
+		return false, fmt.Sprintf("cannot probe pid %d: %v", pl.pid, err)
+	}
+	if ticks, ok := procStartTicks(e.ProcStart); ok {
+		r := a.host.Probe(proc.Identity{BootID: boot, PID: pl.pid, StartTicks: ticks})
+		switch r.Liveness {
+		case proc.Dead:
+			return true, r.Reason
+		case proc.Alive:
+			return false, fmt.Sprintf("pid %d is alive: the entry is its own", pl.pid)
+		}
+		return false, "cannot confirm the owner is dead: " + r.Reason
+	}
+	// No procStart (older versions): the live process at the pid, if any,
+	// is the entry's own unless it started after the entry was written.
+	live, err := a.host.Identify(pl.pid)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, fmt.Sprintf("pid %d does not exist", pl.pid)
+	case err != nil:
+		return false, fmt.Sprintf("cannot confirm pid %d is dead: %v", pl.pid, err)
+	}
+	if r := a.host.Probe(live); r.Liveness != proc.Alive {
+		return r.Liveness == proc.Dead, r.Reason
+	}
+	if st, err := a.host.StartTime(live); err == nil && !e.StartedAt.IsZero() && st.After(e.StartedAt.Add(2*time.Second)) {
+		return true, fmt.Sprintf("pid %d was reused: the process there started at %s, after the entry (%s)",
+			pl.pid, st.UTC().Format(time.RFC3339), e.StartedAt.UTC().Format(time.RFC3339))
+	}
+	return false, fmt.Sprintf("pid %d is alive and the entry records no procStart: it may be its own", pl.pid)
 }
 
 // keyFiles returns <pid>.<hash>.key names in the registry dir: found by

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,8 +135,9 @@ type Entry struct {
 
 // NewEntry returns a registry entry for pid with the given procStart
 // (field 22 of /proc/<pid>/stat as decimal text, or anything else to fake
-// a reused pid), boot id and status.
-func NewEntry(pid int, procStart, bootID, sessionID, cwd, status string, at time.Time) Entry {
+// a reused pid), pidDomain ("" for versions that write none; HostDomain
+// for this machine, as Claude writes it) and status.
+func NewEntry(pid int, procStart, pidDomain, sessionID, cwd, status string, at time.Time) Entry {
 	ms := at.UnixMilli()
 	e := Entry{
 		PID: pid, SessionID: sessionID, Cwd: cwd, StartedAt: ms, ProcStart: procStart,
@@ -143,22 +145,56 @@ func NewEntry(pid int, procStart, bootID, sessionID, cwd, status string, at time
 		MessagingSocketPath: fmt.Sprintf("/tmp/cc-socks/%d.sock", pid),
 		Name:                filepath.Base(cwd) + "-" + strconv.Itoa(pid%100),
 		Status:              status, UpdatedAt: ms, StatusUpdatedAt: ms,
-	}
-	if bootID != "" {
-		e.PIDDomain = "linux:" + bootID + ":pid:[4026531836]"
+		PIDDomain: pidDomain,
 	}
 	return e
 }
 
+// HostDomain is the pidDomain a claude process started by this test would
+// write, built the way Claude Code 2.1.328 builds it (checked in its
+// binary and on a run): on Linux "linux:" + the trimmed contents of
+// /etc/machine-id ("" when unreadable, no other source) + ":" + the link
+// text of /proc/self/ns/pid; elsewhere the constant "linux". It names the
+// machine and PID namespace, never the boot. Read here on its own, not
+// through package proc, so that the adapter is checked against it.
+func HostDomain() string {
+	if runtime.GOOS != "linux" {
+		return "linux"
+	}
+	var machine string
+	if b, err := os.ReadFile("/etc/machine-id"); err == nil {
+		machine = strings.TrimSpace(string(b))
+	}
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return "linux:" + machine + ":" + ns
+}
+
+// ForeignDomain is the pidDomain of another machine (a home shared over
+// NFS or synced), in this host's namespace text.
+func ForeignDomain() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return "linux:0f3c1e9a11112222333344445555aaaa:" + ns
+}
+
 // LiveEntry returns a registry entry for the live process pid with its true
-// procStart and boot id, as the claude process itself would write it.
+// procStart and this host's pidDomain, as the claude process itself would
+// write it.
 func LiveEntry(tb testing.TB, pid int, sessionID, cwd, status string) Entry {
 	tb.Helper()
 	id, err := proc.NewHost().Identify(pid)
 	if err != nil {
 		tb.Fatalf("identify pid %d: %v", pid, err)
 	}
-	return NewEntry(pid, strconv.FormatUint(id.StartTicks, 10), id.BootID, sessionID, cwd, status, time.Now())
+	return NewEntry(pid, strconv.FormatUint(id.StartTicks, 10), HostDomain(), sessionID, cwd, status, startedAt(id))
+}
+
+// startedAt is when Claude would have written startedAt for the process:
+// its start (it writes the entry just after), not the test's now.
+func startedAt(id proc.Identity) time.Time {
+	if st, err := proc.NewHost().StartTime(id); err == nil {
+		return st
+	}
+	return time.Now()
 }
 
 // WriteRegistry writes e as <root>/sessions/<pid>.json and returns the path.

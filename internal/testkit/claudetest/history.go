@@ -73,7 +73,7 @@ func LiveEntryFor(host *proc.Host, pid int, sessionID, cwd, status string) (Entr
 	if err != nil {
 		return Entry{}, fmt.Errorf("identify pid %d: %w", pid, err)
 	}
-	return NewEntry(pid, strconv.FormatUint(id.StartTicks, 10), id.BootID, sessionID, cwd, status, time.Now()), nil
+	return NewEntry(pid, strconv.FormatUint(id.StartTicks, 10), HostDomain(), sessionID, cwd, status, startedAt(id)), nil
 }
 
 // HistorySpec describes a config root's history of finished sessions: no
