@@ -2,11 +2,20 @@
 // processes: reap (orphaned tool processes) and stop (a session's owner).
 // Each is planned first and every signal is preceded by a fresh identity
 // probe, so a PID the kernel has reused is never hit.
+//
+// Process groups: stop of a session sessiond launched (with setsid)
+// signals the group its owner leads and waits until no process of that
+// group is left, SIGKILLing the group after the timeout, so a tool that
+// ignores SIGTERM does not outlive the stop. Reap signals a process group
+// as one only when every live member of the group is among its targets,
+// each confirmed by its identity just before the signal; a group that also
+// holds anything else gets one signal per attributed pid.
 package actions
 
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -37,11 +46,40 @@ type Terminator struct {
 	Poll time.Duration
 }
 
+// member is a live process of a process group, named by pid and start
+// ticks as proc.Identity names it.
+type member struct {
+	PID        int
+	StartTicks uint64
+}
+
+// killWait bounds the wait for a SIGKILLed process to be gone.
+const killWait = 2 * time.Second
+
 func (t *Terminator) signal(pid int, sig syscall.Signal) error {
+	// kill(0) reaches sessiond's own group, kill(-1) every process it may
+	// signal, kill(1) init: no target is ever one of them, whatever a
+	// record or an observation says.
+	if pid >= -1 && pid <= 1 {
+		return fmt.Errorf("refuse to send %s to pid %d: never a target", sigName(sig), pid)
+	}
+	if pid < 0 && -pid == syscall.Getpgrp() {
+		return fmt.Errorf("refuse to send %s to process group %d: it is sessiond's own", sigName(sig), -pid)
+	}
 	if t.Signal != nil {
 		return t.Signal(pid, sig)
 	}
 	return syscall.Kill(pid, sig)
+}
+
+func sigName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	}
+	return sig.String()
 }
 
 func target(tg Target) string {
@@ -51,26 +89,114 @@ func target(tg Target) string {
 	return fmt.Sprintf("pid %d", tg.ID.PID)
 }
 
+// unit is what one round of signals covers: a single target (pgid 0),
+// signalled by pid or as the group it leads, or targets that are together
+// every live process of process group pgid, signalled as that group.
+type unit struct {
+	pgid int
+	idx  []int
+}
+
+// wholeGroupNote ends the detail of a target signalled through its group.
+const wholeGroupNote = "; every live process of its group is a target, so the group gets one signal"
+
+// units sorts the targets into units, in the targets' order. Grouping
+// needs the pgid from /proc (Linux); where it cannot be read, or the pid
+// is no longer the target's process, the target stays alone.
+func (t *Terminator) units(targets []Target) []unit {
+	byGroup := map[int][]int{}
+	groupOf := make([]int, len(targets))
+	self := syscall.Getpgrp()
+	for i, tg := range targets {
+		if tg.Group {
+			continue
+		}
+		pgid, ticks, err := pgidOf(tg.ID.PID)
+		if err != nil || ticks != tg.ID.StartTicks || pgid <= 1 || pgid == self {
+			continue
+		}
+		groupOf[i] = pgid
+		byGroup[pgid] = append(byGroup[pgid], i)
+	}
+	if len(byGroup) > 0 {
+		want := map[int]bool{}
+		for pgid := range byGroup {
+			want[pgid] = true
+		}
+		live, err := groupMembers(want)
+		for pgid, idx := range byGroup {
+			if err != nil || !t.whole(targets, idx, live[pgid]) {
+				for _, i := range idx {
+					groupOf[i] = 0
+				}
+			}
+		}
+	}
+	var us []unit
+	done := map[int]bool{}
+	for i := range targets {
+		switch g := groupOf[i]; {
+		case g == 0:
+			us = append(us, unit{idx: []int{i}})
+		case !done[g]:
+			done[g] = true
+			us = append(us, unit{pgid: g, idx: byGroup[g]})
+		}
+	}
+	return us
+}
+
+// whole reports whether live, the live processes of a group, are all
+// among targets[idx], each one's identity probing alive.
+func (t *Terminator) whole(targets []Target, idx []int, live []member) bool {
+	if len(live) == 0 {
+		return false
+	}
+	for _, m := range live {
+		found := false
+		for _, i := range idx {
+			id := targets[i].ID
+			if id.PID == m.PID && id.StartTicks == m.StartTicks && t.Probe.Probe(id).Liveness == proc.Alive {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
 // Plan lists the steps Terminate would take, without signalling.
 func (t *Terminator) Plan(targets []Target, timeout time.Duration, force bool) []adapters.Step {
-	var steps []adapters.Step
-	for _, tg := range targets {
-		if r := t.Probe.Probe(tg.ID); r.Liveness != proc.Alive {
-			steps = append(steps, adapters.Step{Action: "nothing to signal", Target: target(tg), Detail: tg.What + ": " + r.Reason, Outcome: adapters.OutcomeSkipped})
-			continue
+	steps := make([]adapters.Step, len(targets))
+	for _, u := range t.units(targets) {
+		to, note := "", ""
+		if u.pgid != 0 {
+			to, note = " to process group "+strconv.Itoa(u.pgid), wholeGroupNote
 		}
-		if force {
-			steps = append(steps, adapters.Step{Action: "SIGKILL", Target: target(tg), Detail: tg.What, Outcome: adapters.OutcomePlanned})
-			continue
+		for _, i := range u.idx {
+			tg := targets[i]
+			if r := t.Probe.Probe(tg.ID); r.Liveness != proc.Alive {
+				steps[i] = adapters.Step{Action: "nothing to signal", Target: target(tg), Detail: tg.What + ": " + r.Reason, Outcome: adapters.OutcomeSkipped}
+				continue
+			}
+			action := "SIGTERM" + to + ", then SIGKILL after " + timeout.String()
+			if force {
+				action = "SIGKILL" + to
+			}
+			steps[i] = adapters.Step{Action: action, Target: target(tg), Detail: tg.What + note, Outcome: adapters.OutcomePlanned}
 		}
-		steps = append(steps, adapters.Step{Action: "SIGTERM, then SIGKILL after " + timeout.String(), Target: target(tg), Detail: tg.What, Outcome: adapters.OutcomePlanned})
 	}
 	return steps
 }
 
 // Terminate sends SIGTERM (SIGKILL when force) to every target still
-// alive, waits up to timeout for them to die, then SIGKILLs survivors.
-// Each signal is preceded by a probe of the exact identity.
+// alive, waits up to timeout for them to die, then SIGKILLs survivors. A
+// Group target counts as dead only when no process of its group is left.
+// Each signal is preceded by a probe of the exact identity. The steps are
+// one per target, in order.
 func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout time.Duration, force bool) []adapters.Step {
 	poll := t.Poll
 	if poll <= 0 {
@@ -81,18 +207,21 @@ func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout ti
 	if force {
 		first = syscall.SIGKILL
 	}
+	us := t.units(targets)
 	sent := map[int]bool{}
-	for i, tg := range targets {
-		steps[i] = t.send(tg, first)
-		if steps[i].Outcome == adapters.OutcomeDone {
-			sent[i] = true
+	for _, u := range us {
+		t.deliver(targets, u, u.idx, first, steps)
+		for _, i := range u.idx {
+			if steps[i].Outcome == adapters.OutcomeDone {
+				sent[i] = true
+			}
 		}
 	}
 	deadline := time.Now().Add(timeout)
 	for len(sent) > 0 {
 		for i := range sent {
-			if t.Probe.Probe(targets[i].ID).Liveness != proc.Alive {
-				steps[i].Detail += "; exited"
+			if gone, note := t.gone(targets[i]); gone {
+				steps[i].Detail += note + "; exited"
 				delete(sent, i)
 			}
 		}
@@ -101,39 +230,143 @@ func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout ti
 		}
 		time.Sleep(poll)
 	}
-	for i := range sent {
-		// Still alive after the timeout.
-		k := t.send(targets[i], syscall.SIGKILL)
-		steps[i].Action += ", SIGKILL after " + timeout.String()
-		if k.Outcome != adapters.OutcomeDone {
-			steps[i].Outcome, steps[i].Error = k.Outcome, k.Error
-			continue
-		}
-		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(poll) {
-			if t.Probe.Probe(targets[i].ID).Liveness != proc.Alive {
-				steps[i].Detail += "; killed"
-				break
+	if len(sent) == 0 {
+		return steps
+	}
+	// Still alive after the timeout: SIGKILL, a group's survivors together
+	// when they are still all of it.
+	kill := make([]adapters.Step, len(targets))
+	killed := map[int]bool{}
+	for _, u := range us {
+		var left []int
+		for _, i := range u.idx {
+			if sent[i] {
+				left = append(left, i)
 			}
 		}
+		if len(left) == 0 {
+			continue
+		}
+		t.deliver(targets, u, left, syscall.SIGKILL, kill)
+		for _, i := range left {
+			steps[i].Action += ", SIGKILL after " + timeout.String()
+			switch kill[i].Outcome {
+			case adapters.OutcomeDone:
+				killed[i] = true
+			case adapters.OutcomeSkipped:
+				// It died between the last look and the SIGKILL.
+				steps[i].Detail += "; exited"
+			default:
+				steps[i].Outcome, steps[i].Error = kill[i].Outcome, "SIGKILL: "+kill[i].Error
+			}
+		}
+	}
+	for end := time.Now().Add(killWait); len(killed) > 0; time.Sleep(poll) {
+		for i := range killed {
+			if gone, note := t.gone(targets[i]); gone {
+				steps[i].Detail += note + "; killed"
+				delete(killed, i)
+			}
+		}
+		if len(killed) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	for i := range killed {
+		what := "process"
+		if targets[i].Group {
+			what = "process group"
+		}
+		steps[i].Outcome, steps[i].Error = adapters.OutcomeFailed, fmt.Sprintf("%s still alive %s after SIGKILL", what, killWait)
 	}
 	return steps
 }
 
-// send probes the identity and signals it only if it is still that process.
+// gone reports whether a target is dead: its identity no longer probes
+// alive and, for a Group target, no process of its group is left. note
+// says what could not be checked.
+func (t *Terminator) gone(tg Target) (bool, string) {
+	if t.Probe.Probe(tg.ID).Liveness == proc.Alive {
+		return false, ""
+	}
+	if !tg.Group {
+		return true, ""
+	}
+	empty, err := groupGone(tg.ID.PID, tg.ID.StartTicks)
+	if err != nil {
+		return true, "; leader exited, the rest of its group could not be checked: " + err.Error()
+	}
+	return empty, ""
+}
+
+// deliver sends sig for the targets idx of unit u, writing their steps. A
+// group unit is signalled as one only if a fresh look still finds every
+// live process of the group among idx, identities probed alive; otherwise
+// each target is signalled alone.
+func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Signal, steps []adapters.Step) {
+	if u.pgid == 0 {
+		for _, i := range idx {
+			steps[i] = t.send(targets[i], sig)
+		}
+		return
+	}
+	live, err := groupMembers(map[int]bool{u.pgid: true})
+	if err != nil || !t.whole(targets, idx, live[u.pgid]) {
+		why := "its process group now holds a process that is not a target"
+		if err != nil {
+			why = err.Error()
+		}
+		for _, i := range idx {
+			steps[i] = t.send(targets[i], sig)
+			steps[i].Detail += "; signalled alone: " + why
+		}
+		return
+	}
+	serr := t.signal(-u.pgid, sig)
+	for _, i := range idx {
+		tg := targets[i]
+		s := adapters.Step{Action: sigName(sig) + " to process group " + strconv.Itoa(u.pgid), Target: target(tg), Detail: tg.What + wholeGroupNote}
+		isMember := false
+		for _, m := range live[u.pgid] {
+			isMember = isMember || (m.PID == tg.ID.PID && m.StartTicks == tg.ID.StartTicks)
+		}
+		switch {
+		case !isMember:
+			s.Outcome, s.Detail = adapters.OutcomeSkipped, tg.What+": not signalled, no longer alive"
+		case serr != nil:
+			s.Outcome, s.Error = adapters.OutcomeFailed, serr.Error()
+		default:
+			s.Outcome = adapters.OutcomeDone
+		}
+		steps[i] = s
+	}
+}
+
+// send probes the identity and signals it only if it is still that
+// process. A Group target whose leader has exited is signalled while
+// processes of its group are left: the group's number cannot be given to
+// another group while one of its processes lives.
 func (t *Terminator) send(tg Target, sig syscall.Signal) adapters.Step {
-	s := adapters.Step{Action: sig.String(), Target: target(tg), Detail: tg.What}
-	if sig == syscall.SIGTERM {
-		s.Action = "SIGTERM"
-	} else if sig == syscall.SIGKILL {
-		s.Action = "SIGKILL"
-	}
-	if r := t.Probe.Probe(tg.ID); r.Liveness != proc.Alive {
-		s.Outcome, s.Detail = adapters.OutcomeSkipped, tg.What+": not signalled, "+r.Reason
-		return s
-	}
+	s := adapters.Step{Action: sigName(sig), Target: target(tg), Detail: tg.What}
 	pid := tg.ID.PID
 	if tg.Group {
 		pid = -pid
+	}
+	if r := t.Probe.Probe(tg.ID); r.Liveness != proc.Alive {
+		if !tg.Group {
+			s.Outcome, s.Detail = adapters.OutcomeSkipped, tg.What+": not signalled, "+r.Reason
+			return s
+		}
+		empty, err := groupGone(tg.ID.PID, tg.ID.StartTicks)
+		if err != nil || empty {
+			why := "no process of the group is left"
+			if err != nil {
+				why = err.Error()
+			}
+			s.Outcome, s.Detail = adapters.OutcomeSkipped, tg.What+": not signalled, "+r.Reason+"; "+why
+			return s
+		}
+		s.Detail += "; leader already exited, signalled the rest of its group"
 	}
 	if err := t.signal(pid, sig); err != nil {
 		s.Outcome, s.Error = adapters.OutcomeFailed, err.Error()

@@ -154,7 +154,10 @@ func (s *server) abortSession(w http.ResponseWriter, r *http.Request) {
 
 // reapSession: POST /v1/sessions/{id}/reap. Terminates tool processes
 // positively attributed to the dead session by a fresh observation, never
-// anything else. A dry run unless apply.
+// anything else. A dry run unless apply. The terminator signals a process
+// group as one when every live process of it is among these targets (a
+// killed agent's MCP servers stay in its group), else each pid alone, and
+// probes each identity before each signal.
 func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 	rec, req, timeout, ok := s.actionInput(w, r)
 	if !ok {
