@@ -365,11 +365,33 @@ func tailActivity(s *summary) session.Activity {
 	return session.ActivityUnknown
 }
 
+// maxNamedToolCalls is how many calls without results are named one by
+// one; the rest are counted in one problem.
+const maxNamedToolCalls = 5
+
 // inFlight lists the last turn's unfinished work: tool calls without
 // results, a prompt without a reply, tool results the model never answered.
 func inFlight(s *summary) []adapters.Issue {
 	var out []adapters.Issue
-	for _, tc := range s.Pending {
+	// Name the newest few; one problem counts the rest, so a transcript
+	// with dozens of unanswered calls does not bury the session's list.
+	named := s.Pending
+	if len(named) > maxNamedToolCalls {
+		named = named[len(named)-maxNamedToolCalls:]
+	}
+	if rest := s.Pending[:len(s.Pending)-len(named)]; len(rest) > 0 || s.pendingDropped > 0 {
+		n := len(rest) + s.pendingDropped
+		is := adapters.Issue{Kind: session.ProblemOrphanedToolCall, Key: "more",
+			Detail: fmt.Sprintf("%d more tool calls without results", n)}
+		if len(rest) > 0 {
+			is.Since = rest[0].At
+			if s.pendingDropped == 0 {
+				is.Detail += fmt.Sprintf(", the oldest %s", rest[0].Name)
+			}
+		}
+		out = append(out, is)
+	}
+	for _, tc := range named {
 		d := tc.Name
 		if tc.Input != "" {
 			d += ": " + tc.Input

@@ -42,8 +42,11 @@ type summary struct {
 	Title     string
 	First     time.Time
 	Last      time.Time
-	// Pending are tool calls of the last turn that have no result yet.
+	// Pending are tool calls of the last turn that have no result yet,
+	// the newest maxPending of them.
 	Pending []ToolCall
+	// pendingDropped counts older calls without results that did not fit.
+	pendingDropped int
 	// Prompt is the last turn's prompt while it has no reply.
 	Prompt *Line
 
@@ -142,7 +145,7 @@ func (s *summary) turn(l *Line) {
 	}
 	switch l.Kind {
 	case KindPrompt:
-		s.Pending = nil
+		s.Pending, s.pendingDropped = nil, 0
 		p := *l
 		p.Prompt = Shorten(l.Prompt, inputMax)
 		p.ToolUses, p.ToolResults = nil, nil
@@ -155,15 +158,18 @@ func (s *summary) turn(l *Line) {
 		s.Prompt = nil
 		s.set(turnToolResult, l)
 	case KindInterrupt:
-		s.Pending = nil
+		s.Pending, s.pendingDropped = nil, 0
 		s.Prompt = nil
 		s.set(turnInterrupted, l)
 	case KindAssistant:
 		for _, tc := range l.ToolUses {
 			s.resolve(tc.ID) // one call written twice counts once
-			if len(s.Pending) < maxPending {
-				s.Pending = append(s.Pending, tc)
+			if len(s.Pending) == maxPending {
+				// Keep the newest: drop the oldest, and count it.
+				s.Pending = append(s.Pending[:0], s.Pending[1:]...)
+				s.pendingDropped++
 			}
+			s.Pending = append(s.Pending, tc)
 		}
 		s.Prompt = nil
 		s.stopReason = l.StopReason
@@ -191,7 +197,7 @@ func (s *summary) resolve(id string) {
 
 // resetTurn forgets the turn state (before a tail is read again).
 func (s *summary) resetTurn() {
-	s.Pending = nil
+	s.Pending, s.pendingDropped = nil, 0
 	s.Prompt = nil
 	s.state = turnNone
 	s.stateAt = time.Time{}
