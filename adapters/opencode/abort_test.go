@@ -2,7 +2,6 @@ package opencode
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +20,7 @@ func (f *repairFixture) serve(t *testing.T, srv *opencodetest.FakeServer, sessio
 		t.Fatal(err)
 	}
 	a := f.adapter(nil)
-	snap := opencodetest.Snapshot(f.proc(400, time.Hour, false, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
+	snap := opencodetest.Snapshot(f.server(400, time.Hour, false, "/srv", srv.Port()))
 	mustDiscover(t, a, snap)
 	if len(a.Servers()) != 1 {
 		t.Fatalf("the fake server was not found: %v", a.Servers())
@@ -323,7 +322,7 @@ func TestRepairThroughServerHeldByAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	a2 := f2.adapter(nil)
-	mustDiscover(t, a2, opencodetest.Snapshot(f2.proc(400, time.Hour, true, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv2.Port()))))
+	mustDiscover(t, a2, opencodetest.Snapshot(f2.server(400, time.Hour, true, "/srv", srv2.Port())))
 	steps, err := a2.ApplyRepair(context.Background(), f2.target(sh2.SessionID, "/w/a"))
 	if err != nil || count(steps)[adapters.OutcomeDone] != 1 {
 		t.Fatalf("repair through the server that holds the database: %+v %v", steps, err)

@@ -47,7 +47,8 @@ func validID(id string) bool {
 
 // SessionExists checks whether a session exists: in every opencode*.db, in legacy
 // storage, and, when a database could not answer, on the servers found in
-// the last Discover pass. The error explains an Unknown answer.
+// the last Discover pass that are still this user's. The error explains an
+// Unknown answer.
 func (a *Adapter) SessionExists(ctx context.Context, sessionID string) (Existence, error) {
 	if !validID(sessionID) {
 		return Missing, nil
@@ -75,9 +76,14 @@ func (a *Adapter) SessionExists(ctx context.Context, sessionID string) (Existenc
 	if len(errs) == 0 {
 		return Missing, nil
 	}
-	// A database could not answer: a server reads the same data.
+	// A database could not answer: a server reads the same data, if it is
+	// still this user's.
 	verdict := Unknown
 	for _, s := range a.Servers() {
+		if err := a.checkServer(s); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		err := a.get(ctx, s.URL, "/session/"+url.PathEscape(sessionID), "", nil)
 		var he *httpError
 		switch {

@@ -54,6 +54,9 @@ func TestExistsAsksServerWhenDatabaseLocked(t *testing.T) {
 	srv.Sessions[s.SessionID] = true
 	tree := opencodetest.ProcTree{Root: filepath.Join(t.TempDir(), "proc")}
 	tree.OpenFiles(1000, "/dev/null")
+	if err := tree.Listen(1000, srv.Port(), 1000); err != nil {
+		t.Fatal(err)
+	}
 	snap := opencodetest.Snapshot(opencodetest.Proc(1000, 1, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
 	a := New(Config{DataDir: dir, ProcRoot: tree.Root, StartTimer: opencodetest.StartTimes{}, BusyTimeout: 100 * time.Millisecond})
 	if _, err := a.Discover(ctx, snap); err != nil {

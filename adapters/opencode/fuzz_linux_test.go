@@ -3,14 +3,14 @@ package opencode
 import (
 	"bufio"
 	"bytes"
-	"net"
-	"strconv"
+	"net/netip"
 	"testing"
 )
 
 // FuzzParseListeners: no /proc/net/tcp{,6} content makes the listener
-// parser panic, and every address it returns is host:port with a port
-// sessiond can dial.
+// parser panic; every socket it returns has a valid address, and what
+// sessiond would dial for it is a loopback address that loopbackAddr
+// accepts, or nothing.
 func FuzzParseListeners(f *testing.F) {
 	head := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
 	f.Add([]byte(head+"   0: 0100007F:1000 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n"), uint64(4242))
@@ -20,13 +20,18 @@ func FuzzParseListeners(f *testing.F) {
 	f.Add([]byte(head+"   4: 0100007:1000 00000000:0000 0A 0 0 0 0 0 6\n"), uint64(6))
 	f.Add([]byte("\x00\xff 0A\n\n"), uint64(0))
 	f.Fuzz(func(t *testing.T, b []byte, ino uint64) {
-		for _, addr := range parseListeners(bufio.NewScanner(bytes.NewReader(b)), map[uint64]bool{ino: true}) {
-			host, port, err := net.SplitHostPort(addr)
-			if err != nil || host == "" {
-				t.Fatalf("address %q: %v", addr, err)
+		ls, _ := parseListeners(bufio.NewScanner(bytes.NewReader(b)))
+		for _, l := range ls {
+			if !l.addr.Addr().IsValid() {
+				t.Fatalf("listener %+v: invalid address", l)
 			}
-			if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > 65535 {
-				t.Fatalf("port %q in %q", port, addr)
+			ip, ok := dialAddr(l.addr.Addr())
+			if !ok {
+				continue
+			}
+			u := serverURL(netip.AddrPortFrom(ip, l.addr.Port()))
+			if _, err := loopbackAddr(u); err != nil {
+				t.Fatalf("listener %+v: dialled at %s: %v", l, u, err)
 			}
 		}
 	})

@@ -10,9 +10,10 @@
 // OpenCode stores no PID, so owners are found in the process table: an
 // opencode process naming the session with -s/--session, a server
 // (`serve`, `web`, --port) whose GET /session/status reports the session
-// busy, or, inferred, an opencode process working in the session's
-// directory that holds the database open and started before the session's
-// last write. Discover only observes; the tracker probes the owners and
+// busy (only servers of sessiond's uid, on loopback, are asked: trust.go),
+// or, inferred, an opencode process working in the session's directory
+// that holds the database open and started before the session's last
+// write. Discover only observes; the tracker probes the owners and
 // decides running, stopped or interrupted. See shared/agents/opencode.md.
 //
 // Asked to (sessionctl repair, abort, or the opencode-offline policy), the
@@ -127,6 +128,8 @@ const memoTTL = 24 * time.Hour
 type Adapter struct {
 	cfg Config
 	log *zap.Logger
+	// uid is sessiond's own: only servers of this uid are asked anything.
+	uid int
 
 	passMu sync.Mutex // one Discover at a time; guards dbs, legacy, starts
 	dbs    map[string]*dbReader
@@ -195,6 +198,7 @@ func New(cfg Config) *Adapter {
 	a := &Adapter{
 		cfg:              cfg,
 		log:              cfg.Logger,
+		uid:              os.Getuid(),
 		dbs:              map[string]*dbReader{},
 		starts:           map[proc.Identity]time.Time{},
 		memo:             map[int]ownerMemo{},

@@ -72,6 +72,18 @@ func (f *fixture) proc(pid int, age time.Duration, holdsDB bool, cwd string, arg
 	return opencodetest.Proc(pid, uint64(1000+pid), cwd, argv...)
 }
 
+// server adds a fixture `opencode serve --port <port>` process, started
+// `age` ago, that holds a socket of this uid listening on 127.0.0.1:port
+// (the fake server's port: sessiond asks only a listener it can check).
+func (f *fixture) server(pid int, age time.Duration, holdsDB bool, cwd string, port int) *proc.Process {
+	f.t.Helper()
+	p := f.proc(pid, age, holdsDB, cwd, "opencode", "serve", "--port", strconv.Itoa(port))
+	if err := f.tree.Listen(pid, port, uint64(1_000_000+pid)); err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
 func (f *fixture) adapter(mod func(*Config)) *Adapter {
 	cfg := Config{DataDir: f.dir, ProcRoot: f.tree.Root, StartTimer: f.starts, BusyTimeout: 200 * time.Millisecond,
 		Now: func() time.Time { return f.now }, ServerTimeout: 500 * time.Millisecond}
@@ -199,7 +211,7 @@ func TestServerReportsBusy(t *testing.T) {
 	srv.SetStatus("/w/s", retry.SessionID, opencodetest.Status{Type: "retry", Attempt: 2, Message: "rate limited", Next: f.now.Add(time.Minute).UnixMilli()})
 	srv.SetStatus("/w/s", perm.SessionID, opencodetest.Status{Type: "busy"})
 	srv.Permissions = []opencodetest.Pending{{ID: "per_1", SessionID: perm.SessionID}}
-	snap := opencodetest.Snapshot(f.proc(400, time.Hour, false, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
+	snap := opencodetest.Snapshot(f.server(400, time.Hour, false, "/srv", srv.Port()))
 	a := f.adapter(nil)
 	obs := mustDiscover(t, a, snap)
 	b := find(t, obs, busy.SessionID)
@@ -233,7 +245,7 @@ func TestServerBasicAuth(t *testing.T) {
 	srv.Username = "me"
 	s, _ := f.db.InterruptedMidTool("/w", f.now.Add(-time.Hour))
 	srv.SetStatus("", s.SessionID, opencodetest.Status{Type: "busy"})
-	snap := opencodetest.Snapshot(f.proc(500, time.Hour, false, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
+	snap := opencodetest.Snapshot(f.server(500, time.Hour, false, "/srv", srv.Port()))
 
 	a := f.adapter(nil)
 	if o := find(t, mustDiscover(t, a, snap), s.SessionID); len(o.Owners) != 0 || len(a.Servers()) != 0 {
@@ -268,7 +280,7 @@ func TestServerErrors(t *testing.T) {
 	s, _ := f.db.InterruptedMidTool("/w", f.now.Add(-time.Hour))
 	srv.SetStatus("", s.SessionID, opencodetest.Status{Type: "busy"})
 	srv.Fail["/session/status"] = 500
-	snap := opencodetest.Snapshot(f.proc(700, time.Hour, false, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
+	snap := opencodetest.Snapshot(f.server(700, time.Hour, false, "/srv", srv.Port()))
 	a := f.adapter(nil)
 	o := find(t, mustDiscover(t, a, snap), s.SessionID)
 	if len(o.Owners) != 0 || len(o.Problems) != 0 {
@@ -300,7 +312,7 @@ func TestServerIdleMakesInFlightStale(t *testing.T) {
 	defer srv.Close()
 	s, _ := f.db.InterruptedMidTool("/w", f.now.Add(-time.Hour))
 	q, _ := f.db.WaitingOnQuestion("/w", f.now.Add(-time.Hour))
-	snap := opencodetest.Snapshot(f.proc(800, 2*time.Hour, true, "/w", "opencode", "serve", "--port", strconv.Itoa(srv.Port())))
+	snap := opencodetest.Snapshot(f.server(800, 2*time.Hour, true, "/w", srv.Port()))
 	obs := mustDiscover(t, f.adapter(nil), snap)
 	o := find(t, obs, s.SessionID)
 	if got := ownerPIDs(o); !reflect.DeepEqual(got, []int{800}) {

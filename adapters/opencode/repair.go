@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/sessiond/sessiond/adapters"
 )
 
@@ -143,6 +145,7 @@ func (a *Adapter) locate(ctx context.Context, t adapters.RepairTarget) (string, 
 
 // liveServer is a server that answered for the session.
 type liveServer struct {
+	srv    Server
 	url    string
 	status SessionStatus
 }
@@ -151,12 +154,18 @@ func (s *liveServer) busy() bool { return s.status.Type != "" && s.status.Type !
 
 // serverFor finds a reachable server that has the session, preferring one
 // that reports it busy (its owner). A server that cannot be reached (gone
-// since the last pass) is passed over; one that answers errors is
-// reported, so that nothing is written behind a live server's back.
+// since the last pass), or that is no longer this user's (checkServer:
+// another user may listen on its port now), is passed over; one that
+// answers errors is reported, so that nothing is written behind a live
+// server's back.
 func (a *Adapter) serverFor(ctx context.Context, id, dir string) (*liveServer, error) {
 	var found *liveServer
 	var failed []error
 	for _, s := range a.Servers() {
+		if err := a.checkServer(s); err != nil {
+			a.log.Warn("OpenCode server passed over for a repair: not trusted now", zap.String("url", s.URL), zap.Error(err))
+			continue
+		}
 		err := a.get(ctx, s.URL, "/session/"+url.PathEscape(id), dir, nil)
 		var he *httpError
 		switch {
@@ -174,7 +183,7 @@ func (a *Adapter) serverFor(ctx context.Context, id, dir string) (*liveServer, e
 			failed = append(failed, fmt.Errorf("server %s: GET /session/status: %w", s.URL, err))
 			continue
 		}
-		ls := &liveServer{url: s.URL, status: st[id]}
+		ls := &liveServer{srv: s, url: s.URL, status: st[id]}
 		if ls.busy() {
 			return ls, nil
 		}
@@ -319,6 +328,10 @@ func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.Repa
 	if !m.apply {
 		return append(steps, openMessageSteps(f)...)
 	}
+	// Checked again right before writing: the reads above take time.
+	if err := a.checkServer(sv.srv); err != nil {
+		return []adapters.Step{failed("check server", sv.url, err)}
+	}
 
 	// Apply in order; the first failure stops the rest, which are
 	// reported as not attempted.
@@ -368,6 +381,10 @@ func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.Repa
 		// them: patch only what is still in flight now.
 		if g, err := a.readFlightRO(ctx, dbPath, id); err == nil {
 			f = g
+		}
+		// The wait may have been long: the server may have gone since.
+		if err := a.checkServer(sv.srv); err != nil {
+			return append(done, failed("check server", sv.url, err))
 		}
 		fresh, err := a.serverParts(ctx, sv.url, id, dir, f)
 		if err != nil {

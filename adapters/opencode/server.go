@@ -7,11 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,9 +21,10 @@ import (
 )
 
 // Server is a reachable OpenCode server (`opencode serve`, `web`, or any
-// opencode given --port) found in the last Discover pass.
+// opencode given --port) of sessiond's uid, found in the last Discover
+// pass. It is checked again before it is used later (checkServer).
 type Server struct {
-	// URL is the base URL, "http://127.0.0.1:4096".
+	// URL is the base URL, always a loopback address: "http://127.0.0.1:4096".
 	URL string
 	// Owner is the server process.
 	Owner   proc.Identity
@@ -84,8 +84,13 @@ func (a *Adapter) get(ctx context.Context, base, path, dir string, v any) error 
 
 // do sends one request to a server: body, when not nil, as JSON; a 2xx
 // answer decoded into v (when not nil); any other answer an *httpError.
-// Each request is bounded by ServerTimeout.
+// Each request is bounded by ServerTimeout. A base that is not a loopback
+// address is refused before anything is dialled: requests carry the
+// password.
 func (a *Adapter) do(ctx context.Context, method, base, path, dir string, body, v any) error {
+	if _, err := loopbackAddr(base); err != nil {
+		return fmt.Errorf("%s %s: refused: %w", method, path, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ServerTimeout)
 	defer cancel()
 	u := base + path
@@ -150,35 +155,49 @@ func (a *Adapter) do(ctx context.Context, method, base, path, dir string, body, 
 	return nil
 }
 
-// dialHost turns a listening address into one to dial: a wildcard becomes
-// loopback.
-func dialHost(h string) string {
-	switch h {
-	case "", "0.0.0.0", "*":
-		return "127.0.0.1"
-	case "::", "[::]":
-		return "::1"
-	}
-	return h
-}
-
-// candidateURLs lists where a server process may listen: its --port, else
-// its listening sockets.
-func (a *Adapter) candidateURLs(o *ocProc) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(hostport string) {
-		u := "http://" + hostport
-		if !seen[u] {
-			seen[u] = true
-			out = append(out, u)
+// candidateURLs lists where sessiond may ask a server process (of its own
+// uid): the loopback addresses of its --port and of its own listening
+// sockets, each checked against the listening sockets (table) where the
+// platform lists them. See trust.go.
+func (a *Adapter) candidateURLs(o *ocProc, table []tcpListener) []string {
+	var cands []netip.AddrPort
+	if o.args.PortSet && o.args.Port > 0 {
+		addrs := hostnameAddrs(o.args.Hostname)
+		if len(addrs) == 0 {
+			a.logOnce("hostname "+o.id().String()+" "+o.args.Hostname, "OpenCode server not probed: --hostname is not a loopback address, and sessiond sends its password to loopback only",
+				zap.Int("pid", o.id().PID), zap.String("hostname", o.args.Hostname))
+		}
+		for _, ip := range addrs {
+			cands = append(cands, netip.AddrPortFrom(ip, uint16(o.args.Port)))
 		}
 	}
-	if o.args.PortSet && o.args.Port > 0 {
-		add(net.JoinHostPort(dialHost(o.args.Hostname), strconv.Itoa(o.args.Port)))
+	for _, l := range table {
+		if !o.sockets[l.inode] {
+			continue
+		}
+		if ip, ok := dialAddr(l.addr.Addr()); ok {
+			cands = append(cands, netip.AddrPortFrom(ip, l.addr.Port()))
+		} else {
+			a.logOnce("listen "+o.id().String()+" "+l.addr.String(), "OpenCode server socket not probed: it listens off loopback, and sessiond sends its password to loopback only",
+				zap.Int("pid", o.id().PID), zap.Stringer("listen", l.addr))
+		}
 	}
-	for _, l := range listeners(a.cfg.ProcRoot, o.p.Identity.PID, o.sockets) {
-		add(l)
+	seen := map[string]bool{}
+	var out []string
+	for _, ap := range cands {
+		u := serverURL(ap)
+		if seen[u] {
+			continue
+		}
+		seen[u] = true
+		if listenersKnown {
+			if err := checkListener(table, ap, a.uid); err != nil {
+				a.logOnce("check "+o.id().String()+" "+u, "OpenCode server not probed: its listener is not trusted",
+					zap.Int("pid", o.id().PID), zap.String("url", u), zap.Error(err))
+				continue
+			}
+		}
+		out = append(out, u)
 	}
 	sort.Strings(out)
 	return out
@@ -188,26 +207,45 @@ func (a *Adapter) candidateURLs(o *ocProc) []string {
 const maxStatusDirs = 16
 
 // probeServers finds the reachable servers among the opencode processes
-// and asks each for its session statuses in its default directory and in
-// the given directories (those with work in flight first), in parallel and
-// with short timeouts.
+// of sessiond's uid (trust.go) and asks each for its session statuses in
+// its default directory and in the given directories (those with work in
+// flight first), in parallel and with short timeouts.
 func (a *Adapter) probeServers(ctx context.Context, procs []*ocProc, dirs []string) []*server {
 	if len(dirs) > maxStatusDirs {
 		dirs = dirs[:maxStatusDirs]
 	}
 	var (
-		mu  sync.Mutex
-		out []*server
-		wg  sync.WaitGroup
+		mu    sync.Mutex
+		out   []*server
+		wg    sync.WaitGroup
+		table []tcpListener
+		read  bool
 	)
 	for _, o := range procs {
 		if !o.server() {
 			continue
 		}
+		if o.p.UID != a.uid {
+			a.logOnce("uid "+o.id().String(), "OpenCode server not probed: it runs as another user, who would receive sessiond's password",
+				zap.Int("pid", o.id().PID), zap.Int("uid", o.p.UID), zap.Int("sessiond_uid", a.uid))
+			continue
+		}
+		if listenersKnown && !read {
+			read = true
+			var err error
+			if table, err = readListeners(a.cfg.ProcRoot); err != nil {
+				// Nothing can be checked, so nothing is dialled.
+				a.logOnce("listeners "+err.Error(), "OpenCode servers not probed: listening sockets unreadable", zap.Error(err))
+			}
+		}
+		urls := a.candidateURLs(o, table)
+		if len(urls) == 0 {
+			continue
+		}
 		wg.Add(1)
 		go func(o *ocProc) {
 			defer wg.Done()
-			if s := a.probeServer(ctx, o, dirs); s != nil {
+			if s := a.probeServer(ctx, o, urls, dirs); s != nil {
 				mu.Lock()
 				out = append(out, s)
 				mu.Unlock()
@@ -219,8 +257,9 @@ func (a *Adapter) probeServers(ctx context.Context, procs []*ocProc, dirs []stri
 	return out
 }
 
-func (a *Adapter) probeServer(ctx context.Context, o *ocProc, dirs []string) *server {
-	for _, base := range a.candidateURLs(o) {
+// probeServer asks the first of urls that answers healthy.
+func (a *Adapter) probeServer(ctx context.Context, o *ocProc, urls, dirs []string) *server {
+	for _, base := range urls {
 		var h struct {
 			Healthy bool   `json:"healthy"`
 			Version string `json:"version"`
@@ -308,15 +347,36 @@ func (a *Adapter) pending(ctx context.Context, s *server, dir string) {
 	}
 }
 
+// maxLogged bounds the keys remembered by firstTime; past it they are
+// forgotten and a message may be logged once more.
+const maxLogged = 1024
+
+// firstTime reports whether key is new, remembering it: a refusal or a
+// server error repeats every pass and would flood the log.
+func (a *Adapter) firstTime(key string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.loggedServerErrs[key] {
+		return false
+	}
+	if len(a.loggedServerErrs) >= maxLogged {
+		clear(a.loggedServerErrs)
+	}
+	a.loggedServerErrs[key] = true
+	return true
+}
+
+// logOnce logs msg at debug level the first time key is seen.
+func (a *Adapter) logOnce(key, msg string, fields ...zap.Field) {
+	if a.firstTime(key) {
+		a.log.Debug(msg, fields...)
+	}
+}
+
 // noteServerError logs a server that could not be asked, once per URL and
 // error text, so a wrong password is reported without flooding the log.
 func (a *Adapter) noteServerError(base string, err error) {
-	key := base + " " + err.Error()
-	a.mu.Lock()
-	seen := a.loggedServerErrs[key]
-	a.loggedServerErrs[key] = true
-	a.mu.Unlock()
-	if seen {
+	if !a.firstTime(base + " " + err.Error()) {
 		return
 	}
 	var he *httpError

@@ -58,6 +58,14 @@ type FakeServer struct {
 	Delay time.Duration
 	// Requests logs "METHOD path?query" of every request.
 	Requests []string
+	// OnRequest, when set, is called with each request's method and path
+	// before it is answered (without the lock held): a test changes the
+	// world at an exact point of a conversation.
+	OnRequest func(method, path string)
+	// Credentials counts requests that carried an Authorization header
+	// (whether or not it was right): a server sessiond must not trust
+	// should never see one.
+	Credentials int
 
 	// Messages are the sessions' messages with their parts, by session id,
 	// in order (AddMessage), for GET /session/:id/message[/:mid] and
@@ -255,6 +263,13 @@ func (f *FakeServer) SetStatus(dir, sessionID string, st Status) {
 	f.Statuses[dir][sessionID] = st
 }
 
+// CredentialsSeen returns how many requests carried an Authorization header.
+func (f *FakeServer) CredentialsSeen() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Credentials
+}
+
 // RequestLog returns a copy of the request log.
 func (f *FakeServer) RequestLog() []string {
 	f.mu.Lock()
@@ -265,8 +280,14 @@ func (f *FakeServer) RequestLog() []string {
 func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.Requests = append(f.Requests, r.Method+" "+r.URL.RequestURI())
-	delay := f.Delay
+	if r.Header.Get("Authorization") != "" {
+		f.Credentials++
+	}
+	delay, hook := f.Delay, f.OnRequest
 	f.mu.Unlock()
+	if hook != nil {
+		hook(r.Method, r.URL.Path)
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
