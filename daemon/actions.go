@@ -19,6 +19,11 @@ import (
 // maxSignalTimeout keeps stop and reap inside the handler timeout.
 const maxSignalTimeout = 25 * time.Second
 
+// codeNotRecorded answers an action that was carried out (its steps are in
+// the answer) but whose event the store did not take. It differs from
+// "internal" so a client does not take the action for undone and repeat it.
+const codeNotRecorded = "not_recorded"
+
 // actionInput reads an action's session and body.
 func (s *server) actionInput(w http.ResponseWriter, r *http.Request) (*session.Record, api.ActionRequest, time.Duration, bool) {
 	var req api.ActionRequest
@@ -73,15 +78,26 @@ func summarize(action string, applied bool, steps []adapters.Step) string {
 	return verb + ": " + strings.Join(parts, ", ")
 }
 
+// actionNotRecorded is the 500 answer of an action carried out but not
+// recorded: an api.Error for clients that read only that, and the whole
+// ActionResult, so the steps that were carried out are not lost.
+type actionNotRecorded struct {
+	api.Error
+	api.ActionResult
+}
+
 // finish records an applied action as an event, reconciles at once so the
-// status reflects what the action did, and answers with the session.
+// status reflects what the action did, and answers with the session. An
+// action whose event the store refused answers 500 (codeNotRecorded) with
+// its steps: it happened, and the event log does not say so.
 func (s *server) finish(w http.ResponseWriter, rec *session.Record, action string, applied bool, steps []adapters.Step) {
 	if steps == nil {
 		steps = []adapters.Step{}
 	}
 	sum := summarize(action, applied, steps)
+	var recErr error
 	if applied {
-		s.appendAction(rec, sum)
+		recErr = s.appendAction(rec, sum)
 		if _, err := s.tracker.Reconcile(context.Background(), "action"); err != nil {
 			s.log.Warn("reconcile after action", zap.String("action", action), zap.Error(err))
 		}
@@ -89,7 +105,13 @@ func (s *server) finish(w http.ResponseWriter, rec *session.Record, action strin
 			rec = fresh
 		}
 	}
-	writeJSON(w, http.StatusOK, api.ActionResult{Action: action, Applied: applied, Steps: steps, Summary: sum, Session: api.FromRecord(rec)})
+	res := api.ActionResult{Action: action, Applied: applied, Steps: steps, Summary: sum, Session: api.FromRecord(rec)}
+	if recErr != nil {
+		msg := fmt.Sprintf("%s was carried out (%s; the steps are in this answer) but is not in the event log: %v", action, sum, recErr)
+		writeJSON(w, http.StatusInternalServerError, actionNotRecorded{Error: api.Error{Error: msg, Code: codeNotRecorded}, ActionResult: res})
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // repairSession: POST /v1/sessions/{id}/repair. A dry run unless apply.

@@ -361,8 +361,10 @@ func (s *server) liveOwner(rec *session.Record) int {
 	return 0
 }
 
-// appendAction records a user action on a session as an event.
-func (s *server) appendAction(rec *session.Record, reason string) {
+// appendAction records a user action on a session as an event. The error
+// is logged here and returned, so a handler can tell the user that what
+// was done is not in the event log (callers that cannot, ignore it).
+func (s *server) appendAction(rec *session.Record, reason string) error {
 	err := s.store.Batch(func(tx *state.Tx) error {
 		_, err := tx.Append(session.Event{Type: session.EventAction, SessionID: rec.ID, Agent: rec.Agent,
 			From: rec.Status, To: rec.Status, Time: time.Now(), Reason: reason})
@@ -370,5 +372,7 @@ func (s *server) appendAction(rec *session.Record, reason string) {
 	})
 	if err != nil {
 		s.log.Warn("record action event", zap.String("session", rec.ID), zap.Error(err))
+		return fmt.Errorf("record action %q on session %s: %w", reason, rec.ID, err)
 	}
+	return nil
 }
