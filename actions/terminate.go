@@ -332,7 +332,9 @@ func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Si
 		}
 		switch {
 		case !isMember:
-			s.Outcome, s.Detail = adapters.OutcomeSkipped, tg.What+": not signalled, no longer alive"
+			// Exited, or moved to another group since the look: its own
+			// probe and signal decide.
+			s = t.send(tg, sig)
 		case serr != nil:
 			s.Outcome, s.Error = adapters.OutcomeFailed, serr.Error()
 		default:
