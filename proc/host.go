@@ -131,6 +131,9 @@ type Stat struct {
 	// PPID is field 4, the parent: it builds the process tree that finds
 	// an agent's orphaned tool processes.
 	PPID int
+	// PGID is field 5, the process group: an agent's MCP servers run in
+	// its group and name no owner pid, so the group attributes them.
+	PGID int
 	// StartTicks is field 22, the start time in clock ticks since boot.
 	StartTicks uint64
 }
@@ -184,6 +187,12 @@ func ParseStat(b []byte) (Stat, error) {
 				return Stat{}, fmt.Errorf("parse stat %q: bad ppid %q", clip(b), tok)
 			}
 			st.PPID = int(ppid)
+		case 5:
+			pgid, ok := parseUint(tok)
+			if !ok || pgid > maxPID {
+				return Stat{}, fmt.Errorf("parse stat %q: bad pgrp %q", clip(b), tok)
+			}
+			st.PGID = int(pgid)
 		case 22:
 			v, ok := parseUint(tok)
 			if !ok {

@@ -78,6 +78,7 @@ func statOf(k *unix.KinfoProc) Stat {
 		Comm:       string(comm),
 		State:      stateOf(k),
 		PPID:       int(k.Eproc.Ppid),
+		PGID:       int(k.Eproc.Pgid),
 		StartTicks: startOf(k),
 	}
 }
@@ -132,6 +133,7 @@ func (h *Host) Snapshot() (*Snapshot, error) {
 		p := &Process{
 			Identity: Identity{BootID: boot, PID: pid, StartTicks: startOf(k)},
 			PPID:     int(k.Eproc.Ppid),
+			PGID:     int(k.Eproc.Pgid),
 			State:    stateOf(k),
 			UID:      int(k.Eproc.Ucred.Uid),
 			Cwd:      cwdOf(pid),

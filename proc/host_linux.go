@@ -122,6 +122,7 @@ func readProcess(dir string, pid int, boot string, buf []byte) (*Process, []byte
 	p := &Process{
 		Identity: Identity{BootID: boot, PID: pid, StartTicks: st.StartTicks},
 		PPID:     st.PPID,
+		PGID:     st.PGID,
 		State:    st.State,
 		UID:      uid,
 	}

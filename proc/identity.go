@@ -70,6 +70,8 @@ type Exit struct {
 type Process struct {
 	Identity Identity
 	PPID     int
+	// PGID is the process group (0 when unknown).
+	PGID int
 	// State is the one-letter state of /proc/<pid>/stat (R, S, Z, ...).
 	State byte
 	UID   int

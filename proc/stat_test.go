@@ -24,14 +24,14 @@ func TestParseStat(t *testing.T) {
 		line string
 		want Stat
 	}{
-		{"plain", statLine(1234, "bash", 'S', 1, 98765), Stat{1234, "bash", 'S', 1, 98765}},
-		{"spaces", statLine(7, "tmux: server", 'S', 1, 5), Stat{7, "tmux: server", 'S', 1, 5}},
-		{"parens", statLine(1234, "a) b) (c", 'R', 99, 42), Stat{1234, "a) b) (c", 'R', 99, 42}},
-		{"closing paren last", statLine(8, "x)", 'Z', 2, 3), Stat{8, "x)", 'Z', 2, 3}},
-		{"empty comm", statLine(9, "", 'D', 0, 0), Stat{9, "", 'D', 0, 0}},
-		{"huge start", statLine(10, "k", 'I', 2, 1<<63), Stat{10, "k", 'I', 2, 1 << 63}},
-		{"no newline", strings.TrimSuffix(statLine(11, "n", 'S', 1, 77), "\n"), Stat{11, "n", 'S', 1, 77}},
-		{"exactly 22 fields", "12 (c) S 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 55", Stat{12, "c", 'S', 3, 55}},
+		{"plain", statLine(1234, "bash", 'S', 1, 98765), Stat{1234, "bash", 'S', 1, 1234, 98765}},
+		{"spaces", statLine(7, "tmux: server", 'S', 1, 5), Stat{7, "tmux: server", 'S', 1, 7, 5}},
+		{"parens", statLine(1234, "a) b) (c", 'R', 99, 42), Stat{1234, "a) b) (c", 'R', 99, 1234, 42}},
+		{"closing paren last", statLine(8, "x)", 'Z', 2, 3), Stat{8, "x)", 'Z', 2, 8, 3}},
+		{"empty comm", statLine(9, "", 'D', 0, 0), Stat{9, "", 'D', 0, 9, 0}},
+		{"huge start", statLine(10, "k", 'I', 2, 1<<63), Stat{10, "k", 'I', 2, 10, 1 << 63}},
+		{"no newline", strings.TrimSuffix(statLine(11, "n", 'S', 1, 77), "\n"), Stat{11, "n", 'S', 1, 11, 77}},
+		{"exactly 22 fields", "12 (c) S 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 55", Stat{12, "c", 'S', 3, 0, 55}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,8 +85,8 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("state %q is a separator", st.State)
 		}
 		// Re-rendering what was parsed must parse back to the same thing.
-		line := fmt.Sprintf("%d (%s) %s %d 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
-			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.StartTicks)
+		line := fmt.Sprintf("%d (%s) %s %d %d 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
+			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.PGID, st.StartTicks)
 		st2, err := ParseStat([]byte(line))
 		if err != nil {
 			t.Fatalf("reparse %q: %v", line, err)

@@ -186,6 +186,9 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 				if act == session.ActivityWaiting && e.WaitingFor != "" {
 					o.ActivityEvidence += " (waiting for " + e.WaitingFor + ")"
 				}
+				if e.Status == "shell" {
+					o.ActivityEvidence += " (shell: a background job runs)"
+				}
 			}
 		}
 		if e.Status == "busy" && eo.place.problem == "" {
@@ -341,7 +344,9 @@ func registryActivity(status string) (session.Activity, bool) {
 	switch status {
 	case "busy":
 		return session.ActivityBusy, true
-	case "idle":
+	case "idle", "shell":
+		// "shell": the turn ended and a background job (a Bash tool run in
+		// the background) still runs; the session waits for the user.
 		return session.ActivityIdle, true
 	case "waiting":
 		return session.ActivityWaiting, true

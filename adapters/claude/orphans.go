@@ -25,9 +25,10 @@ type ownerMemory struct {
 	desc    map[int]proc.Identity
 }
 
-// orphans finds tool processes whose owner died, by session id. Two ways:
-// the environment markers (CLAUDE_PID, CLAUDE_CODE_SESSION_ID; 2.1.328)
-// and the remembered descendants of owners seen alive earlier. Nothing is
+// orphans finds tool processes whose owner died, by session id. Three
+// ways: the environment markers (CLAUDE_PID, CLAUDE_CODE_SESSION_ID;
+// 2.1.328), the process group of MCP servers (which carry only the
+// session id), and the remembered descendants of owners seen alive earlier. Nothing is
 // killed here. Only the snapshot's marker variables are read.
 func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwner) map[string][]adapters.Issue {
 	if v.snap == nil {
@@ -102,6 +103,30 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 		if sid != "" {
 			add(sid, p, owner)
 		}
+	}
+
+	// MCP stdio servers name their session but no owner pid (no
+	// CLAUDE_PID; checked on 2.1.328). They run in claude's process group
+	// and outlive its kill -9, reparented away: one whose parent is no
+	// live claude and whose group holds no live claude is orphaned.
+	claudeGroups := map[int]bool{}
+	for _, p := range snap.Procs {
+		if !dead(p) && p.PGID > 0 && isClaudeArgv(p.Argv) && !snap.ForkedNotExeced(p) {
+			claudeGroups[p.PGID] = true
+		}
+	}
+	for _, pid := range pids {
+		p := snap.Procs[pid]
+		if dead(p) || p.Env == nil || p.Env["CLAUDE_PID"] != "" || p.Env["CLAUDE_CODE_SESSION_ID"] == "" || p.PGID <= 0 {
+			continue
+		}
+		if isClaudeArgv(p.Argv) || claudeGroups[p.PGID] {
+			continue // a claude itself, or its group's claude still lives
+		}
+		if parent := snap.Procs[p.PPID]; !dead(parent) && isClaudeArgv(parent.Argv) {
+			continue
+		}
+		add(p.Env["CLAUDE_CODE_SESSION_ID"], p, p.PGID)
 	}
 
 	// Remembered trees of owners that are gone.

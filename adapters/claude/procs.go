@@ -202,7 +202,7 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 
 // argvSession returns the session a claude argv names and the flag that
 // names it: --session-id <id> (a new session with that id), or --resume
-// <id> / -r <id> unless --fork-session makes a new id.
+// <id|path/<id>.jsonl> / -r <id> unless --fork-session makes a new id.
 func argvSession(argv []string) (id, flag string) {
 	var resume, sessionID string
 	fork := false
@@ -218,6 +218,11 @@ func argvSession(argv []string) (id, flag string) {
 		name, val, hasVal := strings.Cut(a, "=")
 		if !hasVal && i+1 < len(argv) {
 			val = argv[i+1]
+		}
+		// Claude's daemon respawns a crashed background session with
+		// --resume <path of the transcript>: its file name is the id.
+		if strings.HasSuffix(val, ".jsonl") && (name == "--resume" || name == "-r") {
+			val = strings.TrimSuffix(filepath.Base(val), ".jsonl")
 		}
 		if !uuidRE.MatchString(val) {
 			continue
