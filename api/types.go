@@ -144,4 +144,9 @@ const (
 	CodeNotRunning = "not_running"
 	// CodeOwnerAmbiguous: several live processes could own the session.
 	CodeOwnerAmbiguous = "owner_ambiguous"
+	// CodeNotRecorded: the action was carried out (the body still holds
+	// its steps) but the store refused its event. It differs from
+	// "internal" so a client does not take the action for undone and
+	// repeat it.
+	CodeNotRecorded = "not_recorded"
 )

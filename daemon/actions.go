@@ -19,11 +19,6 @@ import (
 // maxSignalTimeout keeps stop and reap inside the handler timeout.
 const maxSignalTimeout = 25 * time.Second
 
-// codeNotRecorded answers an action that was carried out (its steps are in
-// the answer) but whose event the store did not take. It differs from
-// "internal" so a client does not take the action for undone and repeat it.
-const codeNotRecorded = "not_recorded"
-
 // actionInput reads an action's session and body.
 func (s *server) actionInput(w http.ResponseWriter, r *http.Request) (*session.Record, api.ActionRequest, time.Duration, bool) {
 	var req api.ActionRequest
@@ -88,7 +83,7 @@ type actionNotRecorded struct {
 
 // finish records an applied action as an event, reconciles at once so the
 // status reflects what the action did, and answers with the session. An
-// action whose event the store refused answers 500 (codeNotRecorded) with
+// action whose event the store refused answers 500 (api.CodeNotRecorded) with
 // its steps: it happened, and the event log does not say so.
 func (s *server) finish(w http.ResponseWriter, rec *session.Record, action string, applied bool, steps []adapters.Step) {
 	if steps == nil {
@@ -108,7 +103,7 @@ func (s *server) finish(w http.ResponseWriter, rec *session.Record, action strin
 	res := api.ActionResult{Action: action, Applied: applied, Steps: steps, Summary: sum, Session: api.FromRecord(rec)}
 	if recErr != nil {
 		msg := fmt.Sprintf("%s was carried out (%s; the steps are in this answer) but is not in the event log: %v", action, sum, recErr)
-		writeJSON(w, http.StatusInternalServerError, actionNotRecorded{Error: api.Error{Error: msg, Code: codeNotRecorded}, ActionResult: res})
+		writeJSON(w, http.StatusInternalServerError, actionNotRecorded{Error: api.Error{Error: msg, Code: api.CodeNotRecorded}, ActionResult: res})
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

@@ -85,8 +85,8 @@ func TestActionNotRecordedAnswersErrorWithSteps(t *testing.T) {
 		t.Fatalf("stop whose event could not be recorded: status %d, want 500: %s", w.Code, body)
 	}
 	var e api.Error
-	if err := json.Unmarshal(body, &e); err != nil || e.Code != codeNotRecorded || !strings.Contains(e.Error, "sessiond.db") {
-		t.Fatalf("error body %s (%v): want code %q and a message naming the store", body, err, codeNotRecorded)
+	if err := json.Unmarshal(body, &e); err != nil || e.Code != api.CodeNotRecorded || !strings.Contains(e.Error, "sessiond.db") {
+		t.Fatalf("error body %s (%v): want code %q and a message naming the store", body, err, api.CodeNotRecorded)
 	}
 	var res api.ActionResult
 	if err := json.Unmarshal(body, &res); err != nil {
