@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -54,8 +55,15 @@ func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot, home string) *
 		return v
 	}
 	v.boot = snap.BootID
+	uid := os.Getuid()
 	for _, p := range snap.Procs {
 		if dead(p) || !isClaudeArgv(p.Argv) || isHelperArgv(p.Argv) || snap.ForkedNotExeced(p) {
+			continue
+		}
+		if p.UID != uid {
+			// Another user's claude (or one whose owner cannot be read)
+			// writes another home: its argv or cwd never claims a session
+			// of this per-user daemon.
 			continue
 		}
 		cp := &claudeProc{p: p}

@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"os"
 	"testing"
 
 	"github.com/sessiond/sessiond/proc"
@@ -11,7 +12,7 @@ import (
 func TestForkedChildIsNotAClaude(t *testing.T) {
 	argv := []string{"/opt/claude/bin/claude", "--session-id", "11111111-2222-4333-8444-555555555555", "-p", "x"}
 	row := func(pid, ppid int, argv []string) *proc.Process {
-		return &proc.Process{Identity: proc.Identity{BootID: "b", PID: pid, StartTicks: uint64(pid)}, PPID: ppid, State: 'S', Cwd: "/w", Argv: argv}
+		return &proc.Process{Identity: proc.Identity{BootID: "b", PID: pid, StartTicks: uint64(pid)}, PPID: ppid, State: 'S', UID: os.Getuid(), Cwd: "/w", Argv: argv}
 	}
 	snap := &proc.Snapshot{BootID: "b", Procs: map[int]*proc.Process{
 		500: row(500, 1, argv),

@@ -3,8 +3,10 @@ package claude
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/proc"
@@ -18,7 +20,7 @@ import (
 func TestClaudeOfAnotherHomeIsNotOurs(t *testing.T) {
 	id := "11111111-2222-4333-8444-555555555555"
 	row := func(pid int, env map[string]string) *proc.Process {
-		return &proc.Process{Identity: proc.Identity{BootID: "b", PID: pid, StartTicks: uint64(pid)}, PPID: 1, State: 'S', Cwd: "/w",
+		return &proc.Process{Identity: proc.Identity{BootID: "b", PID: pid, StartTicks: uint64(pid)}, PPID: 1, State: 'S', Cwd: "/w", UID: os.Getuid(),
 			Argv: []string{"claude", "--session-id", id, "-p", "x"}, Env: env}
 	}
 	snap := &proc.Snapshot{BootID: "b", Procs: map[int]*proc.Process{
@@ -70,11 +72,40 @@ func TestClaudeHomeThroughSymlinkIsOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := &proc.Snapshot{BootID: "b", Procs: map[int]*proc.Process{
-		500: {Identity: proc.Identity{BootID: "b", PID: 500, StartTicks: 500}, PPID: 1, State: 'S', Cwd: "/w",
+		500: {Identity: proc.Identity{BootID: "b", PID: 500, StartTicks: 500}, PPID: 1, State: 'S', Cwd: "/w", UID: os.Getuid(),
 			Argv: []string{"claude", "-p", "x"}, Env: map[string]string{"HOME": link}},
 	}}
 	v := newProcView(snap, nil, filepath.Join(home, ".claude"), home)
 	if len(v.claude) != 1 || v.claude[0].root != filepath.Join(home, ".claude") {
 		t.Fatalf("a claude whose HOME links to ours: %+v", v.claude)
+	}
+}
+
+// A claude of another user names a session of ours in its argv (or runs
+// in its directory): it is never the owner. Its data lives in its own home;
+// and a process whose environment cannot be read would otherwise match
+// every root.
+func TestClaudeOfAnotherUserIsNotOurs(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed")
+	}
+	r, _ := newRoot(t)
+	id := claudetest.NewSessionID()
+	tr := claudetest.NewTranscript(id, "/", time.Now())
+	tr.User("hello")
+	r.WriteTranscript(t, tr)
+	script := `exec -a "$0" bash -c 'sleep 120; true' "$@"`
+	other := start(t, "/", nil, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+		"bash", "-c", script, "claude", "--session-id", id)
+	waitArgv(t, other.pid, "claude")
+	o := mustFind(t, discover(t, newTestAdapter(t, &testFS{}, r.Dir), snapshot(t)), id)
+	for _, ow := range o.Owners {
+		if ow.Identity.PID == other.pid {
+			t.Fatalf("another user's claude (pid %d) owns our session: %+v", other.pid, o.Owners)
+		}
 	}
 }
