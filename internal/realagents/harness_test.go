@@ -362,10 +362,17 @@ func problemKinds(s api.Session) []string {
 // in a file under the test dir.
 func (w *world) start(name, dir string, argv ...string) (*exec.Cmd, *daemontest.Buffer) {
 	w.t.Helper()
+	return w.startEnv(name, dir, nil, argv...)
+}
+
+// startEnv is start with env added to the world's environment (a
+// CLAUDE_CONFIG_DIR, say).
+func (w *world) startEnv(name, dir string, env []string, argv ...string) (*exec.Cmd, *daemontest.Buffer) {
+	w.t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	// As a shell would: OpenCode takes its directory from $PWD.
-	cmd.Env = append(w.Environ(), "PWD="+dir)
+	cmd.Env = append(append(w.Environ(), "PWD="+dir), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out := &daemontest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out

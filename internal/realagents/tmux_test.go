@@ -1,0 +1,155 @@
+package realagents
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// tmuxServer is a private tmux server of one world (its own socket under
+// the test dir, no user config), whose panes run a plain interactive bash
+// with the world's environment: agents are started in them by typing, as
+// people do.
+type tmuxServer struct {
+	w    *world
+	sock string
+	env  []string
+	n    int
+}
+
+// pane is one tmux pane and the pid of the shell in it.
+type pane struct {
+	ts       *tmuxServer
+	ID       string
+	ShellPID int
+}
+
+// startTmux makes the world's tmux server (started by its first pane).
+// Typing `claude` or `opencode` in a pane runs the pinned CLIs: their
+// directories lead PATH.
+func (w *world) startTmux(bins ...string) *tmuxServer {
+	w.t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		skipLoudly(w.t, "REAL AGENTS NOT TESTED: tmux is not on PATH (%v); the interactive scenarios run the agents in tmux panes", err)
+	}
+	path := os.Getenv("PATH")
+	for _, b := range bins {
+		path = filepath.Dir(b) + string(os.PathListSeparator) + path
+	}
+	var env []string
+	for _, kv := range w.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "TMUX") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+path, "TERM=xterm-256color", "SHELL=/bin/bash")
+	ts := &tmuxServer{w: w, sock: filepath.Join(w.Dir, "tmux.sock"), env: env}
+	w.t.Cleanup(func() { ts.run("kill-server") })
+	return ts
+}
+
+// run runs one tmux command against the world's server, bounded in time.
+func (ts *tmuxServer) run(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "tmux", append([]string{"-S", ts.sock, "-f", "/dev/null"}, args...)...)
+	cmd.Env = ts.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// newPane opens a window with an interactive bash in dir.
+func (ts *tmuxServer) newPane(dir string) *pane {
+	ts.w.t.Helper()
+	shell := []string{"bash", "--norc", "--noprofile", "-i"}
+	format := []string{"-P", "-F", "#{pane_id} #{pane_pid}"}
+	var args []string
+	if ts.n == 0 {
+		args = append(append([]string{"new-session", "-d", "-s", "main", "-x", "200", "-y", "50", "-c", dir}, format...), shell...)
+	} else {
+		args = append(append([]string{"new-window", "-d", "-t", "main", "-c", dir}, format...), shell...)
+	}
+	ts.n++
+	out, err := ts.run(args...)
+	if err != nil {
+		ts.w.t.Fatal(err)
+	}
+	f := strings.Fields(out)
+	if len(f) != 2 || atoi(f[1]) <= 0 {
+		ts.w.t.Fatalf("tmux pane: %q", out)
+	}
+	return &pane{ts: ts, ID: f[0], ShellPID: atoi(f[1])}
+}
+
+// typeLine types text into the pane and presses Enter, as a person would:
+// the text first, then Enter once the pane shows it.
+func (p *pane) typeLine(text string) {
+	p.ts.w.t.Helper()
+	if _, err := p.ts.run("send-keys", "-t", p.ID, "-l", text); err != nil {
+		p.ts.w.t.Fatal(err)
+	}
+	probe := text
+	if len(probe) > 20 {
+		probe = probe[:20]
+	}
+	p.ts.w.waitFor(10*time.Second, "the pane shows the typed text", func() (bool, string) {
+		s := p.capture()
+		return strings.Contains(s, probe), s
+	})
+	p.keys("Enter")
+}
+
+// keys sends tmux key names (Enter, Escape, …).
+func (p *pane) keys(keys ...string) {
+	p.ts.w.t.Helper()
+	if _, err := p.ts.run(append([]string{"send-keys", "-t", p.ID}, keys...)...); err != nil {
+		p.ts.w.t.Fatal(err)
+	}
+}
+
+// capture is the pane's visible text.
+func (p *pane) capture() string {
+	out, err := p.ts.run("capture-pane", "-p", "-t", p.ID)
+	if err != nil {
+		return err.Error()
+	}
+	return out
+}
+
+// waitScreen waits until the pane shows want.
+func (p *pane) waitScreen(within time.Duration, want string) {
+	p.ts.w.t.Helper()
+	p.ts.w.waitFor(within, "the pane shows "+want, func() (bool, string) {
+		s := p.capture()
+		return strings.Contains(s, want), compactScreen(s)
+	})
+}
+
+// child finds the live process started by the pane's shell whose argv
+// matches.
+func (p *pane) child(match func(procInfo) bool) (procInfo, bool) {
+	for _, c := range procs(func(c procInfo) bool { return c.PPID == p.ShellPID }) {
+		if match(c) {
+			return c, true
+		}
+	}
+	return procInfo{}, false
+}
+
+// compactScreen drops a captured screen's blank lines and trailing blanks.
+func compactScreen(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimRight(l, " "); l != "" {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
