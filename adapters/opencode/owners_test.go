@@ -404,3 +404,23 @@ func TestOrphanProcesses(t *testing.T) {
 		t.Errorf("reused owner pid: %v", o.Problems)
 	}
 }
+
+// An opencode of another user (or one whose owner the snapshot could not
+// read) never owns a session of this per-user daemon: not by -s in its
+// argv, nor by its directory and open database.
+func TestOwnersOfAnotherUserNeverClaim(t *testing.T) {
+	f := newFixture(t)
+	last := f.now.Add(-time.Minute)
+	named, _ := f.db.Finished("/w/n", last)
+	inferred, _ := f.db.InterruptedMidTool("/w/i", last)
+	other := f.proc(300, time.Hour, true, "/home", "opencode", "-s", named.SessionID)
+	other.UID = 65534
+	unknown := f.proc(301, time.Hour, true, "/w/i", "opencode")
+	unknown.UID = -1
+	obs := mustDiscover(t, f.adapter(nil), opencodetest.Snapshot(other, unknown))
+	for _, id := range []string{named.SessionID, inferred.SessionID} {
+		if got := ownerPIDs(find(t, obs, id)); len(got) != 0 {
+			t.Errorf("session %s owned by %v: processes of another user", id, got)
+		}
+	}
+}

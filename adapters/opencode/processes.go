@@ -1,6 +1,7 @@
 package opencode
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -175,8 +176,15 @@ func findOpenCode(snap *proc.Snapshot) []*ocProc {
 		wrapper bool
 	}
 	var cands []cand
+	uid := os.Getuid()
 	for _, p := range snap.Procs {
 		if p.State == 'Z' || p.State == 'X' {
+			continue
+		}
+		if p.UID != uid {
+			// Another user's opencode (or one whose owner cannot be read)
+			// works on its own data: it never owns a session of this
+			// per-user daemon, by argv, directory or open files.
 			continue
 		}
 		args, wrapper, ok := commandLine(p.Argv)
