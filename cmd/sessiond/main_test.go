@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runWithin runs sessiond's main logic in-process and returns its exit
+// code. A run that is expected to fail at once but serves instead is
+// stopped with SIGTERM (run handles it as a normal stop) after limit, and
+// the test fails.
+func runWithin(t *testing.T, limit time.Duration, args []string, stderr *bytes.Buffer) int {
+	t.Helper()
+	var buf syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(args, &buf) }()
+	select {
+	case code := <-done:
+		stderr.WriteString(buf.String())
+		return code
+	case <-time.After(limit):
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		<-done
+		t.Fatalf("sessiond %v still ran after %s; want it to exit at once:\n%s", args, limit, buf.String())
+		return -1
+	}
+}
+
+// isolate points everything sessiond reads from the environment at a
+// fresh directory and returns it. The directory is short: Unix socket
+// paths are capped at 104 bytes on macOS.
+func isolate(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", "sdm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SESSIOND_") || strings.HasPrefix(k, "XDG_") ||
+			k == "CLAUDE_CONFIG_DIR" || k == "NOTIFY_SOCKET" || k == "WATCHDOG_USEC" {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	t.Setenv("HOME", filepath.Join(d, "home"))
+	return d
+}
+
+// A --socket in a directory others can write to (no sticky bit) is
+// refused with exit 1, naming the directory, and the directory is left as
+// it was.
+func TestSocketInOpenDirectoryExitsOne(t *testing.T) {
+	d := isolate(t)
+	open := filepath.Join(d, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := runWithin(t, 10*time.Second, []string{"--state-dir", filepath.Join(d, "state"), "--socket", filepath.Join(open, "s.sock"), "--claude-learn-roots=false"}, &stderr)
+	if code != ExitError || !strings.Contains(stderr.String(), open) || !strings.Contains(stderr.String(), "writable by") {
+		t.Fatalf("exit %d, want %d naming %s:\n%s", code, ExitError, open, stderr.String())
+	}
+	if fi, err := os.Stat(open); err != nil || fi.Mode().Perm() != 0o777 {
+		t.Fatalf("the directory was changed: %v %v", fi.Mode(), err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer the daemon's logger may write while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
