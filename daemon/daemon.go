@@ -179,30 +179,10 @@ func Run(ctx context.Context, cfg Config) error {
 		terminator: &actions.Terminator{Probe: host},
 	})
 	d.metrics.observePass(rep)
-	srv := &http.Server{
-		Handler:           d.handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ConnContext:       connContext,
-		ErrorLog:          zap.NewStdLog(log.Named("http")),
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
-	// 5. Ready.
+	// The pass hook is set before the API serves: an applied action runs a
+	// pass from its handler, which would otherwise race with this
+	// assignment (the tracker reads OnPass without a lock).
 	n := newNotifier()
-	if err := n.send("READY=1\nSTATUS=serving on " + cfg.Socket); err != nil {
-		log.Warn("sd_notify READY failed", zap.Error(err))
-	}
-	log.Info("sessiond ready", zap.String("socket", cfg.Socket), zap.String("store", storePath),
-		zap.String("version", cfg.Version), zap.Int("adapters", len(cfg.Adapters)))
-	if cfg.Ready != nil {
-		close(cfg.Ready)
-	}
-
-	var wg sync.WaitGroup
-	runCtx, stopRun := context.WithCancel(ctx)
 	passes := make(chan struct{}, 1)
 	tr.OnPass = func(p tracker.PassReport) {
 		d.metrics.observePass(p)
@@ -216,6 +196,29 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
+	srv := &http.Server{
+		Handler:           d.handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ConnContext:       connContext,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	// 5. Ready.
+	if err := n.send("READY=1\nSTATUS=serving on " + cfg.Socket); err != nil {
+		log.Warn("sd_notify READY failed", zap.Error(err))
+	}
+	log.Info("sessiond ready", zap.String("socket", cfg.Socket), zap.String("store", storePath),
+		zap.String("version", cfg.Version), zap.Int("adapters", len(cfg.Adapters)))
+	if cfg.Ready != nil {
+		close(cfg.Ready)
+	}
+
+	var wg sync.WaitGroup
+	runCtx, stopRun := context.WithCancel(ctx)
 	if len(cfg.AutoRepair) > 0 {
 		grace := cfg.Grace
 		if grace <= 0 {
