@@ -88,13 +88,61 @@ func envOr(key, def string) string {
 	return def
 }
 
-func envDuration(key string, def time.Duration) time.Duration {
+// envDurations defines duration flags whose defaults come from environment
+// variables, and remembers which variable each came from: a malformed
+// value must be reported by its variable's name, not replaced by the
+// built-in default without a word (a unit's SESSIOND_GRACE=5 minutes would
+// otherwise run with 30s unnoticed).
+type envDurations struct {
+	fs   *flag.FlagSet
+	keys map[string]string // flag name -> environment variable
+	bad  map[string]error  // flag name -> why its variable's value is no duration
+}
+
+func (e *envDurations) Var(p *time.Duration, name, key string, def time.Duration, usage string) {
 	if v := os.Getenv(key); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			return d
+		e.keys[name] = key
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			e.bad[name] = fmt.Errorf("environment variable %s=%q is not a duration (want a number with a unit, such as 30s, 5m or 1h)", key, v)
+		} else {
+			def = d
 		}
 	}
-	return def
+	e.fs.DurationVar(p, name, def, usage)
+}
+
+// check runs after the flags are parsed: a flag given on the command line
+// wins over its variable, so only the values actually used are checked.
+// Each must parse and be positive.
+func (e *envDurations) check() error {
+	given := map[string]bool{}
+	e.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	e.fs.VisitAll(func(f *flag.Flag) {
+		if err != nil {
+			return
+		}
+		g, ok := f.Value.(flag.Getter)
+		if !ok {
+			return
+		}
+		d, isDur := g.Get().(time.Duration)
+		if !isDur {
+			return
+		}
+		key, fromEnv := e.keys[f.Name]
+		fromEnv = fromEnv && !given[f.Name]
+		switch {
+		case fromEnv && e.bad[f.Name] != nil:
+			err = e.bad[f.Name]
+		case d <= 0 && fromEnv:
+			err = fmt.Errorf("environment variable %s must be a positive duration, got %s", key, os.Getenv(key))
+		case d <= 0:
+			err = fmt.Errorf("--%s must be positive, got %s", f.Name, d)
+		}
+	})
+	return err
 }
 
 func home() string {
@@ -150,10 +198,11 @@ already running on this state dir or socket.
 	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
 	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
-	fs.DurationVar(&o.repairGrace, "opencode-repair-grace", envDuration("SESSIOND_OPENCODE_REPAIR_GRACE", opencode.DefaultRepairGrace), "an OpenCode repair writes only data still for this long ($SESSIOND_OPENCODE_REPAIR_GRACE)")
-	fs.DurationVar(&o.interval, "reconcile-interval", envDuration("SESSIOND_RECONCILE_INTERVAL", 5*time.Second), "period of the reconcile pass ($SESSIOND_RECONCILE_INTERVAL)")
-	fs.DurationVar(&o.grace, "grace", envDuration("SESSIOND_GRACE", 30*time.Second), "grace period for launches and owner-less sessions ($SESSIOND_GRACE)")
-	fs.DurationVar(&o.stallAfter, "stall-after", envDuration("SESSIOND_STALL_AFTER", 20*time.Minute), "flag a busy session with no progress for this long as stalled ($SESSIOND_STALL_AFTER)")
+	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
+	durs.Var(&o.repairGrace, "opencode-repair-grace", "SESSIOND_OPENCODE_REPAIR_GRACE", opencode.DefaultRepairGrace, "an OpenCode repair writes only data still for this long ($SESSIOND_OPENCODE_REPAIR_GRACE)")
+	durs.Var(&o.interval, "reconcile-interval", "SESSIOND_RECONCILE_INTERVAL", 5*time.Second, "period of the reconcile pass ($SESSIOND_RECONCILE_INTERVAL)")
+	durs.Var(&o.grace, "grace", "SESSIOND_GRACE", 30*time.Second, "grace period for launches and owner-less sessions ($SESSIOND_GRACE)")
+	durs.Var(&o.stallAfter, "stall-after", "SESSIOND_STALL_AFTER", 20*time.Minute, "flag a busy session with no progress for this long as stalled ($SESSIOND_STALL_AFTER)")
 	fs.StringVar(&o.logLevel, "log-level", envOr("SESSIOND_LOG_LEVEL", "info"), "debug, info, warn or error ($SESSIOND_LOG_LEVEL)")
 	fs.StringVar(&o.logFormat, "log-format", envOr("SESSIOND_LOG_FORMAT", "console"), "console or json ($SESSIOND_LOG_FORMAT)")
 	fs.BoolVar(&o.noExitEvts, "no-exit-events", os.Getenv("SESSIOND_NO_EXIT_EVENTS") != "", "notice exits by periodic probes only, not pidfd/kqueue ($SESSIOND_NO_EXIT_EVENTS)")
@@ -165,6 +214,9 @@ already running on this state dir or socket.
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (sessiond takes only flags; see -help)", fs.Arg(0))
 	}
+	if err := durs.check(); err != nil {
+		return nil, err
+	}
 	o.claudeDirs = claude.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
@@ -172,11 +224,6 @@ already running on this state dir or socket.
 	}
 	if o.socket == "" {
 		o.socket = api.DefaultSocket(o.stateDir)
-	}
-	for name, d := range map[string]time.Duration{"reconcile-interval": o.interval, "grace": o.grace, "stall-after": o.stallAfter, "opencode-repair-grace": o.repairGrace} {
-		if d <= 0 {
-			return nil, fmt.Errorf("--%s must be positive, got %s", name, d)
-		}
 	}
 	return o, nil
 }

@@ -93,3 +93,50 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// durationEnv are the environment variables sessiond reads as durations.
+var durationEnv = []string{"SESSIOND_OPENCODE_REPAIR_GRACE", "SESSIOND_RECONCILE_INTERVAL", "SESSIOND_GRACE", "SESSIOND_STALL_AFTER"}
+
+// A malformed duration in the environment is a usage error naming the
+// variable and its value, not a silent fall back to the default: a unit
+// file's SESSIOND_GRACE=5 minutes would otherwise run with 30s unnoticed.
+func TestMalformedDurationInEnvironment(t *testing.T) {
+	for _, key := range durationEnv {
+		t.Run(key, func(t *testing.T) {
+			isolate(t)
+			t.Setenv(key, "5 minutes")
+			var stderr bytes.Buffer
+			_, err := parse(nil, &stderr)
+			if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), `"5 minutes"`) {
+				t.Fatalf("parse with %s=5 minutes: %v; want an error naming both", key, err)
+			}
+		})
+	}
+	// The whole command: exit 2, with the variable on stderr.
+	d := isolate(t)
+	t.Setenv("SESSIOND_GRACE", "5 minutes")
+	var stderr bytes.Buffer
+	code := runWithin(t, 10*time.Second, []string{"--state-dir", filepath.Join(d, "state"), "--claude-learn-roots=false"}, &stderr)
+	if code != ExitUsage || !strings.Contains(stderr.String(), "SESSIOND_GRACE") || !strings.Contains(stderr.String(), "5 minutes") {
+		t.Fatalf("exit %d, want %d naming SESSIOND_GRACE and its value:\n%s", code, ExitUsage, stderr.String())
+	}
+}
+
+// A flag on the command line wins over the environment, so a malformed
+// variable it overrides is not in the way; a non-positive one is named as
+// the variable it came from.
+func TestDurationFlagOverridesEnvironment(t *testing.T) {
+	isolate(t)
+	t.Setenv("SESSIOND_GRACE", "5 minutes")
+	o, err := parse([]string{"--grace", "10s"}, &bytes.Buffer{})
+	if err != nil || o.grace != 10*time.Second {
+		t.Fatalf("--grace 10s over SESSIOND_GRACE=5 minutes: %v %v", o, err)
+	}
+	t.Setenv("SESSIOND_GRACE", "0s")
+	if _, err := parse(nil, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "SESSIOND_GRACE") {
+		t.Fatalf("SESSIOND_GRACE=0s: %v; want an error naming the variable", err)
+	}
+	if _, err := parse([]string{"--grace", "-1s"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--grace") {
+		t.Fatalf("--grace -1s: %v; want an error naming the flag", err)
+	}
+}
