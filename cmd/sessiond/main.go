@@ -99,6 +99,8 @@ type envDurations struct {
 	bad  map[string]error  // flag name -> why its variable's value is no duration
 }
 
+// Var defines a duration flag whose default is the variable key's value
+// when it is set, else def; a malformed value is kept for check to report.
 func (e *envDurations) Var(p *time.Duration, name, key string, def time.Duration, usage string) {
 	if v := os.Getenv(key); v != "" {
 		e.keys[name] = key
