@@ -25,6 +25,14 @@ func watchAdapters(ctx context.Context, ads []adapters.Adapter, tr *tracker.Trac
 		log.Warn("file change hints unavailable; relying on periodic passes", zap.Error(err))
 		w = nil
 	}
+	watchLoop(ctx, w, ads, tr, extra, log)
+}
+
+// watchLoop is watchAdapters with its watcher given (nil: none). The
+// watcher may end (closed, or its reader stopped on an error); the loop
+// does not: SIGHUP rescans (extra) must outlive it, and matter more once
+// no file change hints arrive.
+func watchLoop(ctx context.Context, w *fsnotify.Watcher, ads []adapters.Adapter, tr *tracker.Tracker, extra <-chan struct{}, log *zap.Logger) {
 	if w != nil {
 		defer w.Close()
 	}
@@ -67,6 +75,17 @@ func watchAdapters(ctx context.Context, ads []adapters.Adapter, tr *tracker.Trac
 	if w != nil {
 		events, errs = w.Events, w.Errors
 	}
+	// lost drops the ended watcher: its nil channels block forever, so only
+	// ctx, the refresh (a no-op now) and SIGHUP remain. Events may have been
+	// lost on the way, so everything is rescanned once.
+	lost := func() {
+		log.Warn("file watcher ended; relying on periodic passes (SIGHUP still rescans)")
+		events, errs = nil, nil
+		w.Close()
+		w = nil
+		rescanAll(ads)
+		tr.Hint()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -75,7 +94,8 @@ func watchAdapters(ctx context.Context, ads []adapters.Adapter, tr *tracker.Trac
 			sync()
 		case ev, ok := <-events:
 			if !ok {
-				return
+				lost()
+				continue
 			}
 			if ev.Has(fsnotify.Create) {
 				// A new directory (project) may need a watch of its own.
@@ -84,7 +104,8 @@ func watchAdapters(ctx context.Context, ads []adapters.Adapter, tr *tracker.Trac
 			tr.Hint()
 		case err, ok := <-errs:
 			if !ok {
-				return
+				lost()
+				continue
 			}
 			// Overflow or a watcher error: events were lost, so incremental
 			// adapters must look at everything again, now.
