@@ -22,7 +22,7 @@ func (r *rescanCounter) Discover(context.Context, *proc.Snapshot) (adapters.Obse
 	return adapters.Observation{}, nil
 }
 func (r *rescanCounter) WatchPaths() []string { return nil }
-func (r *rescanCounter) RequestRescan()      { r.n.Add(1) }
+func (r *rescanCounter) RequestRescan()       { r.n.Add(1) }
 
 // SIGHUP is the user's way to force a rescan; it must keep working when
 // the file watcher is gone (closed, or its reader ended on an error),
