@@ -62,7 +62,7 @@ type autoRepair struct {
 	tracker  *tracker.Tracker
 	server   *server
 	log      *zap.Logger
-	tried    map[string]time.Time
+	tried    map[string]time.Time // last try of each session still interrupted; see forget
 }
 
 func (a *autoRepair) run(ctx context.Context, passes <-chan struct{}) {
@@ -82,6 +82,7 @@ func (a *autoRepair) once(ctx context.Context) {
 		return
 	}
 	now := time.Now()
+	a.forget(recs, now)
 	for _, rec := range recs {
 		if rec.Status != session.StatusInterrupted || rec.StoppedAt == nil || now.Sub(*rec.StoppedAt) < a.grace {
 			continue
@@ -95,6 +96,25 @@ func (a *autoRepair) once(ctx context.Context) {
 		}
 		if a.policies[PolicyReap] && rec.Problem(session.ProblemOrphanProcesses) != nil {
 			a.reap(ctx, rec)
+		}
+	}
+}
+
+// forget drops what tried remembers of sessions that need no retry: gone,
+// no longer interrupted (repaired, resumed, stopped), or last tried a
+// retry interval ago (an entry that old holds nothing back). So tried
+// stays bounded by the sessions interrupted now, however long the daemon
+// runs.
+func (a *autoRepair) forget(recs []*session.Record, now time.Time) {
+	waiting := make(map[string]bool, len(a.tried))
+	for _, rec := range recs {
+		if _, ok := a.tried[rec.ID]; ok && rec.Status == session.StatusInterrupted {
+			waiting[rec.ID] = true
+		}
+	}
+	for id, t := range a.tried {
+		if !waiting[id] || now.Sub(t) >= a.retry {
+			delete(a.tried, id)
 		}
 	}
 }
