@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -57,11 +59,9 @@ func TestClaudeReapAndRepair(t *testing.T) {
 
 	tool := exec.Command("sleep", "300")
 	tool.Env = append(os.Environ(), "CLAUDECODE=1", fmt.Sprintf("CLAUDE_PID=%d", owner.Process.Pid), "CLAUDE_CODE_SESSION_ID="+id)
-	tool.Start()
-	t.Cleanup(func() { tool.Process.Kill(); tool.Wait() })
+	startChild(t, tool)
 	bystander := exec.Command("sleep", "300") // same command, not attributed
-	bystander.Start()
-	t.Cleanup(func() { bystander.Process.Kill(); bystander.Wait() })
+	startChild(t, bystander)
 
 	e.StartDaemon()
 	e.waitStatus(id, session.StatusRunning, 3*time.Second)
@@ -116,22 +116,60 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	}
 }
 
+// startChild starts cmd, failing the test if it cannot (a test whose
+// process never ran would pass vacuously), and kills it when the test ends.
+func startChild(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", cmd.Args, err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+}
+
 // Stop of a launched session kills its whole process group; the status
 // comes from the tracker noticing the exit.
 func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 	e, proj := launchEnv(t)
-	e.StartDaemon("--claude-bin", fakeClaude(t))
-	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--prompt", "long", "--env", "FAKE_CLAUDE_TOOL_SLEEP=300")
+	// The agent's own tool child, as a real agent's bash would be: forked
+	// by the agent, so in its process group. (A process of the test cannot
+	// join that group: the agent is launched in a session of its own, and
+	// setpgid across sessions is EPERM.)
+	agent := filepath.Join(e.Dir, "claude-with-tool")
+	script := fmt.Sprintf("#!/bin/sh\nsleep 300 &\necho $! > \"$TOOL_PID_FILE.tmp\" && mv \"$TOOL_PID_FILE.tmp\" \"$TOOL_PID_FILE\"\nexec %q \"$@\"\n", fakeClaude(t))
+	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	toolPIDFile := filepath.Join(e.Dir, "tool.pid")
+	e.StartDaemon("--claude-bin", agent)
+	r, errs, code := e.launchJSON("launch", "--agent", "claude", "--cwd", proj, "--prompt", "long",
+		"--env", "FAKE_CLAUDE_TOOL_SLEEP=300", "--env", "TOOL_PID_FILE="+toolPIDFile)
 	if code != 0 {
 		t.Fatalf("launch: %d %s", code, errs)
 	}
 	pid := r.Session.PID
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
-	// A tool child in the agent's group, as a real agent's bash would be.
-	child := exec.Command("sh", "-c", fmt.Sprintf("exec python3 -c 'import os,time; os.setpgid(0, %d); time.sleep(300)'", pid))
-	child.Start()
-	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	time.Sleep(200 * time.Millisecond)
+	var child proc.Identity
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(toolPIDFile)
+		if err == nil {
+			cpid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatalf("tool pid file %s: %q", toolPIDFile, b)
+			}
+			if child, err = proc.NewHost().Identify(cpid); err != nil {
+				t.Fatalf("the agent's tool child %d: %v", cpid, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not start its tool child within 5s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if pgid, err := syscall.Getpgid(child.PID); err != nil || pgid != pid {
+		t.Fatalf("the tool child %d is in group %d (%v), not the agent's %d", child.PID, pgid, err, pid)
+	}
 	e.waitStatus(r.Session.ID, session.StatusRunning, 5*time.Second)
 
 	res, errs, code := e.action("stop", r.Session.ID, "--timeout", "2s")
@@ -141,8 +179,13 @@ func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 	if res.Session.Status == session.StatusRunning {
 		t.Fatalf("still running after stop: %+v", res.Session)
 	}
-	if err := child.Wait(); err == nil {
-		t.Fatal("the group's tool child exited cleanly instead of being signalled")
+	// The tool child is the agent's, not the test's: it is reaped by
+	// whoever inherits it, so watch its identity die rather than Wait.
+	for deadline := time.Now().Add(3 * time.Second); proc.NewHost().Probe(child).Liveness != proc.Dead; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the group's tool child %d survived the stop", child.PID)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if _, errs, code := e.Ctl("stop", r.Session.ID); code != 1 || !strings.Contains(errs, "not running") {
 		t.Fatalf("stop of a stopped session: exit %d: %s", code, errs)
@@ -165,8 +208,7 @@ func TestAutoRepairPolicy(t *testing.T) {
 	regPath := root.WriteRegistry(t, claudetest.LiveEntry(t, owner.Process.Pid, id, cwd, "busy"))
 	tool := exec.Command("sleep", "300")
 	tool.Env = append(os.Environ(), fmt.Sprintf("CLAUDE_PID=%d", owner.Process.Pid), "CLAUDE_CODE_SESSION_ID="+id)
-	tool.Start()
-	t.Cleanup(func() { tool.Process.Kill(); tool.Wait() })
+	startChild(t, tool)
 
 	e.StartDaemon("--auto-repair", "claude-registry", "--grace", "1s")
 	e.waitStatus(id, session.StatusRunning, 3*time.Second)
