@@ -119,8 +119,11 @@ func (c *Client) Health(ctx context.Context) (*Health, error) {
 	return &h, c.do(ctx, "GET", "/v1/health", nil, &h)
 }
 
-// ListOptions filters GET /v1/sessions. By default stopped sessions older
-// than a day are left out; All includes every session.
+// ListOptions filters GET /v1/sessions. By default every stopped session
+// is left out, whatever its age, so the list shows what may need a look
+// (interrupted sessions are listed: they may need a repair). Status, a
+// comma-separated list, selects exactly those statuses, stopped included;
+// All includes every session.
 type ListOptions struct {
 	Agent  string
 	Status string
