@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -88,8 +89,8 @@ func envOr(key, def string) string {
 	return def
 }
 
-// envDurations defines duration flags whose defaults come from environment
-// variables, and remembers which variable each came from: a malformed
+// envDurations defines duration (and boolean) flags whose defaults come
+// from environment variables, and remembers which variable each came from: a malformed
 // value must be reported by its variable's name, not replaced by the
 // built-in default without a word (a unit's SESSIOND_GRACE=5 minutes would
 // otherwise run with 30s unnoticed).
@@ -114,6 +115,23 @@ func (e *envDurations) Var(p *time.Duration, name, key string, def time.Duration
 	e.fs.DurationVar(p, name, def, usage)
 }
 
+// Bool defines a boolean flag whose default is the variable key's value
+// when it is set (true/false, 1/0, as strconv.ParseBool reads them), else
+// def. Any other value is kept for check to report: SESSIOND_NO_EXIT_EVENTS
+// =false must not turn exit events off, nor =no leave them on unnoticed.
+func (e *envDurations) Bool(p *bool, name, key string, def bool, usage string) {
+	if v := os.Getenv(key); v != "" {
+		e.keys[name] = key
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			e.bad[name] = fmt.Errorf("environment variable %s=%q is not a boolean (want true or false)", key, v)
+		} else {
+			def = b
+		}
+	}
+	e.fs.BoolVar(p, name, def, usage)
+}
+
 // check runs after the flags are parsed: a flag given on the command line
 // wins over its variable, so only the values actually used are checked.
 // Each must parse and be positive.
@@ -129,12 +147,15 @@ func (e *envDurations) check() error {
 		if !ok {
 			return
 		}
-		d, isDur := g.Get().(time.Duration)
-		if !isDur {
-			return
-		}
 		key, fromEnv := e.keys[f.Name]
 		fromEnv = fromEnv && !given[f.Name]
+		d, isDur := g.Get().(time.Duration)
+		if !isDur {
+			if fromEnv && e.bad[f.Name] != nil {
+				err = e.bad[f.Name]
+			}
+			return
+		}
 		switch {
 		case fromEnv && e.bad[f.Name] != nil:
 			err = e.bad[f.Name]
@@ -196,18 +217,18 @@ already running on this state dir or socket.
 	fs.StringVar(&o.socket, "socket", "", "API socket path ($SESSIOND_SOCKET; default $XDG_RUNTIME_DIR/sessiond/sessiond.sock, else <state-dir>/sessiond.sock)")
 	claude := &stringList{vals: defaultClaudeDirs()}
 	fs.Var(claude, "claude-dir", "Claude Code config root, repeatable (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
-	fs.BoolVar(&o.learnRoots, "claude-learn-roots", os.Getenv("SESSIOND_CLAUDE_LEARN_ROOTS") != "false", "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
 	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
+	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Var(&o.repairGrace, "opencode-repair-grace", "SESSIOND_OPENCODE_REPAIR_GRACE", opencode.DefaultRepairGrace, "an OpenCode repair writes only data still for this long ($SESSIOND_OPENCODE_REPAIR_GRACE)")
 	durs.Var(&o.interval, "reconcile-interval", "SESSIOND_RECONCILE_INTERVAL", 5*time.Second, "period of the reconcile pass ($SESSIOND_RECONCILE_INTERVAL)")
 	durs.Var(&o.grace, "grace", "SESSIOND_GRACE", 30*time.Second, "grace period for launches and owner-less sessions ($SESSIOND_GRACE)")
 	durs.Var(&o.stallAfter, "stall-after", "SESSIOND_STALL_AFTER", 20*time.Minute, "flag a busy session with no progress for this long as stalled ($SESSIOND_STALL_AFTER)")
 	fs.StringVar(&o.logLevel, "log-level", envOr("SESSIOND_LOG_LEVEL", "info"), "debug, info, warn or error ($SESSIOND_LOG_LEVEL)")
 	fs.StringVar(&o.logFormat, "log-format", envOr("SESSIOND_LOG_FORMAT", "console"), "console or json ($SESSIOND_LOG_FORMAT)")
-	fs.BoolVar(&o.noExitEvts, "no-exit-events", os.Getenv("SESSIOND_NO_EXIT_EVENTS") != "", "notice exits by periodic probes only, not pidfd/kqueue ($SESSIOND_NO_EXIT_EVENTS)")
+	durs.Bool(&o.noExitEvts, "no-exit-events", "SESSIOND_NO_EXIT_EVENTS", false, "notice exits by periodic probes only, not pidfd/kqueue ($SESSIOND_NO_EXIT_EVENTS)")
 	autoRepair := fs.String("auto-repair", envOr("SESSIOND_AUTO_REPAIR", ""), "comma-separated actions the watchdog may apply on its own to sessions interrupted past the grace period: claude-registry, opencode-offline, reap (default none) ($SESSIOND_AUTO_REPAIR)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {

@@ -140,3 +140,22 @@ func TestDurationFlagOverridesEnvironment(t *testing.T) {
 		t.Fatalf("--grace -1s: %v; want an error naming the flag", err)
 	}
 }
+
+// A boolean variable is read as a boolean: "false" turns nothing on, "0"
+// turns learning off, and anything else is a usage error naming it.
+func TestBooleanEnvironment(t *testing.T) {
+	isolate(t)
+	t.Setenv("SESSIOND_NO_EXIT_EVENTS", "false")
+	t.Setenv("SESSIOND_CLAUDE_LEARN_ROOTS", "0")
+	o, err := parse(nil, &bytes.Buffer{})
+	if err != nil || o.noExitEvts || o.learnRoots {
+		t.Fatalf("NO_EXIT_EVENTS=false LEARN_ROOTS=0: %+v %v; want exit events on, learning off", o, err)
+	}
+	for _, key := range []string{"SESSIOND_NO_EXIT_EVENTS", "SESSIOND_CLAUDE_LEARN_ROOTS"} {
+		t.Setenv(key, "nope")
+		if _, err := parse(nil, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), `"nope"`) {
+			t.Fatalf("%s=nope: %v; want an error naming it", key, err)
+		}
+		t.Setenv(key, "true")
+	}
+}
