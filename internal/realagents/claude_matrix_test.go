@@ -176,7 +176,7 @@ func TestClaudeTwoSessionsSameDir(t *testing.T) {
 		r.s = w.waitUpstream(r.up, 15*time.Second, "running and busy", runningWith(session.ActivityBusy))
 		w.checkOwner(r.s, r.pid, "claude -p")
 	}
-	w.step("both running/busy, each owned by its own process")
+	w.step("both running/busy, owners checked")
 
 	w.killInterrupted(runs[0].s, runs[0].pid, session.ProblemOrphanedToolCall, session.ProblemStaleBusyMarker, session.ProblemOrphanProcesses)
 	s := w.Show(runs[1].s.ID)

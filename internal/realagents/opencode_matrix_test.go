@@ -273,7 +273,7 @@ func TestOpenCodeTwoSessionsSameDir(t *testing.T) {
 	for _, r := range runs {
 		w.checkOwner(w.Show(r.s.ID), r.pid, "opencode run "+r.tag)
 	}
-	w.step("both running/busy, each owned by its own process")
+	w.step("both running/busy, owners checked")
 
 	w.killInterrupted(runs[0].s, runs[0].pid, opencodeKilledProblems...)
 	s := w.Show(runs[1].s.ID)
