@@ -140,11 +140,40 @@ type Adapter struct {
 	// plan is never interleaved with another repair's writes.
 	repairMu sync.Mutex
 
+	// prompts caches sessions' first prompts (db path + id -> text): they
+	// never change once written. Guarded by passMu.
+	prompts map[string]string
+
 	mu               sync.Mutex // guards the fields below
 	servers          []Server
 	memo             map[int]ownerMemo
 	loggedServerErrs map[string]bool
 	watch            []string
+}
+
+// maxPrompts bounds the first-prompt cache; it is cleared when full.
+const maxPrompts = 4096
+
+// firstPrompt is the session's first prompt, read once and cached; "" when
+// there is none yet or it cannot be read now (asked again next pass).
+func (a *Adapter) firstPrompt(ctx context.Context, s *sessionData) string {
+	key := s.Source + "\x00" + s.ID
+	if t, ok := a.prompts[key]; ok {
+		return t
+	}
+	t, err := firstPrompt(ctx, s.Source, a.cfg.BusyTimeout, s.ID)
+	if err != nil {
+		a.log.Debug("cannot read a session's first prompt", zap.String("session", s.ID), zap.String("db", s.Source), zap.Error(err))
+		return ""
+	}
+	if t == "" {
+		return ""
+	}
+	if a.prompts == nil || len(a.prompts) >= maxPrompts {
+		a.prompts = map[string]string{}
+	}
+	a.prompts[key] = t
+	return t
 }
 
 // ownerMemo remembers a process that owned sessions.
@@ -327,7 +356,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 
 	procs := a.inspect(snap, paths)
 	servers := a.probeServers(ctx, procs, statusDirs(sessions, now))
-	p := &pass{a: a, now: now, sessions: sessions, procs: procs, servers: servers,
+	p := &pass{a: a, ctx: ctx, now: now, sessions: sessions, procs: procs, servers: servers,
 		dbKeys: map[string]string{}, owners: map[string][]adapters.Owner{}, acts: map[string]*actResult{}, children: map[string][]string{}}
 	for _, path := range paths {
 		p.dbKeys[path] = dbKey(realPath(path))
@@ -487,6 +516,7 @@ func (a *Adapter) remember(obs []adapters.Observed, servers []*server, now time.
 // pass holds one Discover's evidence while observations are built.
 type pass struct {
 	a        *Adapter
+	ctx      context.Context
 	now      time.Time
 	sessions map[string]*sessionData
 	procs    []*ocProc
@@ -524,10 +554,24 @@ func (p *pass) ownersOf(s *sessionData, depth int) []adapters.Owner {
 			add(sv.Owner, false, fmt.Sprintf("server %s reports it %s", sv.URL, st.Type))
 		}
 	}
+	// An `opencode run <message>` whose message is the session's first
+	// prompt created it: named exactly, so two runs in one directory never
+	// take each other's session. A run whose message is another prompt
+	// runs another session, and is no candidate for this one.
+	if len(out) == 0 {
+		for _, o := range p.procs {
+			if !o.inDir(s.Directory) || !p.startedBefore(o, s.LastWrite) {
+				continue
+			}
+			if m := p.runMatches(o, s); m == runIsOwner {
+				add(o.id(), false, "argv message is the session's first prompt")
+			}
+		}
+	}
 	if len(out) == 0 {
 		dbName := filepath.Base(s.Source)
 		for _, o := range p.procs {
-			if !o.owner() || !o.inDir(s.Directory) || !p.startedBefore(o, s.LastWrite) {
+			if !o.owner() || !o.inDir(s.Directory) || !p.startedBefore(o, s.LastWrite) || p.runMatches(o, s) == runIsOther {
 				continue
 			}
 			held, how := p.holds(o, s)
@@ -558,13 +602,45 @@ func (p *pass) ownersOf(s *sessionData, depth int) []adapters.Owner {
 		// running it (a server serving another directory, say). Better
 		// several candidates than a live turn called interrupted.
 		for _, o := range p.procs {
-			if o.owner() && o.fdKnown && o.held[p.dbKeys[s.Source]] && p.startedBefore(o, s.LastWrite) {
+			if o.owner() && o.fdKnown && o.held[p.dbKeys[s.Source]] && p.startedBefore(o, s.LastWrite) && p.runMatches(o, s) != runIsOther {
 				add(o.id(), true, "holds "+filepath.Base(s.Source)+" open and started before the last write (no directory match)")
 			}
 		}
 	}
 	p.owners[s.ID] = out
 	return out
+}
+
+// runMatch says what a run's argv message tells about a session.
+type runMatch int
+
+const (
+	// runUnknown: not a run with a message, or the session's first prompt
+	// is not known: no evidence either way.
+	runUnknown runMatch = iota
+	runIsOwner
+	runIsOther
+)
+
+// runMatches compares an `opencode run <message>` (that names no session
+// and continues none: it creates its own) with the session's first prompt.
+func (p *pass) runMatches(o *ocProc, s *sessionData) runMatch {
+	if !o.owner() || o.args.Sub != "run" || o.args.Message == "" || o.args.Session != "" || o.args.Continue || s.legacy {
+		return runUnknown
+	}
+	if !o.start.IsZero() && !s.Created.IsZero() && o.start.After(s.Created.Add(startSlack)) {
+		// Such a run creates its session after it starts: one that existed
+		// before is another's. (No database read for old sessions.)
+		return runIsOther
+	}
+	prompt := p.a.firstPrompt(p.ctx, s)
+	switch {
+	case prompt == "":
+		return runUnknown
+	case strings.TrimSpace(prompt) == strings.TrimSpace(o.args.Message):
+		return runIsOwner
+	}
+	return runIsOther
 }
 
 type holdState int

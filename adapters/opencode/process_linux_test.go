@@ -121,6 +121,7 @@ func TestRealProcessRunningThenInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	createdNow(t, db, sh.SessionID)
 	host := proc.NewHost()
 	a := New(Config{DataDir: dataDir})
 	seen := map[proc.Identity]bool{}
@@ -166,6 +167,7 @@ func TestRealProcessesTwoInOneDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	createdNow(t, db, sh.SessionID)
 	host := proc.NewHost()
 	a := New(Config{DataDir: dataDir})
 	seen := map[proc.Identity]bool{}
@@ -225,5 +227,54 @@ func TestParseListeners(t *testing.T) {
 	}
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("parseListeners = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// createdNow sets a session's creation to now: a run creates its session
+// after it starts (the shapes' default is a minute before their last write).
+func createdNow(t *testing.T, db *opencodetest.DB, id string) {
+	t.Helper()
+	if _, err := db.SQL().Exec("UPDATE session SET time_created = ? WHERE id = ?", time.Now().UnixMilli(), id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two `opencode run <message>` at once in one directory (one database, one
+// cwd): each session is owned by the run whose message is its first
+// prompt, never by the other, so killing one interrupts only its own.
+// (Before, both were candidates of both, and the survivor kept the dead
+// one's session running.)
+func TestRealRunsInOneDirectoryOwnTheirOwnSessions(t *testing.T) {
+	dataDir, work := t.TempDir(), t.TempDir()
+	dbPath := filepath.Join(dataDir, "opencode.db")
+	db := opencodetest.MustCreate(t, dbPath)
+	old, _ := db.Finished(work, time.Now().Add(-time.Hour))
+	runs := map[string]*exec.Cmd{}
+	shapes := map[string]opencodetest.Shape{}
+	for _, msg := range []string{"Run the long job, marker RUN-A", "Run the long job, marker RUN-B"} {
+		runs[msg], _ = fakeOpenCode(t, work, dbPath, false, append([]string{"run"}, strings.Fields(msg)...)...)
+	}
+	for _, msg := range []string{"Run the long job, marker RUN-B", "Run the long job, marker RUN-A"} {
+		sh, err := db.InterruptedMidTool(work, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		createdNow(t, db, sh.SessionID)
+		if err := db.Part(opencodetest.Part{MessageID: sh.UserMessageID, SessionID: sh.SessionID, Type: "text", Text: msg}); err != nil {
+			t.Fatal(err)
+		}
+		shapes[msg] = sh
+	}
+	host := proc.NewHost()
+	a := New(Config{DataDir: dataDir})
+	obs := realDiscover(t, a, host)
+	for msg, sh := range shapes {
+		o := find(t, obs, sh.SessionID)
+		if len(o.Owners) != 1 || o.Owners[0].Identity.PID != runs[msg].Process.Pid || o.Owners[0].Inferred {
+			t.Errorf("session of %q: owners %+v, want only pid %d, named by its message", msg, o.Owners, runs[msg].Process.Pid)
+		}
+	}
+	if o := find(t, obs, old.SessionID); len(o.Owners) != 0 {
+		t.Errorf("a session from before both runs got owners %+v", o.Owners)
 	}
 }

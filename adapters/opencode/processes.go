@@ -29,6 +29,10 @@ type Args struct {
 	// Project is the TUI's positional project directory; Dir is run's --dir.
 	Project string
 	Dir     string
+	// Message is run's message: its positional arguments joined by spaces,
+	// each one holding a space quoted, exactly as opencode builds the
+	// session's first prompt from them.
+	Message string
 }
 
 // subcommands of opencode (1.18.33). Those in nonOwner never run a session
@@ -57,10 +61,14 @@ var (
 // ParseArgs parses an opencode command line without argv[0].
 func ParseArgs(args []string) Args {
 	var a Args
+	var words []string
 	positional := 0
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		if arg == "--" {
+			if a.Sub == "run" {
+				words = append(words, args[i+1:]...)
+			}
 			break
 		}
 		if strings.HasPrefix(arg, "-") && len(arg) > 1 {
@@ -94,8 +102,21 @@ func ParseArgs(args []string) Args {
 			} else {
 				a.Project = arg
 			}
+			continue
+		}
+		if a.Sub == "run" {
+			words = append(words, arg)
 		}
 	}
+	for i, w := range words {
+		// As 1.18.33 builds the prompt (checked on a run: the argument
+		// `Run the job` is stored as "\"Run the job\""): an argument with a
+		// space is quoted, its quotes escaped.
+		if strings.Contains(w, " ") {
+			words[i] = `"` + strings.ReplaceAll(w, `"`, `\"`) + `"`
+		}
+	}
+	a.Message = strings.Join(words, " ")
 	return a
 }
 

@@ -3,6 +3,7 @@ package opencode
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -614,4 +615,54 @@ func sessionExists(ctx context.Context, path string, busy time.Duration, id stri
 		return false, explain(err)
 	}
 	return true, nil
+}
+
+// firstPrompt reads a session's first user message's text, as `opencode
+// run <message>` writes it: "" when the session has no user message yet or
+// its first message holds no text. Only the first message and its parts are
+// read.
+func firstPrompt(ctx context.Context, path string, busy time.Duration, id string) (string, error) {
+	db, conn, err := openRO(ctx, path, busy)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	defer conn.Close()
+	if _, err := checkSchema(ctx, conn, path); err != nil {
+		return "", err
+	}
+	var msgID, msgData string
+	err = conn.QueryRowContext(ctx, "SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id LIMIT 1", id).Scan(&msgID, &msgData)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil
+	case err != nil:
+		return "", explain(err)
+	}
+	var m struct {
+		Role string `json:"role"`
+	}
+	if json.Unmarshal([]byte(msgData), &m) != nil || m.Role != "user" {
+		return "", nil
+	}
+	rows, err := conn.QueryContext(ctx, "SELECT data FROM part WHERE message_id = ? ORDER BY time_created, id", msgID)
+	if err != nil {
+		return "", explain(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return "", explain(err)
+		}
+		var p struct {
+			Type      string `json:"type"`
+			Text      string `json:"text"`
+			Synthetic bool   `json:"synthetic"`
+		}
+		if json.Unmarshal([]byte(data), &p) == nil && p.Type == "text" && !p.Synthetic && p.Text != "" {
+			return p.Text, nil
+		}
+	}
+	return "", explain(rows.Err())
 }
