@@ -249,14 +249,20 @@ func TestOpenCodeTwoSessionsSameDir(t *testing.T) {
 		up  string
 		s   api.Session
 	}
+	// The second starts once the first has made its session: two opencode
+	// processes started at once on a data dir that has no database yet
+	// race its migrations, and one dies ("Failed query: CREATE TABLE
+	// `workspace`", seen on 1.18.33 in CI). A user's data dir has its
+	// database long before; both then run at once.
 	var runs []*run
 	for _, tag := range []string{"A", "B"} {
 		cmd, out := w.start("opencode run "+tag, w.proj(), bin, "run", "Run the long job, marker RUN-"+tag)
-		runs = append(runs, &run{tag: tag, pid: cmd.Process.Pid, out: out})
+		r := &run{tag: tag, pid: cmd.Process.Pid, out: out}
+		runs = append(runs, r)
+		r.up = w.waitOpenCodeSession("RUN-"+r.tag, func() string { return tail(r.out.String(), 2000) })
 	}
 	for _, r := range runs {
 		diag := func() string { return tail(r.out.String(), 2000) }
-		r.up = w.waitOpenCodeSession("RUN-"+r.tag, diag)
 		lw.claim("opencode", r.up, r.pid)
 		py := w.waitOpenCodeTool(r.pid, diag)
 		if py.Args[len(py.Args)-1] != r.tag {
