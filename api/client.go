@@ -90,6 +90,15 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if out == nil {
 		return nil
 	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		// Bytes as sent, unchecked: the caller passes them on.
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return fmt.Errorf("read answer of %s %s: %w", method, path, err)
+		}
+		*raw = bytes.TrimRight(b, "\n")
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
 	}
@@ -132,6 +141,26 @@ type ListOptions struct {
 
 // Sessions lists sessions.
 func (c *Client) Sessions(ctx context.Context, opts ListOptions) ([]Session, error) {
+	var l SessionList
+	if err := c.do(ctx, "GET", sessionsPath(opts), nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Sessions, nil
+}
+
+// SessionsJSON returns the list as the daemon sent it: a SessionList's
+// compact JSON, not decoded. A tool that only prints or forwards the list
+// (sessionctl ls --json) spares decoding thousands of sessions into
+// structs and encoding them again.
+func (c *Client) SessionsJSON(ctx context.Context, opts ListOptions) ([]byte, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", sessionsPath(opts), nil, &raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+func sessionsPath(opts ListOptions) string {
 	q := url.Values{}
 	if opts.Agent != "" {
 		q.Set("agent", opts.Agent)
@@ -146,11 +175,7 @@ func (c *Client) Sessions(ctx context.Context, opts ListOptions) ([]Session, err
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var l SessionList
-	if err := c.do(ctx, "GET", path, nil, &l); err != nil {
-		return nil, err
-	}
-	return l.Sessions, nil
+	return path
 }
 
 // Session returns one session by id, upstream id, or a unique prefix.

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,24 @@ func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printRawJSON prints JSON the daemon sent: as it is for a pipe or a file
+// (a script reads it), indented for a terminal (a person does).
+func (a *app) printRawJSON(raw []byte) error {
+	if f, ok := a.stdout.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			var buf bytes.Buffer
+			if err := json.Indent(&buf, raw, "", "  "); err != nil {
+				return fmt.Errorf("the daemon's answer is not JSON: %w", err)
+			}
+			raw = buf.Bytes()
+		}
+	}
+	if _, err := a.stdout.Write(append(raw, '\n')); err != nil {
+		return fmt.Errorf("write the list: %w", err)
+	}
+	return nil
 }
 
 // usageError marks errors of the command line itself (exit 2).

@@ -23,12 +23,18 @@ func newLs(a *app) *cobra.Command {
 		Short:   "List sessions (stopped ones only with --all or --status)",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.json {
+				// The daemon's bytes, passed through (indented for a
+				// terminal only): a list of thousands is not decoded.
+				raw, err := a.client().SessionsJSON(cmd.Context(), opts)
+				if err != nil {
+					return err
+				}
+				return a.printRawJSON(raw)
+			}
 			ss, err := a.client().Sessions(cmd.Context(), opts)
 			if err != nil {
 				return err
-			}
-			if a.json {
-				return a.printJSON(api.SessionList{Sessions: ss})
 			}
 			printTable(a, ss, time.Now())
 			return nil
