@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf16"
@@ -97,12 +98,14 @@ func ParseLine(b []byte) ([]Line, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
-	var blocks [4]blockScan
-	s := lineScan{b: b}
-	s.msg.blocks = blocks[:0]
-	if end, ok := s.record(0); ok && skipWS(b, end) == len(b) {
-		return []Line{s.line()}, nil
+	s := getScan(b)
+	end, ok := s.record(0)
+	if ok && skipWS(b, end) == len(b) {
+		l := s.line()
+		putScan(s)
+		return []Line{l}, nil
 	}
+	putScan(s)
 	if b[0] != '{' {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrCorruptLine)
 	}
@@ -117,11 +120,13 @@ func parseGlued(b []byte) ([]Line, error) {
 	lost := 0
 	p := 0
 	for attempts := 0; p < len(b) && attempts < maxGlued; attempts++ {
-		var blocks [4]blockScan
-		s := lineScan{b: b}
-		s.msg.blocks = blocks[:0]
-		if end, ok := s.record(p); ok {
+		s := getScan(b)
+		end, ok := s.record(p)
+		if ok {
 			out = append(out, s.line())
+		}
+		putScan(s)
+		if ok {
 			p = end
 			for p < len(b) && isSpace(b[p]) {
 				p++
@@ -274,6 +279,24 @@ type blockScan struct {
 type inputScan struct {
 	start, end int // end == 0: no input
 	keys       [len(inputKeys)]span
+}
+
+// scanPool keeps lineScans (and their block lists) between lines.
+var scanPool = sync.Pool{New: func() any { return &lineScan{msg: msgScan{blocks: make([]blockScan, 0, 4)}} }}
+
+func getScan(b []byte) *lineScan {
+	s := scanPool.Get().(*lineScan)
+	blocks := s.msg.blocks[:0]
+	*s = lineScan{b: b}
+	s.msg.blocks = blocks
+	return s
+}
+
+func putScan(s *lineScan) {
+	s.b = nil
+	if cap(s.msg.blocks) <= 64 {
+		scanPool.Put(s)
+	}
 }
 
 // record reads the value at b[i]: a record's object, or null (an empty
