@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"sync"
 	"time"
@@ -768,11 +769,30 @@ outer:
 			x := binary.LittleEndian.Uint64(b[i:])
 			q := x ^ (ones * '"')
 			bs := x ^ (ones * '\\')
-			if ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs != 0 {
-				break
+			m := ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x) & highs
+			if m == 0 {
+				acc |= x
+				i += 8
+				continue
 			}
-			acc |= x
-			i += 8
+			// The lowest flagged byte is the first special one (the
+			// borrows that may flag wrong bytes only run upwards).
+			k := bits.TrailingZeros64(m) >> 3
+			acc |= x & (1<<(8*k) - 1)
+			i += k
+			switch b[i] {
+			case '"':
+				return span{start: start, end: i, set: true, esc: esc, high: acc&highs != 0}, i + 1, true
+			case '\\':
+				n := escapeLen(b, i)
+				if n == 0 {
+					return span{}, i, false
+				}
+				esc = true
+				i += n
+				continue
+			}
+			return span{}, i, false // a control character
 		}
 		for i < len(b) {
 			c := b[i]
@@ -843,48 +863,56 @@ func eqString(b []byte, s span, lit string) bool {
 }
 
 // unquote appends the decoded contents of a checked JSON string to dst,
-// exactly as encoding/json decodes them.
+// exactly as encoding/json decodes them (invalid UTF-8 becomes U+FFFD).
 func unquote(dst, s []byte) []byte {
 	for r := 0; r < len(s); {
-		c := s[r]
-		switch {
-		case c == '\\':
-			switch s[r+1] {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				rr := getu4(s[r:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
-						r += 6
-						dst = utf8.AppendRune(dst, dec)
-						continue
-					}
-					rr = unicode.ReplacementChar
-				}
-				dst = utf8.AppendRune(dst, rr)
-				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, s[r+1])
-			}
-			r += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			r += size
-			dst = utf8.AppendRune(dst, rr)
+		// The run up to the next escape: copied as it is when valid UTF-8.
+		j := bytes.IndexByte(s[r:], '\\')
+		if j < 0 {
+			j = len(s) - r
 		}
+		if run := s[r : r+j]; utf8.Valid(run) {
+			dst = append(dst, run...)
+		} else {
+			for k := 0; k < len(run); {
+				rr, size := utf8.DecodeRune(run[k:])
+				k += size
+				dst = utf8.AppendRune(dst, rr)
+			}
+		}
+		r += j
+		if r == len(s) {
+			break
+		}
+		// The escape at s[r] (checked by scanString).
+		switch s[r+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			rr := getu4(s[r:])
+			r += 6
+			if utf16.IsSurrogate(rr) {
+				if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
+					r += 6
+					dst = utf8.AppendRune(dst, dec)
+					continue
+				}
+				rr = unicode.ReplacementChar
+			}
+			dst = utf8.AppendRune(dst, rr)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, s[r+1])
+		}
+		r += 2
 	}
 	return dst
 }
