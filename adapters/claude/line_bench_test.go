@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -151,4 +152,42 @@ func BenchmarkParseLine(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkListDense: the first read of a transcript (list: the head and
+// tail windows, every line in them parsed) of about 2 MB made of dense
+// turns, so both 64 KiB windows are full of real lines. Run:
+//
+//	go test -run='^$' -bench=BenchmarkListDense -benchmem -count=5 ./adapters/claude/
+func BenchmarkListDense(b *testing.B) {
+	var file []byte
+	for _, l := range denseLines() {
+		file = append(append(file, l.line...), '\n')
+	}
+	turn := file
+	for len(file) < 2<<20 {
+		file = append(file, turn...)
+	}
+	r := bytes.NewReader(file)
+	b.ReportAllocs()
+	var read int64
+	for b.Loop() {
+		var s summary
+		res, err := list(countingReaderAt{r, &read}, int64(len(file)), DefaultWindowBytes, &s)
+		if err != nil || res.c.corrupt != 0 || s.SessionID == "" {
+			b.Fatalf("list: %+v %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(read)/float64(b.N), "B-read/file")
+}
+
+type countingReaderAt struct {
+	r *bytes.Reader
+	n *int64
+}
+
+func (c countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	*c.n += int64(n)
+	return n, err
 }
