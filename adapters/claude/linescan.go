@@ -1,0 +1,872 @@
+package claude
+
+// The line scanner: one forward pass over a transcript line that checks it
+// is JSON exactly as encoding/json would, and notes where the few fields
+// the adapter reads lie (see the key lists below), so that only those are
+// decoded. It matches encoding/json's rules where they change a result:
+// exact then case-insensitive (Unicode simple folding) key matching, the
+// last duplicate key winning, null leaving a field alone, a wrongly typed
+// field failing its level, escapes and invalid UTF-8 decoded the same way,
+// and the nesting limit. line_diff_test.go holds it to the old decoder.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+	"sync"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// The fields read, by object. A key matches a field exactly or, failing
+// that, case-insensitively (Unicode simple folding), as encoding/json
+// matches struct fields; the index is the field's.
+var (
+	lineKeys    = [...]string{"type", "uuid", "sessionId", "cwd", "version", "gitBranch", "timestamp", "customTitle", "isSidechain", "isMeta", "isCompactSummary", "message"}
+	messageKeys = [...]string{"role", "content", "stop_reason"}
+	blockKeys   = [...]string{"type", "id", "name", "tool_use_id", "text", "input"}
+
+	lineKeysFolded    = foldAll(lineKeys[:])
+	messageKeysFolded = foldAll(messageKeys[:])
+	blockKeysFolded   = foldAll(blockKeys[:])
+)
+
+const (
+	lkType = iota
+	lkUUID
+	lkSessionID
+	lkCwd
+	lkVersion
+	lkGitBranch
+	lkTimestamp
+	lkCustomTitle // the last string field
+	lkIsSidechain
+	lkIsMeta
+	lkIsCompactSummary
+	lkMessage
+)
+
+const (
+	mkRole = iota
+	mkContent
+	mkStopReason
+)
+
+const (
+	bkType = iota
+	bkID
+	bkName
+	bkToolUseID
+	bkText // the last string field
+	bkInput
+)
+
+// maxDepth is the deepest nesting encoding/json accepts; a deeper line is
+// corrupt.
+const maxDepth = 10000
+
+// span is where a JSON string's contents (between its quotes) lie in the
+// line. The zero span is an absent (or null) string.
+type span struct {
+	start, end int
+	set        bool
+	esc        bool // has escapes
+	high       bool // has bytes >= 0x80
+}
+
+// lineScan is the one pass over a transcript line: where its fields are.
+type lineScan struct {
+	b   []byte
+	str [lkCustomTitle + 1]span
+
+	sidechain, meta, compactSummary bool
+
+	hasMsg bool
+	msg    msgScan
+}
+
+// msgScan is what the scan found of a line's message.
+type msgScan struct {
+	// bad: not an object (nor null), or a field of the wrong type; then
+	// nothing of the message is used.
+	bad     bool
+	content int // contentNone, ...
+	text    span
+	// blocksBad: a block is not an object, or has a field of the wrong
+	// type; then no block is used.
+	blocksBad bool
+	// blocks are the content blocks sessiond reads (tool_use, tool_result,
+	// text and image), in order.
+	blocks []blockScan
+	stop   span
+}
+
+const (
+	contentNone = iota
+	contentString
+	contentBlocks
+	contentOther
+)
+
+type blockScan struct {
+	str   [bkText + 1]span
+	input inputScan
+}
+
+// inputScan is a tool_use block's input: the raw value, and the last value
+// of each of inputKeys when that is a string.
+type inputScan struct {
+	start, end int // end == 0: no input
+	keys       [len(inputKeys)]span
+}
+
+// scanPool keeps lineScans (and their block lists) between lines.
+var scanPool = sync.Pool{New: func() any { return &lineScan{msg: msgScan{blocks: make([]blockScan, 0, 4)}} }}
+
+func getScan(b []byte) *lineScan {
+	s := scanPool.Get().(*lineScan)
+	blocks := s.msg.blocks[:0]
+	*s = lineScan{b: b}
+	s.msg.blocks = blocks
+	return s
+}
+
+func putScan(s *lineScan) {
+	s.b = nil
+	if cap(s.msg.blocks) <= 64 {
+		scanPool.Put(s)
+	}
+}
+
+// record reads the value at b[i]: a record's object, or null (an empty
+// record, as encoding/json reads it). It returns where the value ends.
+func (s *lineScan) record(i int) (int, bool) {
+	b := s.b
+	if i < len(b) && b[i] == '{' {
+		return s.object(i)
+	}
+	return literal(b, i, "null")
+}
+
+// object reads the record's object at b[i] == '{'.
+func (s *lineScan) object(i int) (int, bool) {
+	b := s.b
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		k, j, ok := objectKey(b, i)
+		if !ok {
+			return j, false
+		}
+		i = j
+		switch f := matchKey(b, k, lineKeys[:], lineKeysFolded); {
+		case f < 0:
+			i, ok = skipValue(b, i, 1)
+		case f <= lkCustomTitle:
+			var bad bool
+			i, bad, ok = stringField(b, i, 1, &s.str[f])
+			ok = ok && !bad
+		case f == lkIsSidechain:
+			i, ok = boolField(b, i, &s.sidechain)
+		case f == lkIsMeta:
+			i, ok = boolField(b, i, &s.meta)
+		case f == lkIsCompactSummary:
+			i, ok = boolField(b, i, &s.compactSummary)
+		default: // lkMessage
+			s.hasMsg = true
+			i, ok = s.message(i)
+		}
+		if !ok {
+			return i, false
+		}
+		if i, ok = nextMember(b, i, '}'); !ok || b[i-1] == '}' {
+			return i, ok
+		}
+	}
+}
+
+// message reads the value of "message" at b[i] (depth 2 when an object).
+func (s *lineScan) message(i int) (int, bool) {
+	b := s.b
+	m := &s.msg
+	*m = msgScan{blocks: m.blocks[:0]}
+	switch b[i] {
+	case '{':
+	case 'n':
+		return literal(b, i, "null")
+	default:
+		m.bad = true
+		return skipValue(b, i, 1)
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		k, j, ok := objectKey(b, i)
+		if !ok {
+			return j, false
+		}
+		i = j
+		switch matchKey(b, k, messageKeys[:], messageKeysFolded) {
+		case mkRole:
+			var role span
+			var bad bool
+			i, bad, ok = stringField(b, i, 2, &role)
+			m.bad = m.bad || bad
+		case mkContent:
+			i, ok = s.content(i)
+		case mkStopReason:
+			// A *string: null makes it nil again.
+			if b[i] == '"' {
+				m.stop, i, ok = scanString(b, i)
+			} else if b[i] == 'n' {
+				m.stop = span{}
+				i, ok = literal(b, i, "null")
+			} else {
+				m.bad = true
+				i, ok = skipValue(b, i, 2)
+			}
+		default:
+			i, ok = skipValue(b, i, 2)
+		}
+		if !ok {
+			return i, false
+		}
+		if i, ok = nextMember(b, i, '}'); !ok || b[i-1] == '}' {
+			return i, ok
+		}
+	}
+}
+
+// content reads message.content at b[i]: a string, or a list of blocks
+// (depth 3).
+func (s *lineScan) content(i int) (int, bool) {
+	b := s.b
+	m := &s.msg
+	m.content, m.text, m.blocks, m.blocksBad = contentOther, span{}, m.blocks[:0], false
+	switch b[i] {
+	case '"':
+		m.content = contentString
+		var ok bool
+		m.text, i, ok = scanString(b, i)
+		return i, ok
+	case '[':
+		m.content = contentBlocks
+	default:
+		return skipValue(b, i, 2)
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var ok bool
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '{':
+			i, ok = s.block(i)
+		case 'n':
+			i, ok = literal(b, i, "null")
+		default:
+			m.blocksBad = true
+			i, ok = skipValue(b, i, 3)
+		}
+		if !ok {
+			return i, false
+		}
+		if i, ok = nextMember(b, i, ']'); !ok || b[i-1] == ']' {
+			return i, ok
+		}
+	}
+}
+
+// block reads a content block at b[i] == '{' (depth 4).
+func (s *lineScan) block(i int) (int, bool) {
+	b := s.b
+	m := &s.msg
+	var bl blockScan
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		k, j, ok := objectKey(b, i)
+		if !ok {
+			return j, false
+		}
+		i = j
+		switch f := matchKey(b, k, blockKeys[:], blockKeysFolded); {
+		case f < 0:
+			i, ok = skipValue(b, i, 4)
+		case f <= bkText:
+			var bad bool
+			i, bad, ok = stringField(b, i, 4, &bl.str[f])
+			m.blocksBad = m.blocksBad || bad
+		default: // bkInput
+			i, ok = input(b, i, &bl.input)
+		}
+		if !ok {
+			return i, false
+		}
+		if i, ok = nextMember(b, i, '}'); !ok {
+			return i, false
+		}
+		if b[i-1] == '}' {
+			break
+		}
+	}
+	t := bl.str[bkType]
+	if eqString(b, t, "tool_use") || eqString(b, t, "tool_result") || eqString(b, t, "text") || eqString(b, t, "image") {
+		m.blocks = append(m.blocks, bl)
+	}
+	return i, true
+}
+
+// input reads a tool call's input at b[i] (depth 5 when an object) and
+// notes, as a map of it would hold them, the last value of each of
+// inputKeys (keys match exactly there).
+func input(b []byte, i int, in *inputScan) (int, bool) {
+	*in = inputScan{start: i}
+	if b[i] != '{' {
+		end, ok := skipValue(b, i, 4)
+		in.end = end
+		return end, ok
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		in.end = i + 1
+		return i + 1, true
+	}
+	for {
+		k, j, ok := objectKey(b, i)
+		if !ok {
+			return j, false
+		}
+		i = j
+		f := -1
+		for n, name := range inputKeys {
+			if eqString(b, k, name) {
+				f = n
+				break
+			}
+		}
+		switch {
+		case f < 0:
+			i, ok = skipValue(b, i, 5)
+		case b[i] == '"':
+			in.keys[f], i, ok = scanString(b, i)
+		default:
+			in.keys[f] = span{}
+			i, ok = skipValue(b, i, 5)
+		}
+		if !ok {
+			return i, false
+		}
+		if i, ok = nextMember(b, i, '}'); !ok {
+			return i, false
+		}
+		if b[i-1] == '}' {
+			in.end = i
+			return i, true
+		}
+	}
+}
+
+// objectKey reads `"key" :` at b[i] and the space after it, and returns
+// the key and where its value starts.
+func objectKey(b []byte, i int) (span, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return span{}, i, false
+	}
+	k, i, ok := scanString(b, i)
+	if !ok {
+		return k, i, false
+	}
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != ':' {
+		return k, i, false
+	}
+	i = skipWS(b, i+1)
+	return k, i, i < len(b)
+}
+
+// nextMember reads what follows a member of an object or array: a comma
+// (then it returns where the next member starts) or the closing byte (then
+// it returns just past it, so b[i-1] is the closing byte).
+func nextMember(b []byte, i int, closing byte) (int, bool) {
+	i = skipWS(b, i)
+	if i >= len(b) {
+		return i, false
+	}
+	switch b[i] {
+	case ',':
+		i = skipWS(b, i+1)
+		return i, i < len(b) && b[i] != closing
+	case closing:
+		return i + 1, true
+	}
+	return i, false
+}
+
+// stringField reads a value bound for a string field: a string sets *s,
+// null leaves it as it is, and anything else is of the wrong type (bad,
+// the value skipped).
+func stringField(b []byte, i, depth int, s *span) (end int, bad, ok bool) {
+	switch b[i] {
+	case '"':
+		*s, end, ok = scanString(b, i)
+		return end, false, ok
+	case 'n':
+		end, ok = literal(b, i, "null")
+		return end, false, ok
+	}
+	end, ok = skipValue(b, i, depth)
+	return end, true, ok
+}
+
+// boolField reads a value bound for a bool field of the record; anything
+// but true, false or null is of the wrong type and fails the record.
+func boolField(b []byte, i int, v *bool) (int, bool) {
+	switch b[i] {
+	case 't':
+		*v = true
+		return literal(b, i, "true")
+	case 'f':
+		*v = false
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	}
+	return i, false
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+func literal(b []byte, i int, lit string) (int, bool) {
+	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+		return i + len(lit), true
+	}
+	return i, false
+}
+
+// skipValue checks the value at b[i] and returns where it ends. depth is
+// how many objects and arrays enclose it.
+func skipValue(b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	switch b[i] {
+	case '"':
+		_, end, ok := scanString(b, i)
+		return end, ok
+	case '{', '[':
+		return skipNested(b, i, depth)
+	case 't':
+		return literal(b, i, "true")
+	case 'f':
+		return literal(b, i, "false")
+	case 'n':
+		return literal(b, i, "null")
+	}
+	return skipNumber(b, i)
+}
+
+// skipNested checks the object or array at b[i] and returns where it
+// ends, without recursion: stack holds the open brackets.
+func skipNested(b []byte, i, depth int) (int, bool) {
+	var arr [32]byte
+	stack := arr[:0]
+	// open pushes the bracket at b[i] and moves to the first member or the
+	// close; it reports whether a member follows.
+	open := func() bool {
+		stack = append(stack, b[i])
+		i = skipWS(b, i+1)
+		return i < len(b) && b[i] != stack[len(stack)-1]+2 // '{'+2 == '}', '['+2 == ']'
+	}
+	if depth+1 > maxDepth {
+		return i, false
+	}
+	member := open()
+	for {
+		if member {
+			if stack[len(stack)-1] == '{' {
+				_, j, ok := objectKey(b, i)
+				if !ok {
+					return j, false
+				}
+				i = j
+			}
+			if c := b[i]; c == '{' || c == '[' {
+				if depth+len(stack)+1 > maxDepth {
+					return i, false
+				}
+				member = open()
+				continue
+			}
+			var ok bool
+			if i, ok = skipValue(b, i, depth+len(stack)); !ok {
+				return i, false
+			}
+		} else {
+			if i >= len(b) {
+				return i, false
+			}
+			i++ // the closing bracket
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return i, true
+			}
+		}
+		// After a member: a comma and the next member, or the close.
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipWS(b, i+1)
+			if i >= len(b) {
+				return i, false
+			}
+			member = true
+		case stack[len(stack)-1] + 2:
+			member = false
+		default:
+			return i, false
+		}
+	}
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// skipNumber checks the JSON number at b[i].
+func skipNumber(b []byte, i int) (int, bool) {
+	n := len(b)
+	if i < n && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= n:
+		return i, false
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		for i++; i < n && isDigit(b[i]); i++ {
+		}
+	default:
+		return i, false
+	}
+	if i < n && b[i] == '.' {
+		i++
+		if i >= n || !isDigit(b[i]) {
+			return i, false
+		}
+		for i++; i < n && isDigit(b[i]); i++ {
+		}
+	}
+	if i < n && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < n && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i >= n || !isDigit(b[i]) {
+			return i, false
+		}
+		for i++; i < n && isDigit(b[i]); i++ {
+		}
+	}
+	return i, true
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// scanString checks the string at b[i] == '"' and returns its span and
+// where it ends. It looks at eight bytes at a time while none of them is
+// a quote, a backslash or a control character.
+func scanString(b []byte, i int) (span, int, bool) {
+	start := i + 1
+	i = start
+	var acc uint64
+	esc := false
+outer:
+	for {
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			q := x ^ (ones * '"')
+			bs := x ^ (ones * '\\')
+			m := ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x) & highs
+			if m == 0 {
+				acc |= x
+				i += 8
+				continue
+			}
+			// The lowest flagged byte is the first special one (the
+			// borrows that may flag wrong bytes only run upwards).
+			k := bits.TrailingZeros64(m) >> 3
+			acc |= x & (1<<(8*k) - 1)
+			i += k
+			switch b[i] {
+			case '"':
+				return span{start: start, end: i, set: true, esc: esc, high: acc&highs != 0}, i + 1, true
+			case '\\':
+				n := escapeLen(b, i)
+				if n == 0 {
+					return span{}, i, false
+				}
+				esc = true
+				i += n
+				continue
+			}
+			return span{}, i, false // a control character
+		}
+		for i < len(b) {
+			c := b[i]
+			switch {
+			case c == '"':
+				return span{start: start, end: i, set: true, esc: esc, high: acc&highs != 0}, i + 1, true
+			case c == '\\':
+				n := escapeLen(b, i)
+				if n == 0 {
+					return span{}, i, false
+				}
+				esc = true
+				i += n
+				continue outer
+			case c < 0x20:
+				return span{}, i, false
+			}
+			acc |= uint64(c)
+			i++
+		}
+		return span{}, i, false
+	}
+}
+
+// escapeLen is the length of the valid escape at b[i] == '\\', 0 if it
+// is not one.
+func escapeLen(b []byte, i int) int {
+	if i+1 >= len(b) {
+		return 0
+	}
+	switch b[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if i+6 > len(b) {
+			return 0
+		}
+		for _, c := range b[i+2 : i+6] {
+			if !isDigit(c) && !('a' <= c && c <= 'f') && !('A' <= c && c <= 'F') {
+				return 0
+			}
+		}
+		return 6
+	}
+	return 0
+}
+
+// str decodes a string span as encoding/json does (invalid UTF-8 becomes
+// U+FFFD).
+func str(b []byte, s span) string {
+	raw := b[s.start:s.end]
+	if !s.esc && (!s.high || utf8.Valid(raw)) {
+		return string(raw)
+	}
+	return string(unquote(make([]byte, 0, len(raw)+8), raw))
+}
+
+// eqString reports whether a string span decodes to lit.
+func eqString(b []byte, s span, lit string) bool {
+	if !s.set {
+		return lit == "" // an absent string is ""
+	}
+	raw := b[s.start:s.end]
+	if !s.esc && !s.high {
+		return string(raw) == lit
+	}
+	return string(unquote(nil, raw)) == lit
+}
+
+// unquote appends the decoded contents of a checked JSON string to dst,
+// exactly as encoding/json decodes them (invalid UTF-8 becomes U+FFFD).
+func unquote(dst, s []byte) []byte {
+	for r := 0; r < len(s); {
+		// The run up to the next escape: copied as it is when valid UTF-8.
+		j := bytes.IndexByte(s[r:], '\\')
+		if j < 0 {
+			j = len(s) - r
+		}
+		if run := s[r : r+j]; utf8.Valid(run) {
+			dst = append(dst, run...)
+		} else {
+			for k := 0; k < len(run); {
+				rr, size := utf8.DecodeRune(run[k:])
+				k += size
+				dst = utf8.AppendRune(dst, rr)
+			}
+		}
+		r += j
+		if r == len(s) {
+			break
+		}
+		// The escape at s[r] (checked by scanString).
+		switch s[r+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			rr := getu4(s[r:])
+			r += 6
+			if utf16.IsSurrogate(rr) {
+				if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
+					r += 6
+					dst = utf8.AppendRune(dst, dec)
+					continue
+				}
+				rr = unicode.ReplacementChar
+			}
+			dst = utf8.AppendRune(dst, rr)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, s[r+1])
+		}
+		r += 2
+	}
+	return dst
+}
+
+// getu4 decodes \uXXXX at the start of s, -1 if s does not start so.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c = c - '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// matchKey returns the index in names of the field a key sets, -1 for
+// none: an exact match first, then a case-insensitive one.
+func matchKey(b []byte, k span, names []string, folded []string) int {
+	key := b[k.start:k.end]
+	if !k.esc && !k.high {
+		for n, name := range names {
+			if string(key) == name {
+				return n
+			}
+		}
+		for n, name := range names {
+			if asciiEqualFold(key, name) {
+				return n
+			}
+		}
+		return -1
+	}
+	key = unquote(nil, key)
+	for n, name := range names {
+		if string(key) == name {
+			return n
+		}
+	}
+	f := appendFoldedName(nil, key)
+	for n, name := range folded {
+		if string(f) == name {
+			return n
+		}
+	}
+	return -1
+}
+
+// asciiEqualFold compares ASCII a and b, letters case-insensitively.
+func asciiEqualFold(a []byte, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func foldAll(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = string(appendFoldedName(nil, []byte(n)))
+	}
+	return out
+}
+
+// appendFoldedName folds a name the way encoding/json does to match keys
+// to fields (equal folds iff bytes.EqualFold).
+func appendFoldedName(out, in []byte) []byte {
+	for i := 0; i < len(in); {
+		if c := in[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(in[i:])
+		out = utf8.AppendRune(out, foldRune(r))
+		i += n
+	}
+	return out
+}
+
+// foldRune returns the smallest rune of r's fold set.
+func foldRune(r rune) rune {
+	for {
+		r2 := unicode.SimpleFold(r)
+		if r2 <= r {
+			return r2
+		}
+		r = r2
+	}
+}
