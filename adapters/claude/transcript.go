@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -313,9 +315,273 @@ type listResult struct {
 	c           counts
 }
 
-// list reads a transcript the first time (or after a restart): only the
-// first and the last window bytes. A file up to two windows is read whole.
+// headChunk and tailChunk are the first reads of a transcript's head and
+// tail; each further read doubles what was read, up to the window. Most
+// heads tell everything in their first lines and most tails reach the last
+// prompt within a turn, so a listing rarely reads the whole windows.
+// (Variables so that tests can make them tiny.)
+var (
+	headChunk int64 = 4 << 10
+	tailChunk int64 = 8 << 10
+)
+
+// list reads a transcript the first time (or after a restart): its first
+// lines until the head has told everything, and its last lines back to the
+// last turn's start, each read in growing chunks and at most the first and
+// the last window bytes. A file up to two windows is treated as one window.
+// The result is what listWhole gives; if the file changes under the reads
+// (a read comes back short), list does what listWhole does.
 func list(r io.ReaderAt, size int64, window int, s *summary) (listResult, error) {
+	saved := *s
+	res, ok, err := listChunked(r, size, window, s)
+	if err != nil || ok {
+		return res, err
+	}
+	*s = saved
+	return listWhole(r, size, window, s)
+}
+
+// tail reads the last window of a file into the turn state (which the
+// caller has reset), from the end back to the last turn's start only, and
+// sets the offset at the window's end. The result is what tailWhole gives;
+// if the file changes under the reads, tail does what tailWhole does.
+func tail(r io.ReaderAt, size int64, window int, s *summary, res *listResult) error {
+	ok, err := tailChunked(r, size, window, s, res)
+	if err != nil || ok {
+		return err
+	}
+	return tailWhole(r, size, window, s, res)
+}
+
+// tailChunked is tail without the fallback: ok is false if the file
+// changed under the reads (s and res are then untouched).
+func tailChunked(r io.ReaderAt, size int64, window int, s *summary, res *listResult) (bool, error) {
+	bp := getBuf(min(window+1, int(size)))
+	defer putBuf(bp)
+	base := max(size-int64(window)-1, 0)
+	v := view{r: r, buf: (*bp)[:size-base], base: base}
+	return readTailChunked(&v, size, base, nil, s, res)
+}
+
+// view holds file bytes [base, base+len(buf)) as they are read in.
+type view struct {
+	r    io.ReaderAt
+	buf  []byte
+	base int64
+	// have: bytes [base, have) were read by the head (a small file's head
+	// and tail share one view).
+	have int64
+}
+
+// load reads file bytes [from, to); false if the file ended first.
+func (v *view) load(from, to int64) (bool, error) {
+	from = max(from, v.have)
+	if from >= to {
+		return true, nil
+	}
+	n, err := readAtFull(v.r, v.buf[from-v.base:to-v.base], from)
+	if err != nil {
+		return false, err
+	}
+	return int64(n) == to-from, nil
+}
+
+func (v *view) bytes(from, to int64) []byte { return v.buf[from-v.base : to-v.base] }
+
+// headLine is a line the head parsed, by its start in the file.
+type headLine struct {
+	start int64
+	ls    []Line
+}
+
+// listChunked is list without the fallback: ok is false if the file
+// changed under the reads (s is then partly updated).
+func listChunked(r io.ReaderAt, size int64, window int, s *summary) (res listResult, ok bool, err error) {
+	if size <= 2*int64(window) {
+		// One window: head and tail share the bytes, and a line both
+		// look at is parsed (and counted) once.
+		bp := getBuf(int(size))
+		defer putBuf(bp)
+		v := view{r: r, buf: (*bp)[:size]}
+		h, ok, err := readHeadChunked(&v, size, s, &res.c)
+		if err != nil || !ok {
+			return res, false, err
+		}
+		v.have = h.hi
+		ok, err = readTailChunked(&v, size, 0, h.lines, s, &res)
+		return res, ok, err
+	}
+	bp := getBuf(window)
+	v := view{r: r, buf: (*bp)[:window]}
+	h, ok, err := readHeadChunked(&v, int64(window), s, &res.c)
+	putBuf(bp)
+	if err != nil || !ok {
+		return res, false, err
+	}
+	if h.hi == int64(window) && !h.newline {
+		res.c.longHead++
+	}
+	ok, err = tailChunked(r, size, window, s, &res)
+	return res, ok, err
+}
+
+// headRead is what readHeadChunked saw.
+type headRead struct {
+	hi      int64      // bytes [0, hi) were read
+	newline bool       // they hold a newline
+	lines   []headLine // the lines parsed, in file order
+}
+
+// readHeadChunked applies the metadata of the first complete lines within
+// limit bytes, as readHead does, reading them in growing chunks only until
+// the head has told everything. ok is false if the file ended before limit.
+func readHeadChunked(v *view, limit int64, s *summary, c *counts) (h headRead, ok bool, err error) {
+	pos := int64(0) // start of the next line
+	for {
+		to := min(limit, max(headChunk, 2*h.hi))
+		full, err := v.load(h.hi, to)
+		if err != nil || !full {
+			return h, false, err
+		}
+		h.hi = to
+		for {
+			j := bytes.IndexByte(v.bytes(pos, h.hi), '\n')
+			if j < 0 {
+				break
+			}
+			h.newline = true
+			end := pos + int64(j)
+			if end > pos {
+				ls := parseCounted(v.bytes(pos, end), c)
+				h.lines = append(h.lines, headLine{pos, ls})
+				for _, l := range ls {
+					s.meta(&l)
+				}
+				if s.headDone() {
+					return h, true, nil
+				}
+			}
+			pos = end + 1
+		}
+		if h.hi == limit {
+			return h, true, nil
+		}
+	}
+}
+
+// readTailChunked reads the last turn of file bytes [ws, size) as
+// tailWhole reads its window: the lines that begin after a newline at or
+// past ws (or at 0), from the end back to the last real prompt (or the
+// window's first line), applied in order; res.offset is the end of the last
+// complete line. It reads backwards in growing chunks, only as far as it
+// needs. head holds lines already parsed at the file's start (a small
+// file's head, v.have bytes), reused rather than parsed again. ok is false
+// if the file ended before size (s is then untouched).
+func readTailChunked(v *view, size, ws int64, head []headLine, s *summary, res *listResult) (ok bool, err error) {
+	var c counts
+	var lines [][]Line // newest first
+	var nl []int64     // the newlines in [lo, size), newest first
+	lo := size         // bytes [lo, size) are read
+	i := 0             // nl[i] ends the next line back
+	for {
+		newLo := nextTailLo(lo, size, ws)
+		full, err := v.load(newLo, lo)
+		if err != nil || !full {
+			return false, err
+		}
+		nl = appendNewlinesBackwards(nl, v, newLo, lo)
+		lo = newLo
+		done := false
+		for i < len(nl) {
+			end := nl[i]
+			var start int64
+			if i+1 < len(nl) {
+				start = nl[i+1] + 1
+			} else if lo != 0 {
+				// The line may begin before lo: read more, unless the
+				// window is all read (then it began before the window).
+				break
+			}
+			if end > start {
+				ls, ok := headParsed(head, v.have, start)
+				if !ok {
+					ls = parseCounted(v.bytes(start, end), &c)
+				}
+				lines = append(lines, ls)
+				if isTurnStart(ls) {
+					done = true
+					break
+				}
+			}
+			i++
+			if start == 0 {
+				done = true
+				break
+			}
+		}
+		if done || lo == ws {
+			break
+		}
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		for _, l := range lines[i] {
+			s.meta(&l)
+			s.turn(&l)
+		}
+	}
+	res.c.add(c)
+	switch {
+	case len(nl) > 0:
+		res.offset = nl[0] + 1
+	case ws > 0:
+		// No newline in the window: it is all inside one line.
+		res.offset = size
+		res.skipPartial = true
+	default:
+		res.offset = 0
+	}
+	return true, nil
+}
+
+// nextTailLo is where the tail's next read begins: the reads grow from
+// tailChunk, doubling what was read, down to ws at most.
+func nextTailLo(lo, size, ws int64) int64 {
+	return max(ws, size-max(tailChunk, 2*(size-lo)))
+}
+
+// appendNewlinesBackwards appends the newlines of file bytes [from, to) to
+// nl, the last first.
+func appendNewlinesBackwards(nl []int64, v *view, from, to int64) []int64 {
+	n := len(nl)
+	for p := from; p < to; {
+		j := bytes.IndexByte(v.bytes(p, to), '\n')
+		if j < 0 {
+			break
+		}
+		nl = append(nl, p+int64(j))
+		p += int64(j) + 1
+	}
+	slices.Reverse(nl[n:])
+	return nl
+}
+
+// headParsed is the line the head parsed at start, if it did.
+func headParsed(head []headLine, have, start int64) ([]Line, bool) {
+	if start >= have {
+		return nil, false
+	}
+	k := sort.Search(len(head), func(k int) bool { return head[k].start >= start })
+	if k < len(head) && head[k].start == start {
+		return head[k].ls, true
+	}
+	return nil, false
+}
+
+// listWhole reads a transcript the first time (or after a restart): the
+// whole first and last window bytes. A file up to two windows is read
+// whole. It is what list does when the file changes under a chunked read,
+// and the reference list is held to.
+func listWhole(r io.ReaderAt, size int64, window int, s *summary) (listResult, error) {
 	var res listResult
 	if size <= 2*int64(window) {
 		bp := getBuf(int(size))
@@ -349,13 +615,15 @@ func list(r io.ReaderAt, size int64, window int, s *summary) (listResult, error)
 	readHead(s, hp)
 	putBuf(bp)
 	res.c.add(hp.c)
-	err = tail(r, size, window, s, &res)
+	err = tailWhole(r, size, window, s, &res)
 	return res, err
 }
 
-// tail reads the last window of a file into the turn state (which the
-// caller has reset) and sets the offset at the window's end.
-func tail(r io.ReaderAt, size int64, window int, s *summary, res *listResult) error {
+// tailWhole reads the whole last window of a file into the turn state
+// (which the caller has reset) and sets the offset at the window's end.
+// It is what tail does when the file changes under a chunked read, and the
+// reference tail is held to.
+func tailWhole(r io.ReaderAt, size int64, window int, s *summary, res *listResult) error {
 	start := size - int64(window) - 1 // one byte more: is the window at a line start?
 	if start < 0 {
 		start = 0

@@ -1,0 +1,223 @@
+package claude
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+)
+
+// sidechain turns a conversation line into a subagent's (sidechain) line.
+func sidechain(l []byte) []byte {
+	return bytes.Replace(l, []byte(`"isSidechain":false`), []byte(`"isSidechain":true`), 1)
+}
+
+// genDense builds a dense transcript from rng: whole turns (short and
+// dense, with tool_use/tool_result pairs and long outputs), crashes mid
+// tool call, interrupts, sidechain lines, custom titles, corrupt, glued,
+// empty and long lines, and an ending chosen among a reply, a crash mid
+// tool call, a trailing prompt without reply, a sidechain tail and a torn
+// last line.
+func genDense(rng *rand.Rand, target int) []byte {
+	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(1000)) * time.Hour)
+	tr := claudetest.NewTranscript(claudetest.NewSessionID(), fmt.Sprintf("/home/u/src/p%d", rng.IntN(50)), start)
+	dense := denseLines()
+	size := func() int {
+		n := 0
+		for _, l := range tr.Lines() {
+			n += len(l) + 1
+		}
+		return n
+	}
+	if rng.IntN(4) == 0 {
+		tr.FileHistorySnapshot() // a first line that is not a message
+	}
+	if rng.IntN(6) == 0 {
+		tr.Add(tr.LongUserLine(rng.IntN(80 << 10))) // a long first line
+	}
+	for size() < target {
+		switch k := rng.IntN(20); {
+		case k < 6:
+			tr.Turn(fmt.Sprintf("prompt %d", rng.IntN(1000)), "ls", denseTestOutput(rng.IntN(20000)), denseProse(rng.IntN(3000)))
+		case k < 10:
+			// A dense turn: the 2.1.328 line shapes, with fresh ids.
+			id := claudetest.ToolID()
+			tr.QueueOperation("enqueue", "go")
+			tr.User(denseProse(rng.IntN(4000)))
+			tr.AssistantThinking(denseProse(rng.IntN(2000)))
+			tr.AssistantToolUse(id, "Read", map[string]any{"file_path": "/x.go"})
+			if rng.IntN(5) > 0 {
+				tr.ToolResult(id, denseSource(rng.IntN(400)))
+			}
+			tr.AssistantText(denseProse(rng.IntN(2500)))
+		case k < 12:
+			for _, d := range dense[rng.IntN(len(dense)):] {
+				tr.Add(d.line)
+			}
+		case k == 12:
+			tr.CrashMidTool("slow", "python3 slow.py")
+		case k == 13:
+			tr.Interrupt()
+		case k == 14:
+			// A subagent's turn in the main file.
+			id := claudetest.ToolID()
+			tr.Add(sidechain(tr.UserLine("sub prompt")))
+			tr.AssistantToolUse(id, "Bash", map[string]any{"command": "ls"})
+			ls := tr.Lines()
+			ls[len(ls)-1] = sidechain(ls[len(ls)-1])
+		case k == 15:
+			tr.CustomTitle(fmt.Sprintf("title %d", rng.IntN(100)))
+		case k == 16:
+			switch rng.IntN(4) {
+			case 0:
+				tr.Add([]byte(`{"type":"user","message":{"content":"broken`))
+			case 1:
+				a, b := tr.UserLine("a"), tr.UserLine("b")
+				tr.Add(claudetest.Glue(a, b, rng.IntN(len(a))))
+			case 2:
+				tr.Add(nil) // an empty line
+			case 3:
+				tr.Add(tr.LongUserLine(rng.IntN(100 << 10)))
+			}
+		default:
+			tr.APIRequest().AtisLatch().CostState()
+		}
+	}
+	switch rng.IntN(6) {
+	case 0:
+		tr.CrashMidTool("run the tests", "go test ./...")
+	case 1:
+		tr.User("a trailing prompt without a reply")
+	case 2:
+		tr.Add(sidechain(tr.UserLine("a sidechain prompt")))
+	case 3:
+		tr.Interrupt()
+	}
+	b := tr.Bytes()
+	if rng.IntN(5) == 0 {
+		b = b[:len(b)-1-rng.IntN(min(len(b), 300))] // a torn last line
+	}
+	return b
+}
+
+type readCount struct {
+	r *bytes.Reader
+	n int64
+}
+
+func (c *readCount) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
+}
+
+// compareReads holds list and tail (chunked) to listWhole and tailWhole
+// (the whole windows) on one file: the same summary, counts, offset and
+// skipPartial, never more bytes read. It returns the bytes each read.
+func compareReads(t *testing.T, data []byte, window int) (got, want int64) {
+	t.Helper()
+	size := int64(len(data))
+	var s1, s2 summary
+	r1, r2 := &readCount{r: bytes.NewReader(data)}, &readCount{r: bytes.NewReader(data)}
+	// listChunked, not list: a fallback to listWhole must not hide a
+	// difference (a bytes.Reader never comes back short).
+	res1, ok, err1 := listChunked(r1, size, window, &s1)
+	res2, err2 := listWhole(r2, size, window, &s2)
+	if err1 != nil || err2 != nil || !ok {
+		t.Fatalf("listChunked: %v %v, listWhole: %v", ok, err1, err2)
+	}
+	if !reflect.DeepEqual(res1, res2) || !reflect.DeepEqual(s1, s2) {
+		t.Fatalf("window %d, %d bytes: list\n%+v\n%+v\nlistWhole\n%+v\n%+v", window, size, res1, s1, res2, s2)
+	}
+	if r1.n > r2.n {
+		t.Fatalf("list read %d bytes, listWhole %d", r1.n, r2.n)
+	}
+	// A retail: the turn state again from the tail alone.
+	t1, t2 := s1, s2
+	t1.resetTurn()
+	t2.resetTurn()
+	var tr1, tr2 listResult
+	q1, q2 := &readCount{r: bytes.NewReader(data)}, &readCount{r: bytes.NewReader(data)}
+	if ok, err := tailChunked(q1, size, window, &t1, &tr1); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := tailWhole(q2, size, window, &t2, &tr2); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(tr1, tr2) || !reflect.DeepEqual(t1, t2) {
+		t.Fatalf("window %d, %d bytes: tail\n%+v\n%+v\ntailWhole\n%+v\n%+v", window, size, tr1, t1, tr2, t2)
+	}
+	if q1.n > q2.n {
+		t.Fatalf("tail read %d bytes, tailWhole %d", q1.n, q2.n)
+	}
+	return r1.n, r2.n
+}
+
+// withChunks runs f with the head and tail reads starting at the given
+// sizes.
+func withChunks(head, tail int64, f func()) {
+	h, tl := headChunk, tailChunk
+	headChunk, tailChunk = head, tail
+	defer func() { headChunk, tailChunk = h, tl }()
+	f()
+}
+
+// The chunked first reading of a transcript (list, tail) gives exactly
+// what reading the whole head and tail windows gives — summary, line
+// counts, offset, skipPartial — on many generated dense transcripts, with
+// the default chunks and with tiny ones (so that every line boundary falls
+// on a chunk boundary somewhere), and it never reads more.
+func TestChunkedReadMatchesWholeWindows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 2026))
+	n := 300
+	if testing.Short() {
+		n = 60
+	}
+	var got, want int64
+	for i := range n {
+		// Sizes from a few bytes to 2 MB, log-uniform.
+		target := int(10 * math.Pow(2, rng.Float64()*18))
+		data := genDense(rng, target)
+		for _, window := range []int{DefaultWindowBytes, 4 << 10, 1000, 97} {
+			g, w := compareReads(t, data, window)
+			if window == DefaultWindowBytes {
+				got += g
+				want += w
+			}
+		}
+		chunks := [][2]int64{{1, 1}, {7, 13}, {100, 64}, {1 << 10, 3 << 10}}
+		c := chunks[i%len(chunks)]
+		withChunks(c[0], c[1], func() {
+			for _, window := range []int{DefaultWindowBytes, 16 << 10, 333} {
+				compareReads(t, data, window)
+			}
+		})
+	}
+	t.Logf("%d files, default window: chunked reads %d B/file, whole windows %d B/file", n, got/int64(n), want/int64(n))
+}
+
+// FuzzChunkedRead: on any content, window and chunk sizes, list and tail
+// read in chunks agree with the whole-window reads.
+func FuzzChunkedRead(f *testing.F) {
+	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/home/u/proj", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	tr.Turn("hello", "ls", "a b", "two files")
+	tr.Add(sidechain(tr.UserLine("side")))
+	tr.CrashMidTool("run the tests", "go test ./...")
+	good := tr.Bytes()
+	f.Add(good, uint16(300), uint8(5), uint8(9))
+	f.Add(good, uint16(0), uint8(0), uint8(0))
+	f.Add(good[:len(good)-7], uint16(1000), uint8(64), uint8(1))
+	f.Add([]byte("\n\n\n\x00\xff\xfe\n{\n}\n"), uint16(3), uint8(1), uint8(2))
+	f.Add([]byte(strings.Repeat("x", 600)), uint16(40), uint8(3), uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, window uint16, hc, tc uint8) {
+		withChunks(int64(hc)+1, int64(tc)+1, func() {
+			compareReads(t, data, int(window)+1)
+		})
+	})
+}
