@@ -3,7 +3,6 @@
 package actions
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,39 +11,27 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sessiond/sessiond/proc"
 )
 
 // procRoot is where the process table is read; a variable so a test can
 // point it at a fixture tree.
 var procRoot = "/proc"
 
-// statFields reads /proc/<pid>/stat: the process group (field 5), the
-// start ticks (field 22, the identity's) and the state (field 3). The
-// command name may hold spaces and parentheses, so fields are counted
-// after the last ')'.
+// statFields reads /proc/<pid>/stat through proc.ParseStat: the process
+// group, the start ticks (the identity's) and the state.
 func statFields(dir string) (pgid int, startTicks uint64, state byte, err error) {
 	path := filepath.Join(dir, "stat")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	closing := bytes.LastIndexByte(b, ')')
-	if closing < 0 {
-		return 0, 0, 0, fmt.Errorf("parse %s %q: no (comm)", path, b)
-	}
-	f := bytes.Fields(b[closing+1:]) // f[0] is field 3
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, 0, fmt.Errorf("parse %s %q: want state and at least 22 fields", path, b)
-	}
-	g, err := strconv.Atoi(string(f[2]))
+	st, err := proc.ParseStat(b)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("parse %s: pgrp %q: %w", path, f[2], err)
+		return 0, 0, 0, fmt.Errorf("%s: %w", path, err)
 	}
-	t, err := strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("parse %s: starttime %q: %w", path, f[19], err)
-	}
-	return g, t, f[0][0], nil
+	return st.PGID, st.StartTicks, st.State, nil
 }
 
 // pgidOf returns the process group of pid and its start ticks, so the
