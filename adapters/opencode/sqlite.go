@@ -594,27 +594,40 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 	return nil
 }
 
-// sessionExists looks one id up in a database: true/false, or an error
-// when the database could not answer.
-func sessionExists(ctx context.Context, path string, busy time.Duration, id string) (bool, error) {
+// readOnly runs fn on a short read-only connection to the database at
+// path whose schema has been checked: the one-off lookups (does a session
+// exist, its first prompt, its in-flight rows) share the opening, the check
+// and the closing.
+func readOnly(ctx context.Context, path string, busy time.Duration, fn func(*sql.Conn) error) error {
 	db, conn, err := openRO(ctx, path, busy)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer db.Close()
 	defer conn.Close()
 	if _, err := checkSchema(ctx, conn, path); err != nil {
-		return false, err
+		return err
 	}
-	var one int
-	err = conn.QueryRowContext(ctx, "SELECT 1 FROM session WHERE id = ?", id).Scan(&one)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, explain(err)
-	}
-	return true, nil
+	return fn(conn)
+}
+
+// sessionExists looks one id up in a database: true/false, or an error
+// when the database could not answer.
+func sessionExists(ctx context.Context, path string, busy time.Duration, id string) (bool, error) {
+	found := false
+	err := readOnly(ctx, path, busy, func(conn *sql.Conn) error {
+		var one int
+		err := conn.QueryRowContext(ctx, "SELECT 1 FROM session WHERE id = ?", id).Scan(&one)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return explain(err)
+		}
+		found = true
+		return nil
+	})
+	return found, err
 }
 
 // firstPrompt reads a session's first user message's text, as `opencode
@@ -622,17 +635,17 @@ func sessionExists(ctx context.Context, path string, busy time.Duration, id stri
 // its first message holds no text. Only the first message and its parts are
 // read.
 func firstPrompt(ctx context.Context, path string, busy time.Duration, id string) (string, error) {
-	db, conn, err := openRO(ctx, path, busy)
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	defer conn.Close()
-	if _, err := checkSchema(ctx, conn, path); err != nil {
-		return "", err
-	}
+	var text string
+	err := readOnly(ctx, path, busy, func(conn *sql.Conn) (err error) {
+		text, err = firstPromptOn(ctx, conn, id)
+		return err
+	})
+	return text, err
+}
+
+func firstPromptOn(ctx context.Context, conn *sql.Conn, id string) (string, error) {
 	var msgID, msgData string
-	err = conn.QueryRowContext(ctx, "SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id LIMIT 1", id).Scan(&msgID, &msgData)
+	err := conn.QueryRowContext(ctx, "SELECT id, data FROM message WHERE session_id = ? ORDER BY time_created, id LIMIT 1", id).Scan(&msgID, &msgData)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return "", nil
