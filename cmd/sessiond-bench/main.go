@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	kills := fs.Int("kills", full.Kills, "death: owners killed per run")
 	poll := fs.Duration("poll-interval", full.PollInterval, "death: --reconcile-interval of the run without exit events")
 	homeFiles := fs.Int("home-files", full.HomeFiles, "home: transcripts")
-	homeBytes := fs.Int64("home-bytes", full.HomeBytes, "home: their total size")
+	homeBytes := fs.Int64("home-bytes", full.HomeBytes, "home, restart: the transcripts' total size in bytes (dense: every byte real lines)")
 	coldFiles := fs.Int("cold-files", full.ColdFiles, "cold/steady/memory/api: Claude transcripts")
 	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 )
 
 // Scenarios are the benchmark's scenarios in the order they run.
@@ -35,7 +37,7 @@ type Options struct {
 	Kills        int
 	PollInterval time.Duration // --reconcile-interval of the polling run
 
-	// home: the standard home.
+	// home (and restart): the standard home of issue 14, dense transcripts.
 	HomeFiles, HomeBig, HomeProjects int
 	HomeBytes                        int64
 
@@ -66,7 +68,7 @@ type Options struct {
 func Full() Options {
 	return Options{
 		Kills: 50, PollInterval: 5 * time.Second,
-		HomeFiles: 2000, HomeBig: 3, HomeProjects: 150, HomeBytes: 2 << 30,
+		HomeFiles: 2000, HomeBig: 3, HomeProjects: 150, HomeBytes: 2e9, // issue 14: "1.9 GB"
 		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25,
 		Settle: 15 * time.Second, SteadyFor: 60 * time.Second,
 		ListRequests: 20, APIClients: 100, APIRequests: 200,
@@ -111,7 +113,18 @@ type Runner struct {
 	tenkN    int
 	tenkCold time.Duration
 	tenkErr  error
+
+	// The standard home, written once by homeData.
+	homeRoot  *claudetest.Root
+	homeHist  claudetest.History
+	homeWrite time.Duration
+
+	// deferred run when Run returns, last first.
+	deferred []func()
 }
+
+// later runs f when Run returns.
+func (r *Runner) later(f func()) { r.deferred = append(r.deferred, f) }
 
 // Run runs the selected scenarios and returns their rows. A failing
 // scenario adds an ERROR row and the others still run.
@@ -122,6 +135,11 @@ func Run(ctx context.Context, opt Options) []Result {
 	r := &Runner{opt: opt}
 	// A closure: r.tenk is started later, by the first scenario needing it.
 	defer func() { r.tenk.Stop() }()
+	defer func() {
+		for i := len(r.deferred) - 1; i >= 0; i-- {
+			r.deferred[i]()
+		}
+	}()
 	run := map[string]func(context.Context) error{
 		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
 		"memory": r.memory, "api": r.api, "burst": r.burst, "load": r.load,

@@ -99,6 +99,22 @@ type HistorySpec struct {
 	// Cwd returns the launch directory of project folder p (default
 	// /home/u/src/project-NNN).
 	Cwd func(p int) string
+
+	// Dense writes every transcript, whatever its size, as real lines
+	// from end to end (no sparse file): turns of varied shapes and
+	// lengths (prompts, thinking, Bash/Read/Edit/Grep/TodoWrite calls
+	// with outputs of a few bytes to tens of KB and their matching
+	// results, closing replies) copied from a pool rendered once with
+	// fresh ids and timestamps. A size of 0 is then a small session of
+	// 2-40 KB; a transcript holds at least one turn, so its size may
+	// exceed the wanted one by up to one small turn (~3 KB). The mtime
+	// is the last line's time.
+	Dense bool
+	// MidTool, when > 0, makes every MidTool-th transcript (those with
+	// i%MidTool == MidTool-1) end mid tool call the way a kill -9 leaves
+	// it: an assistant tool_use line, then last-prompt and atis-latch,
+	// and no tool_result. Dense only.
+	MidTool int
 }
 
 // History is what WriteHistory wrote.
@@ -107,6 +123,8 @@ type History struct {
 	IDs    []string
 	Bytes  int64 // the transcripts' total (apparent) size
 	Sparse int   // how many are sparse
+	// MidTool are the ids of the transcripts that end mid tool call.
+	MidTool []string
 }
 
 // SkewedSize is the size mix of the adapter's cold-discovery benchmark for
@@ -180,6 +198,9 @@ func (r *Root) WriteHistory(spec HistorySpec) (History, error) {
 		spec.Cwd = func(p int) string { return fmt.Sprintf("/home/u/src/project-%03d", p) }
 	}
 	rng := rand.New(rand.NewPCG(spec.Seed, spec.Seed+1))
+	if spec.Dense {
+		return r.writeDense(spec, rng)
+	}
 	for i := range spec.Files {
 		cwd := spec.Cwd(i % spec.Projects)
 		id := NewSessionID()
@@ -227,6 +248,40 @@ func (r *Root) WriteHistory(spec HistorySpec) (History, error) {
 		h.Bytes += fi.Size()
 		h.Paths = append(h.Paths, path)
 		h.IDs = append(h.IDs, id)
+	}
+	return h, nil
+}
+
+// writeDense is WriteHistory with Dense set.
+func (r *Root) writeDense(spec HistorySpec, rng *rand.Rand) (History, error) {
+	var h History
+	d := &denseWriter{pool: poolFor(spec.Seed), rng: rand.New(rand.NewPCG(spec.Seed^0x5eed, spec.Seed+3)), step: 150 * time.Millisecond}
+	for i := range spec.Files {
+		cwd := spec.Cwd(i % spec.Projects)
+		id := NewSessionID()
+		start := spec.Start.Add(time.Duration(i) * time.Minute)
+		var size int64
+		if spec.Size != nil {
+			size = spec.Size(i, rng)
+		}
+		if size == 0 {
+			size = 2<<10 + rng.Int64N(38<<10)
+		}
+		f := denseFile{path: r.TranscriptPath(cwd, id), sid: id, cwd: cwd, start: start, size: size,
+			midTool: spec.MidTool > 0 && i%spec.MidTool == spec.MidTool-1}
+		n, last, err := d.write(f)
+		if err != nil {
+			return h, err
+		}
+		if err := os.Chtimes(f.path, last, last); err != nil {
+			return h, err
+		}
+		h.Bytes += n
+		h.Paths = append(h.Paths, f.path)
+		h.IDs = append(h.IDs, id)
+		if f.midTool {
+			h.MidTool = append(h.MidTool, id)
+		}
 	}
 	return h, nil
 }
