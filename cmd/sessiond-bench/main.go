@@ -1,5 +1,6 @@
-// Command sessiond-bench measures sessiond against the targets of issue 9
-// and prints a table of figures with the machine and the exact command.
+// Command sessiond-bench measures sessiond against the targets of issues 9
+// and 14 and prints a table of figures with the machine and the exact
+// command.
 //
 // It generates its agent data in a temporary directory, builds (or takes)
 // the sessiond and sessionctl binaries, runs the daemon as a separate
@@ -11,6 +12,11 @@
 //	go run ./cmd/sessiond-bench -quick          # every scenario, tiny, in seconds
 //	go run ./cmd/sessiond-bench -only death,api # some scenarios
 //	go run ./cmd/sessiond-bench -format markdown
+//
+// The scenarios of issue 14:
+//
+//	home     the standard home, dense (2,000 transcripts, ~2 GB of real lines, 1 in 20 ending mid tool call): cold ls, CPU, bytes read, warm sessionctl ls, RSS
+//	restart  sessiond stopped (SIGTERM) or killed (SIGKILL) and started again on its store: exec to first complete ls, CPU, bytes read (-restarts, -restart-12k)
 package main
 
 import (
@@ -58,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	poll := fs.Duration("poll-interval", full.PollInterval, "death: --reconcile-interval of the run without exit events")
 	homeFiles := fs.Int("home-files", full.HomeFiles, "home: transcripts")
 	homeBytes := fs.Int64("home-bytes", full.HomeBytes, "home, restart: the transcripts' total size in bytes (dense: every byte real lines)")
+	restarts := fs.Int("restarts", full.Restarts, "restart: restarts after SIGTERM, and as many after SIGKILL")
+	restartSettle := fs.Duration("restart-settle", full.RestartSettle, "restart: how long each daemon runs before it is stopped")
+	restart12k := fs.Bool("restart-12k", full.RestartTenK, "restart: also restart on the cold scenario's 10,000 Claude + 2,000 OpenCode sessions")
 	coldFiles := fs.Int("cold-files", full.ColdFiles, "cold/steady/memory/api: Claude transcripts")
 	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
@@ -83,6 +92,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pick("kills", &opt.Kills, *kills)
 	pick("home-files", &opt.HomeFiles, *homeFiles)
 	pick("cold-files", &opt.ColdFiles, *coldFiles)
+	pick("restarts", &opt.Restarts, *restarts)
+	if set["restart-settle"] {
+		opt.RestartSettle = *restartSettle
+	}
+	if set["restart-12k"] {
+		opt.RestartTenK = *restart12k
+	}
 	pick("opencode-sessions", &opt.OpenCodeSessions, *ocSessions)
 	pick("api-clients", &opt.APIClients, *apiClients)
 	pick("subscribers", &opt.Subscribers, *subscribers)

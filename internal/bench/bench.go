@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios are the benchmark's scenarios in the order they run.
-var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "burst", "load"}
+var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "burst", "load", "restart"}
 
 // Options scale and select the scenarios.
 type Options struct {
@@ -40,6 +40,13 @@ type Options struct {
 	// home (and restart): the standard home of issue 14, dense transcripts.
 	HomeFiles, HomeBig, HomeProjects int
 	HomeBytes                        int64
+
+	// restart: Restarts restarts after SIGTERM and as many after SIGKILL,
+	// each after the daemon ran RestartSettle; RestartTenK adds the
+	// series on the cold scenario's 10,000 + 2,000 sessions.
+	Restarts      int
+	RestartSettle time.Duration
+	RestartTenK   bool
 
 	// cold: Claude transcripts of skewed sizes plus an OpenCode database.
 	ColdFiles, ColdProjects int
@@ -69,6 +76,7 @@ func Full() Options {
 	return Options{
 		Kills: 50, PollInterval: 5 * time.Second,
 		HomeFiles: 2000, HomeBig: 3, HomeProjects: 150, HomeBytes: 2e9, // issue 14: "1.9 GB"
+		Restarts: 5, RestartSettle: 2 * time.Second, RestartTenK: true,
 		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25,
 		Settle: 15 * time.Second, SteadyFor: 60 * time.Second,
 		ListRequests: 20, APIClients: 100, APIRequests: 200,
@@ -83,6 +91,7 @@ func Quick() Options {
 	return Options{
 		Kills: 5, PollInterval: 500 * time.Millisecond,
 		HomeFiles: 40, HomeBig: 1, HomeProjects: 5, HomeBytes: 150 << 20,
+		Restarts: 2, RestartSettle: 200 * time.Millisecond, RestartTenK: true,
 		ColdFiles: 200, ColdProjects: 10, OpenCodeSessions: 20, OpenCodeTurns: 4,
 		Settle: 3 * time.Second, SteadyFor: 3 * time.Second,
 		ListRequests: 5, APIClients: 10, APIRequests: 20,
@@ -118,6 +127,16 @@ type Runner struct {
 	homeRoot  *claudetest.Root
 	homeHist  claudetest.History
 	homeWrite time.Duration
+	// homeRowDone: the home scenario described the data already.
+	homeRowDone bool
+
+	// The OpenCode database, written once by openCodeData.
+	ocDir string
+	ocIDs []string
+
+	// current is the scenario running (data rows go under the scenario
+	// that made the data).
+	current string
 
 	// deferred run when Run returns, last first.
 	deferred []func()
@@ -143,6 +162,7 @@ func Run(ctx context.Context, opt Options) []Result {
 	run := map[string]func(context.Context) error{
 		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
 		"memory": r.memory, "api": r.api, "burst": r.burst, "load": r.load,
+		"restart": r.restart,
 	}
 	for _, name := range Scenarios {
 		if len(opt.Only) > 0 && !opt.Only[name] {
@@ -153,6 +173,7 @@ func Run(ctx context.Context, opt Options) []Result {
 		}
 		opt.Log("scenario %s (load average %s)", name, LoadAverage())
 		start := time.Now()
+		r.current = name
 		if err := run[name](ctx); err != nil {
 			r.res = append(r.res, Result{Scenario: name, Metric: "error", Value: oneLine(err.Error()), Verdict: "ERROR"})
 		}

@@ -126,6 +126,16 @@ func (d *Daemon) Stop() {
 	}
 }
 
+// Kill sends SIGKILL, as a crash would end the daemon, and waits.
+func (d *Daemon) Kill() {
+	if d == nil || d.Cmd.Process == nil {
+		return
+	}
+	d.client.CloseIdleConnections()
+	_ = d.Cmd.Process.Kill()
+	<-d.done
+}
+
 // Client is an API client for the daemon (the api package's).
 func (d *Daemon) Client() *api.Client { return api.NewClient(d.Socket) }
 
