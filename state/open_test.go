@@ -41,7 +41,7 @@ func TestOpenCreatesPrivateFile(t *testing.T) {
 	if di.Mode().Perm() != 0o700 {
 		t.Errorf("dir mode %v, want 0700", di.Mode().Perm())
 	}
-	if v := schemaOf(t, st); v != currentSchema || currentSchema != 2 {
+	if v := schemaOf(t, st); v != currentSchema || currentSchema != 3 {
 		t.Fatalf("schema %d, want %d", v, currentSchema)
 	}
 	if err := st.Close(); err != nil {
@@ -176,8 +176,8 @@ func TestMigrateFromV1(t *testing.T) {
 
 	logs, seen := observer.New(zapcore.InfoLevel)
 	st := openT(t, path, Options{Logger: zap.New(logs)})
-	if v := schemaOf(t, st); v != 2 {
-		t.Fatalf("schema after migration %d, want 2", v)
+	if v := schemaOf(t, st); v != 3 {
+		t.Fatalf("schema after migration %d, want 3", v)
 	}
 	if seen.FilterMessage("migrated store schema").Len() != 1 {
 		t.Errorf("migration not logged: %v", seen.All())
@@ -243,7 +243,7 @@ func TestOpenAlignsEventSequence(t *testing.T) {
 
 func TestNewerSchemaRefused(t *testing.T) {
 	path := dbPath(t)
-	writeFixture(t, path, 3, []*session.Record{{ID: "aaaaaaaaaaaa", Agent: "claude"}}, 2)
+	writeFixture(t, path, currentSchema+1, []*session.Record{{ID: "aaaaaaaaaaaa", Agent: "claude"}}, 2)
 	before, _ := os.ReadFile(path)
 	st, err := Open(path, Options{})
 	if err == nil {

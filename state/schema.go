@@ -17,6 +17,7 @@ var (
 	bucketSessions = []byte("sessions")
 	bucketUpstream = []byte("upstream")
 	bucketEvents   = []byte("events")
+	bucketAdapters = []byte("adapters")
 	keySchema      = []byte("schema")
 )
 
@@ -34,6 +35,7 @@ type migration struct {
 var migrations = []migration{
 	{1, "create meta, sessions and events buckets", createV1},
 	{2, "index sessions by agent and upstream id", indexUpstream},
+	{3, "create the adapters bucket of what adapters learned per input", createAdapters},
 }
 
 // currentSchema is the store schema this build writes.
@@ -48,6 +50,15 @@ func createV1(tx *bolt.Tx) error {
 		if _, err := root.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket v1/%s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// createAdapters creates v1/adapters. Version 2 stores had none: their
+// adapters start from nothing and read every input once, as before.
+func createAdapters(tx *bolt.Tx) error {
+	if _, err := tx.Bucket(bucketV1).CreateBucketIfNotExists(bucketAdapters); err != nil {
+		return fmt.Errorf("create bucket v1/adapters: %w", err)
 	}
 	return nil
 }

@@ -4,7 +4,7 @@
 // events commit in one transaction, event sequence numbers never repeat or
 // go back, and a client is told about a change only after it committed.
 //
-// The bucket tree (schema version 2):
+// The bucket tree (schema version 3):
 //
 //	v1/
 //	├── meta/
@@ -13,12 +13,16 @@
 //	│   └── <id>     -> JSON session.Record (with "v", the record version)
 //	├── upstream/    (since schema 2)
 //	│   └── <agent> "\x00" <upstream id> -> <id>
-//	└── events/      (bucket sequence = last event seq ever assigned)
-//	    └── <seq>    -> JSON session.Event; big-endian uint64 key
+//	├── events/      (bucket sequence = last event seq ever assigned)
+//	│   └── <seq>    -> JSON session.Event; big-endian uint64 key
+//	└── adapters/    (since schema 3)
+//	    └── <agent>/
+//	        └── <input> -> what the adapter learned of it, in its own format
 //
 // Schema changes are ordered migrations (see migrations in schema.go), all
 // run in one write transaction at Open. Version 1 had no upstream index;
-// migration 2 builds it from the records.
+// migration 2 builds it from the records. Migration 3 adds adapters/, a
+// cache: losing it costs one re-read of every input, never a wrong status.
 //
 // Values are decoded inside the transaction that read them; no byte slice
 // owned by bbolt outlives its transaction.
