@@ -35,6 +35,32 @@ type Rescanner interface {
 	RequestRescan()
 }
 
+// Checkpointer is implemented by adapters that keep what they learned per
+// input (a transcript's identity, size, read offsets and turn state) in
+// memory: the tracker saves it in the store now and then, and hands it
+// back after a restart, so the restart re-reads only inputs that changed.
+// It is a cache of the inputs, never evidence of liveness: owners are
+// probed as on any pass.
+type Checkpointer interface {
+	// Restore hands over what earlier Checkpoints saved, before the first
+	// Discover. Entries the adapter cannot use (another format, another
+	// configuration, garbage) it ignores, and reads those inputs again.
+	Restore(saved map[string][]byte)
+	// Checkpoint returns what changed since the last committed checkpoint.
+	Checkpoint() Checkpoint
+}
+
+// Checkpoint is one save of a Checkpointer's changes.
+type Checkpoint struct {
+	// Put are the entries to write, by key; Del the keys to remove.
+	Put map[string][]byte
+	Del []string
+	// Commit, called once the store has written Put and Del, marks them
+	// saved. Not called when the write failed: the next Checkpoint then
+	// returns them again.
+	Commit func()
+}
+
 // Observation is one Discover pass.
 type Observation struct {
 	Sessions []Observed

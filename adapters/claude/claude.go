@@ -127,6 +127,10 @@ type Adapter struct {
 	remembered map[proc.Identity]*ownerMemory
 	lastErrs   map[string]string
 	stats      Stats
+	// restored holds saved transcript state (Restore) until the first
+	// pass lists each transcript; saved is the gen of each saved entry.
+	restored map[string]*fileState
+	saved    map[string]uint64
 
 	watchMu sync.Mutex
 	watch   []string
@@ -327,6 +331,9 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	obs.Warnings = a.warnings()
 
 	obs.Sessions = a.assemble(view)
+	// Saved state the first full pass did not find is stale: Checkpoint
+	// drops it.
+	a.restored = nil
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	a.logErrors(obs.Errors)
 	a.updateWatch()

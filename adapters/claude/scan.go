@@ -88,6 +88,9 @@ type fileState struct {
 	// bad counts the lines skipped or repaired since the file was last
 	// listed from its start: named in health as a warning.
 	bad counts
+	// gen counts the reads that changed this state, so Checkpoint saves
+	// only what changed since the last save (see checkpoint.go).
+	gen uint64
 }
 
 // regFile is one registry entry file as last read.
@@ -344,7 +347,12 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 			}
 			seen[name] = true
 			if p.files[name] == nil {
-				p.files[name] = &fileState{path: filepath.Join(p.path, name), id: strings.TrimSuffix(name, ".jsonl")}
+				path := filepath.Join(p.path, name)
+				f := a.takeRestored(path)
+				if f == nil {
+					f = &fileState{path: path, id: strings.TrimSuffix(name, ".jsonl")}
+				}
+				p.files[name] = f
 			}
 		}
 		for name := range p.files {
@@ -523,6 +531,7 @@ func (a *Adapter) runJob(j *job) (counts, error) {
 		f.bad = counts{}
 	}
 	f.bad.add(res.c)
+	f.gen++
 	return res.c, nil
 }
 
