@@ -60,6 +60,9 @@ type Config struct {
 	Debounce time.Duration
 	// DiscoverTimeout bounds one adapter's Discover (default 30 s).
 	DiscoverTimeout time.Duration
+	// CheckpointEvery is how often, at most, Run saves what the adapters
+	// learned (default DefaultCheckpointEvery).
+	CheckpointEvery time.Duration
 	Now             func() time.Time
 	Logger          *zap.Logger
 }
@@ -98,7 +101,11 @@ type Stats struct {
 	AdapterErrors uint64
 	Transitions   uint64
 	Created       uint64
-	Adapters      []AdapterHealth
+	// Checkpoints counts saves of what the adapters learned, and
+	// CheckpointErrors those that failed.
+	Checkpoints      uint64
+	CheckpointErrors uint64
+	Adapters         []AdapterHealth
 }
 
 // PassReport summarizes one pass.
@@ -115,8 +122,11 @@ type Tracker struct {
 	cfg Config
 	log *zap.Logger
 
-	passMu  sync.Mutex // one pass at a time
-	watched map[proc.Identity]bool
+	passMu   sync.Mutex // one pass at a time
+	watched  map[proc.Identity]bool
+	restored bool // the first pass handed the adapters their saved state
+
+	cpMu sync.Mutex // one Checkpoint at a time
 
 	hint chan struct{}
 	kick chan struct{}
@@ -148,6 +158,9 @@ func New(cfg Config) *Tracker {
 	if cfg.DiscoverTimeout <= 0 {
 		cfg.DiscoverTimeout = 30 * time.Second
 	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = DefaultCheckpointEvery
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -174,8 +187,13 @@ func (t *Tracker) Hint() {
 }
 
 // Run drives passes until ctx is done: every Interval, at once on an owner's
-// exit, and after hints. Cancellation is not an error: Run returns nil.
+// exit, and after hints. It saves what the adapters learned at its start
+// (after the startup pass), every CheckpointEvery, and when it stops.
+// Cancellation is not an error: Run returns nil.
 func (t *Tracker) Run(ctx context.Context) error {
+	var lastCheckpoint time.Time
+	t.checkpointIfDue(&lastCheckpoint, true)
+	defer t.checkpointIfDue(&lastCheckpoint, true)
 	tick := time.NewTicker(t.cfg.Interval)
 	defer tick.Stop()
 	var exits <-chan proc.Exit
@@ -215,6 +233,7 @@ func (t *Tracker) Run(ctx context.Context) error {
 		if _, err := t.Reconcile(ctx, trigger); err != nil && ctx.Err() == nil {
 			t.log.Error("reconcile pass failed", zap.String("trigger", trigger), zap.Error(err))
 		}
+		t.checkpointIfDue(&lastCheckpoint, false)
 	}
 }
 
@@ -224,6 +243,10 @@ func (t *Tracker) Reconcile(ctx context.Context, trigger string) (PassReport, er
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
 	start := time.Now()
+	if !t.restored {
+		t.restored = true
+		t.restore()
+	}
 	rep, err := t.pass(ctx)
 	rep.Trigger = trigger
 	rep.Duration = time.Since(start)
