@@ -2,7 +2,9 @@ package state
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -72,5 +74,53 @@ func BenchmarkList10k(b *testing.B) {
 		if err != nil || len(recs) != 10000 {
 			b.Fatal(len(recs), err)
 		}
+	}
+}
+
+// BenchmarkLoad10k: the first ListShared of a freshly opened store of
+// 10,000 records shaped like the standard home's (a stopped Claude session
+// with its resume cursor, ~850 bytes of JSON), which is what a restart
+// waits for before its first pass can decide anything.
+//
+//	go test -run='^$' -bench=BenchmarkLoad10k -benchmem ./state/
+func BenchmarkLoad10k(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "sessiond.db")
+	st, err := Open(path, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Date(2026, 10, 26, 15, 3, 23, 635e6, time.UTC)
+	err = st.Batch(func(tx *Tx) error {
+		for i := range 10000 {
+			up := fmt.Sprintf("%08x-d346-4af2-ac71-8cb82c66a88f", i)
+			cwd := fmt.Sprintf("/home/u/src/project-%03d", i%150)
+			r := &session.Record{
+				Agent: "claude", UpstreamID: up, Status: session.StatusStopped,
+				StatusReason: "no owner process, and the data has been still for the grace period",
+				Cwd:          cwd, Title: "please run the tests", Source: "/home/u/.claude/projects/" + cwd,
+				Problems: []session.Problem{}, StoppedAt: &t0, LastActivityAt: &t0,
+				Resume: &session.ResumeCursor{SchemaVersion: 1, Agent: "claude", UpstreamID: up, Cwd: cwd, Root: "/home/u/.claude"},
+			}
+			if err := tx.Create(r, session.Event{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		st, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs, err := st.ListShared()
+		if err != nil || len(recs) != 10000 {
+			b.Fatal(len(recs), err)
+		}
+		st.Close()
 	}
 }

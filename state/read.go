@@ -117,7 +117,7 @@ func (s *Store) ListShared() ([]*session.Record, error) {
 		return sorted, nil
 	}
 	if !loaded {
-		if _, err := s.loadCache(); err != nil {
+		if err := s.loadCache(); err != nil {
 			return nil, err
 		}
 	}
@@ -190,26 +190,30 @@ func (s *Store) FirstSeq() (seq uint64, err error) {
 }
 
 // loadCache reads every record from bbolt and keeps them. It holds the
-// write lock so no commit lands between the read and the cache.
-func (s *Store) loadCache() ([]*session.Record, error) {
+// write lock so no commit lands between the read and the cache. The
+// records are decoded on every CPU: at a restart this load is most of what
+// stands between the daemon and ready (about 10 µs of encoding/json per
+// record), and the decoded records go into the cache as they are, with no
+// copy, since nobody else holds them yet.
+func (s *Store) loadCache() error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	var recs []*session.Record
 	err := s.view(func(tx *Tx) (err error) {
-		recs, err = tx.all()
+		recs, err = tx.allParallel()
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c := make(map[string]*session.Record, len(recs))
 	for _, r := range recs {
-		c[r.ID] = r.Clone()
+		c[r.ID] = r
 	}
 	s.cacheMu.Lock()
 	s.cache, s.sorted = c, nil
 	s.cacheMu.Unlock()
-	return recs, nil
+	return nil
 }
 
 // cacheWritten applies a committed transaction's records to the cache.

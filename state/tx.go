@@ -8,8 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/sessiond/sessiond/session"
@@ -168,6 +172,40 @@ func (tx *Tx) all() ([]*session.Record, error) {
 		return nil
 	})
 	return recs, err
+}
+
+// allParallel is all with the decoding spread over GOMAXPROCS goroutines.
+// The values are bbolt's memory, valid until the transaction ends, which
+// is after every goroutine is done. The first error (in key order) wins.
+func (tx *Tx) allParallel() ([]*session.Record, error) {
+	type kv struct{ k, v []byte }
+	var raw []kv
+	if err := tx.sessions.ForEach(func(k, v []byte) error {
+		raw = append(raw, kv{k, v})
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	recs := make([]*session.Record, len(raw))
+	errs := make([]error, len(raw))
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(raw)/256))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(raw); i += workers {
+				recs[i], errs[i] = decodeRecord(string(raw[i].k), raw[i].v)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
 }
 
 // Create records rec and appends ev, its first event, with ev's SessionID
@@ -400,8 +438,23 @@ func (s *Store) prune(events *bolt.Bucket, last uint64) (int, error) {
 	return len(dead), nil
 }
 
+// recordDecodeOptions match names as encoding/json does: in any case, but
+// with underscores and dashes significant.
+var recordDecodeOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true))
+
+// decodeRecord decodes a stored record with go-json-experiment/json (the
+// package that became encoding/json/v2), about 2.5 times as fast as
+// encoding/json on a record (BenchmarkDecodeRecord): a restart decodes
+// every record before it is ready. Records are written by encoding/json,
+// so the two read them alike (TestDecodeRecordMatchesEncodingJSON); should
+// the stricter decoder refuse a value (invalid UTF-8, a duplicate name),
+// encoding/json gets the last word, so no record readable before is lost.
 func decodeRecord(id string, v []byte) (*session.Record, error) {
 	r := new(session.Record)
+	if err := jsonv2.Unmarshal(v, r, recordDecodeOptions); err == nil {
+		return r, nil
+	}
+	r = new(session.Record)
 	if err := json.Unmarshal(v, r); err != nil {
 		return nil, fmt.Errorf("decode session %s: %w", id, err)
 	}
