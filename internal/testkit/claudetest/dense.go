@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -66,7 +68,7 @@ type turnTmpl struct {
 	crash bool
 }
 
-// densePool holds the pre-rendered turns, answered ones sorted by size.
+// densePool holds the pre-rendered turns, each list sorted by size.
 type densePool struct {
 	answered []*turnTmpl
 	crash    []*turnTmpl
@@ -104,7 +106,9 @@ func newDensePool(seed uint64) *densePool {
 	for i := range DensePoolTurns / 10 {
 		p.crash = append(p.crash, renderTurn(rng, i%3 == 0, true))
 	}
-	slices.SortFunc(p.answered, func(a, b *turnTmpl) int { return a.size - b.size })
+	bySize := func(a, b *turnTmpl) int { return a.size - b.size }
+	slices.SortFunc(p.answered, bySize)
+	slices.SortFunc(p.crash, bySize)
 	return p
 }
 
@@ -368,10 +372,9 @@ func (d *denseWriter) turn(t *turnTmpl) {
 	d.parent = d.uuids[t.last]
 }
 
-// pick returns a random answered turn that fits in room bytes, or the
-// smallest one when none fits.
-func (d *denseWriter) pick(room int64) *turnTmpl {
-	a := d.pool.answered
+// pick returns a random turn of a (sorted by size) that fits in room
+// bytes, or the smallest one when none fits.
+func (d *denseWriter) pick(a []*turnTmpl, room int64) *turnTmpl {
 	n, _ := slices.BinarySearchFunc(a, room, func(t *turnTmpl, r int64) int {
 		if int64(t.size) <= r {
 			return -1
@@ -410,7 +413,8 @@ func (d *denseWriter) write(f denseFile) (int64, time.Time, error) {
 	d.sid, d.cwd, d.parent, d.clock = f.sid, string(cwd[1:len(cwd)-1]), "", f.start.UTC()
 	var last *turnTmpl
 	if f.midTool {
-		last = d.pool.crash[d.rng.IntN(len(d.pool.crash))]
+		// At most half the file, so small files stay small.
+		last = d.pick(d.pool.crash, f.size/2)
 	}
 	// The crash turn's own size is reserved for the end.
 	want := f.size
@@ -419,7 +423,7 @@ func (d *denseWriter) write(f denseFile) (int64, time.Time, error) {
 	}
 	var written int64
 	for first := last == nil; first || written < want; first = false {
-		t := d.pick(want - written)
+		t := d.pick(d.pool.answered, want-written)
 		d.turn(t)
 		written += int64(t.size)
 	}
@@ -575,4 +579,43 @@ func genTool(rng *rand.Rand, small bool) (string, map[string]any, string) {
 			{"content": "Fix the tail reader", "status": "in_progress", "activeForm": "Fixing the tail reader"},
 		}}, "Todos have been modified successfully. Ensure that you continue to use the todo list to track your progress."
 	}
+}
+
+// AppendReply appends one real line to the transcript at path, as Claude
+// Code would: an assistant text reply at time at, chained (parentUuid) to
+// the file's last conversation line, with its sessionId and cwd. It is how
+// a benchmark changes a transcript.
+func AppendReply(path string, at time.Time, text string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	off := max(0, fi.Size()-1<<20)
+	tail := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(tail, off); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	lines := bytes.Split(bytes.TrimRight(tail, "\n"), []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		var l struct {
+			Type      string `json:"type"`
+			UUID      string `json:"uuid"`
+			SessionID string `json:"sessionId"`
+			Cwd       string `json:"cwd"`
+		}
+		if json.Unmarshal(lines[i], &l) != nil || l.UUID == "" || (l.Type != "user" && l.Type != "assistant") {
+			continue
+		}
+		t := NewTranscript(l.SessionID, l.Cwd, at)
+		t.parent = l.UUID
+		t.AssistantText(text)
+		_, err := f.Write(t.Bytes())
+		return err
+	}
+	return fmt.Errorf("%s: no conversation line in its last %d bytes", path, len(tail))
 }

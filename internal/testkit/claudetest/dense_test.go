@@ -46,6 +46,24 @@ func TestDenseHistory(t *testing.T) {
 	if total != h.Bytes {
 		t.Errorf("History.Bytes %d, files total %d", h.Bytes, total)
 	}
+	// A reply appended keeps the file whole: chained, same session.
+	if err := AppendReply(h.Paths[0], time.Now(), "Done."); err != nil {
+		t.Fatal(err)
+	}
+	checkDense(t, h.Paths[0], h.IDs[0], false)
+}
+
+// However many transcripts a history has, the last starts an hour ago at
+// the latest: none is in the future.
+func TestHistoryGap(t *testing.T) {
+	start := time.Now().Add(-30 * 24 * time.Hour)
+	for _, n := range []int{10, 10000, 100000, 1000000} {
+		spec := HistorySpec{Files: n, Start: start}
+		last := start.Add(time.Duration(n-1) * spec.gap())
+		if last.After(time.Now().Add(-time.Hour)) || (n <= 10000 && spec.gap() != time.Minute) {
+			t.Errorf("%d files: gap %s, the last starts %s", n, spec.gap(), last)
+		}
+	}
 }
 
 func checkDense(t *testing.T, path, sid string, midTool bool) {

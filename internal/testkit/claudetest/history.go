@@ -93,8 +93,10 @@ type HistorySpec struct {
 	// Seed makes the sizes reproducible.
 	Seed uint64
 	// Start is the time of the first transcript's first line (default 30
-	// days ago); transcript i starts i minutes later, and its mtime is its
-	// start, so the history is old and every session in it finished.
+	// days ago); transcript i starts i minutes later (less when that would
+	// reach the last hour: the gap shrinks so that every start lies
+	// between Start and an hour ago), and its mtime is its start, so the
+	// history is old and every session in it finished.
 	Start time.Time
 	// Cwd returns the launch directory of project folder p (default
 	// /home/u/src/project-NNN).
@@ -201,10 +203,11 @@ func (r *Root) WriteHistory(spec HistorySpec) (History, error) {
 	if spec.Dense {
 		return r.writeDense(spec, rng)
 	}
+	gap := spec.gap()
 	for i := range spec.Files {
 		cwd := spec.Cwd(i % spec.Projects)
 		id := NewSessionID()
-		start := spec.Start.Add(time.Duration(i) * time.Minute)
+		start := spec.Start.Add(time.Duration(i) * gap)
 		tr := NewTranscript(id, cwd, start)
 		path := r.TranscriptPath(cwd, id)
 		var size int64
@@ -252,14 +255,29 @@ func (r *Root) WriteHistory(spec HistorySpec) (History, error) {
 	return h, nil
 }
 
+// gap is the time between two transcripts' starts: a minute, or less so
+// that the last starts an hour ago at the latest (100,000 minutes are 69
+// days: a history that long from 30 days ago would reach into the future,
+// and a transcript from the future is neither old nor finished).
+func (spec HistorySpec) gap() time.Duration {
+	gap := time.Minute
+	if room := time.Until(spec.Start.Add(time.Hour)); spec.Files > 1 && room < 0 {
+		if fit := -room / time.Duration(spec.Files); fit < gap {
+			gap = fit
+		}
+	}
+	return gap
+}
+
 // writeDense is WriteHistory with Dense set.
 func (r *Root) writeDense(spec HistorySpec, rng *rand.Rand) (History, error) {
 	var h History
 	d := &denseWriter{pool: poolFor(spec.Seed), rng: rand.New(rand.NewPCG(spec.Seed^0x5eed, spec.Seed+3)), step: 150 * time.Millisecond}
+	gap := spec.gap()
 	for i := range spec.Files {
 		cwd := spec.Cwd(i % spec.Projects)
 		id := NewSessionID()
-		start := spec.Start.Add(time.Duration(i) * time.Minute)
+		start := spec.Start.Add(time.Duration(i) * gap)
 		var size int64
 		if spec.Size != nil {
 			size = spec.Size(i, rng)
