@@ -16,6 +16,7 @@
 // The scenarios of issue 14:
 //
 //	home     the standard home, dense (2,000 transcripts, ~2 GB of real lines, 1 in 20 ending mid tool call): cold ls, CPU, bytes read, warm sessionctl ls, RSS
+//	growth   1k, 10k, 100k sessions: steady pass, list, idle CPU, RSS, and the pass after 10 transcripts change (-growth, -growth-idle)
 //	restart  sessiond stopped (SIGTERM) or killed (SIGKILL) and started again on its store: exec to first complete ls, CPU, bytes read (-restarts, -restart-12k)
 package main
 
@@ -30,6 +31,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -67,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	restarts := fs.Int("restarts", full.Restarts, "restart: restarts after SIGTERM, and as many after SIGKILL")
 	restartSettle := fs.Duration("restart-settle", full.RestartSettle, "restart: how long each daemon runs before it is stopped")
 	restart12k := fs.Bool("restart-12k", full.RestartTenK, "restart: also restart on the cold scenario's 10,000 Claude + 2,000 OpenCode sessions")
+	growth := fs.String("growth", joinInts(full.GrowthScales), "growth: comma-separated session counts")
+	growthIdle := fs.Duration("growth-idle", full.GrowthIdle, "growth: the idle window of the steady pass and CPU figures")
 	coldFiles := fs.Int("cold-files", full.ColdFiles, "cold/steady/memory/api: Claude transcripts")
 	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
@@ -95,6 +99,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pick("restarts", &opt.Restarts, *restarts)
 	if set["restart-settle"] {
 		opt.RestartSettle = *restartSettle
+	}
+	if set["growth"] {
+		v, err := parseInts(*growth)
+		if err != nil {
+			fmt.Fprintf(stderr, "sessiond-bench: -growth: %v\n", err)
+			return 2
+		}
+		opt.GrowthScales = v
+	}
+	if set["growth-idle"] {
+		opt.GrowthIdle = *growthIdle
 	}
 	if set["restart-12k"] {
 		opt.RestartTenK = *restart12k
@@ -273,6 +288,26 @@ func printTable(w io.Writer, format string, m machineInfo, cmdline string, took 
 		seen[r.Scenario+r.How] = true
 		fmt.Fprintf(w, "  %s / %s: %s\n", r.Scenario, r.Metric, r.How)
 	}
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q is not a positive count", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func md(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

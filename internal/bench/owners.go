@@ -78,6 +78,28 @@ func (ow *Owners) Start(cwd string) (*Owner, error) {
 	return o, err
 }
 
+// Adopt starts an owner for an existing session (its transcript already
+// written), as a resume does: a live process and its true registry entry
+// with the given status.
+func (ow *Owners) Adopt(sessionID, cwd, status string) (*Owner, error) {
+	cmd := exec.Command("sleep", "3600")
+	dieWithParent(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start owner: %w", err)
+	}
+	o := &Owner{Cmd: cmd, SessionID: sessionID, Cwd: cwd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(o.done) }()
+	ow.mu.Lock()
+	ow.list = append(ow.list, o)
+	ow.mu.Unlock()
+	e, err := claudetest.LiveEntryFor(ow.host, cmd.Process.Pid, sessionID, cwd, status)
+	if err != nil {
+		return o, err
+	}
+	_, err = ow.Root.WriteRegistryFile(e)
+	return o, err
+}
+
 // KillAll kills every owner still running and waits for them.
 func (ow *Owners) KillAll() {
 	ow.mu.Lock()
