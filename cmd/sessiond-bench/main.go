@@ -17,6 +17,7 @@
 //
 //	home     the standard home, dense (2,000 transcripts, ~2 GB of real lines, 1 in 20 ending mid tool call): cold ls, CPU, bytes read, warm sessionctl ls, RSS
 //	growth   1k, 10k, 100k sessions: steady pass, list, idle CPU, RSS, and the pass after 10 transcripts change (-growth, -growth-idle)
+//	peers    N live owners listed by Claude Code's own `claude agents --json` and by `sessionctl ls --json`: both times, and whether they agree (-peers, -claude-bin; skipped without $SESSIOND_CLAUDE_BIN)
 //	restart  sessiond stopped (SIGTERM) or killed (SIGKILL) and started again on its store: exec to first complete ls, CPU, bytes read (-restarts, -restart-12k)
 package main
 
@@ -71,6 +72,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	restart12k := fs.Bool("restart-12k", full.RestartTenK, "restart: also restart on the cold scenario's 10,000 Claude + 2,000 OpenCode sessions")
 	growth := fs.String("growth", joinInts(full.GrowthScales), "growth: comma-separated session counts")
 	growthIdle := fs.Duration("growth-idle", full.GrowthIdle, "growth: the idle window of the steady pass and CPU figures")
+	peerOwners := fs.Int("peers", full.PeerOwners, "peers: live owners listed by claude agents --json and sessionctl ls --json")
+	peerRuns := fs.Int("peer-runs", full.PeerRuns, "peers: timed runs of each lister")
+	claudeBin := fs.String("claude-bin", os.Getenv("SESSIOND_CLAUDE_BIN"), "peers: the real claude CLI ($SESSIOND_CLAUDE_BIN; the scenario is skipped without one)")
 	coldFiles := fs.Int("cold-files", full.ColdFiles, "cold/steady/memory/api: Claude transcripts")
 	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
@@ -97,6 +101,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pick("home-files", &opt.HomeFiles, *homeFiles)
 	pick("cold-files", &opt.ColdFiles, *coldFiles)
 	pick("restarts", &opt.Restarts, *restarts)
+	pick("peers", &opt.PeerOwners, *peerOwners)
+	pick("peer-runs", &opt.PeerRuns, *peerRuns)
+	opt.ClaudeBin = *claudeBin
 	if set["restart-settle"] {
 		opt.RestartSettle = *restartSettle
 	}

@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios are the benchmark's scenarios in the order they run.
-var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "burst", "load", "restart", "growth"}
+var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "burst", "load", "restart", "growth", "peers"}
 
 // Options scale and select the scenarios.
 type Options struct {
@@ -56,6 +56,11 @@ type Options struct {
 	GrowthIdle, GrowthSettle time.Duration
 	GrowthLists, GrowthTouch int
 
+	// peers: PeerOwners live owners listed PeerRuns times by the real
+	// claude CLI at ClaudeBin (skipped when empty) and by sessionctl.
+	PeerOwners, PeerRuns int
+	ClaudeBin            string
+
 	// cold: Claude transcripts of skewed sizes plus an OpenCode database.
 	ColdFiles, ColdProjects int
 	OpenCodeSessions        int
@@ -86,6 +91,7 @@ func Full() Options {
 		HomeFiles: 2000, HomeBig: 3, HomeProjects: 150, HomeBytes: 2e9, // issue 14: "1.9 GB"
 		Restarts: 5, RestartSettle: 2 * time.Second, RestartTenK: true,
 		GrowthScales: []int{1000, 10000, 100000}, GrowthIdle: 20 * time.Second, GrowthSettle: 10 * time.Second, GrowthLists: 5, GrowthTouch: 10,
+		PeerOwners: 20, PeerRuns: 10,
 		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25,
 		Settle: 15 * time.Second, SteadyFor: 60 * time.Second,
 		ListRequests: 20, APIClients: 100, APIRequests: 200,
@@ -102,6 +108,7 @@ func Quick() Options {
 		HomeFiles: 40, HomeBig: 1, HomeProjects: 5, HomeBytes: 150 << 20,
 		Restarts: 2, RestartSettle: 200 * time.Millisecond, RestartTenK: true,
 		GrowthScales: []int{100, 1000}, GrowthIdle: 6 * time.Second, GrowthSettle: time.Second, GrowthLists: 3, GrowthTouch: 10,
+		PeerOwners: 3, PeerRuns: 3,
 		ColdFiles: 200, ColdProjects: 10, OpenCodeSessions: 20, OpenCodeTurns: 4,
 		Settle: 3 * time.Second, SteadyFor: 3 * time.Second,
 		ListRequests: 5, APIClients: 10, APIRequests: 20,
@@ -172,7 +179,7 @@ func Run(ctx context.Context, opt Options) []Result {
 	run := map[string]func(context.Context) error{
 		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
 		"memory": r.memory, "api": r.api, "burst": r.burst, "load": r.load,
-		"restart": r.restart, "growth": r.growth,
+		"restart": r.restart, "growth": r.growth, "peers": r.peers,
 	}
 	for _, name := range Scenarios {
 		if len(opt.Only) > 0 && !opt.Only[name] {

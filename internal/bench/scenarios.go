@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -167,13 +166,9 @@ func (r *Runner) ctlTime(ctx context.Context, d *Daemon, n int) (Percentiles, in
 		if err != nil {
 			return Percentiles{}, 0, fmt.Errorf("sessionctl ls --all --json: %w", err)
 		}
-		var l []api.Session
-		if err := json.Unmarshal(out, &l); err != nil {
-			var wrapped api.SessionList
-			if err2 := json.Unmarshal(out, &wrapped); err2 != nil {
-				return Percentiles{}, 0, fmt.Errorf("decode sessionctl ls --json: %w", err)
-			}
-			l = wrapped.Sessions
+		l, err := decodeSessions(out)
+		if err != nil {
+			return Percentiles{}, 0, fmt.Errorf("decode sessionctl ls --json: %w", err)
 		}
 		count = len(l)
 		if i > 0 {
