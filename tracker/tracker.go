@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"time"
@@ -115,6 +116,9 @@ type PassReport struct {
 	Sessions int
 	Created  int
 	Changed  int
+	// Skipped counts the records not decided again: unchanged, with the
+	// same evidence, and past what time alone could change (settled.go).
+	Skipped int
 }
 
 // Tracker runs reconcile passes. Safe for concurrent use; passes serialize.
@@ -125,6 +129,10 @@ type Tracker struct {
 	passMu   sync.Mutex // one pass at a time
 	watched  map[proc.Identity]bool
 	restored bool // the first pass handed the adapters their saved state
+	// settled are the records the last pass found unchanged and that time
+	// alone cannot change, with their evidence's fingerprint (settled.go).
+	settled     map[*session.Record]uint64
+	settledSeed maphash.Seed
 
 	cpMu sync.Mutex // one Checkpoint at a time
 
@@ -168,12 +176,13 @@ func New(cfg Config) *Tracker {
 		cfg.Logger = zap.NewNop()
 	}
 	return &Tracker{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		watched: map[proc.Identity]bool{},
-		hint:    make(chan struct{}, 1),
-		kick:    make(chan struct{}, 1),
-		health:  map[string]AdapterHealth{},
+		cfg:         cfg,
+		log:         cfg.Logger,
+		watched:     map[proc.Identity]bool{},
+		settledSeed: maphash.MakeSeed(),
+		hint:        make(chan struct{}, 1),
+		kick:        make(chan struct{}, 1),
+		health:      map[string]AdapterHealth{},
 	}
 }
 
@@ -396,12 +405,27 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 	// record only for the sessions that change, so the writer lock is short
 	// and a concurrent change (a launch, a link) is never overwritten.
 	var changed []string
+	// Keyed by the record itself (the store replaces a record it
+	// writes, so a pointer names one version of it), which also hashes
+	// faster than an id.
+	settled := make(map[*session.Record]uint64, len(t.settled))
 	for _, r := range recs {
-		next, evs := decide(r, evidenceFor(r))
-		if len(evs) > 0 || recordMoved(r, next) || links[r.ID] != "" {
+		ev := evidenceFor(r)
+		linked := len(links) > 0 && links[r.ID] != ""
+		print, ok := settledPrint(t.settledSeed, r, ev, linked)
+		if p, hit := t.settled[r]; ok && hit && p == print {
+			settled[r] = p
+			rep.Skipped++
+			continue
+		}
+		next, evs := decide(r, ev)
+		if len(evs) > 0 || recordMoved(r, next) || linked {
 			changed = append(changed, r.ID)
+		} else if ok {
+			settled[r] = print
 		}
 	}
+	t.settled = settled
 	type created struct {
 		rec *session.Record
 		ev  session.Event
