@@ -112,6 +112,11 @@ type Observed struct {
 	InFlight []Issue
 	// Problems are other problems the adapter found (orphan_processes).
 	Problems []Issue
+	// Stamp, when not zero, is the adapter's promise that an Observed of
+	// this session with the same Stamp is the same as this one, so the
+	// tracker need not compare them field by field to know nothing
+	// changed. Zero promises nothing.
+	Stamp uint64
 }
 
 // Owner is a process that owns or may own a session.

@@ -33,12 +33,17 @@ func settledPrint(seed maphash.Seed, r *session.Record, ev evidence, linked bool
 	if r.LastActivityAt != nil && r.LastActivityAt.After(still) {
 		return 0, false
 	}
+	// Three kinds of print that never collide: not observed (1), the
+	// adapter's stamp (low bits 10), a hash of the evidence (low bits 11).
 	o := ev.obs
 	if o == nil {
 		return 1, true // not observed: decide keeps the record as it is
 	}
 	if len(o.Owners) > 0 || o.LastActivity.After(still) {
 		return 0, false
+	}
+	if o.Stamp != 0 {
+		return o.Stamp<<2 | 2, true
 	}
 	var h maphash.Hash
 	h.SetSeed(seed)
@@ -74,5 +79,5 @@ func settledPrint(seed maphash.Seed, r *session.Record, ev evidence, linked bool
 	tm(o.LastActivity)
 	issues(o.InFlight)
 	issues(o.Problems)
-	return h.Sum64() | 2, true // never 1, the print of "not observed"
+	return h.Sum64()<<2 | 3, true
 }

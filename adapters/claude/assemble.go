@@ -114,10 +114,11 @@ func (a *Adapter) assemble(v *procView) []adapters.Observed {
 	out := make([]adapters.Observed, 0, len(order))
 	index := map[string]int{}
 	for _, k := range order {
-		o, lo := a.observe(builds[k], v)
+		o, lo := a.observeFile(builds[k], v)
 		live = append(live, lo...)
 		if i, ok := index[o.UpstreamID]; ok {
 			out[i] = merge(out[i], o)
+			out[i].Stamp = 0
 			continue
 		}
 		index[o.UpstreamID] = len(out)
@@ -131,6 +132,7 @@ func (a *Adapter) assemble(v *procView) []adapters.Observed {
 			continue
 		}
 		out[i].Problems = append(out[i].Problems, issues...)
+		out[i].Stamp = 0
 	}
 	for i := range out {
 		if len(out[i].Problems) > 1 {
@@ -138,6 +140,35 @@ func (a *Adapter) assemble(v *procView) []adapters.Observed {
 		}
 	}
 	return out
+}
+
+// observeFile is observe for the common case of a history: a session seen
+// only in its transcript, which no registry entry or argv names and no
+// live claude may own from its cwd. Its Observed then depends on the file
+// alone, so it is built once per change of the file and reused, with a
+// Stamp that tells the tracker it is unchanged. Any other session is
+// built afresh each pass, unstamped.
+func (a *Adapter) observeFile(b *sessBuild, v *procView) (adapters.Observed, []liveOwner) {
+	f := b.file
+	if f == nil || len(b.entries) > 0 || len(b.argv) > 0 ||
+		(v.snap != nil && f.sum.Cwd != "" && len(v.byCwd) > 0 && len(v.byCwd[filepath.Clean(f.sum.Cwd)]) > 0) {
+		return a.observe(b, v)
+	}
+	if f.obs == nil || f.obsGen != f.gen {
+		o, live := a.observe(b, v)
+		if len(live) > 0 { // cannot happen without owners; never cache it
+			return o, live
+		}
+		a.stamp++
+		o.Stamp = a.stamp
+		f.obs, f.obsGen = &o, f.gen
+	}
+	o := *f.obs
+	// Callers append to these (merge, orphans): never into the cache.
+	o.InFlight = slices.Clip(o.InFlight)
+	o.Problems = slices.Clip(o.Problems)
+	o.Owners = slices.Clip(o.Owners)
+	return o, nil
 }
 
 // observe builds one Observed and lists its owners seen alive.

@@ -131,6 +131,8 @@ type Adapter struct {
 	// pass lists each transcript; saved is the gen of each saved entry.
 	restored map[string]*fileState
 	saved    map[string]uint64
+	// stamp is the last Observed.Stamp given out (observeFile).
+	stamp uint64
 
 	watchMu sync.Mutex
 	watch   []string

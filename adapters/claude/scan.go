@@ -91,6 +91,11 @@ type fileState struct {
 	// gen counts the reads that changed this state, so Checkpoint saves
 	// only what changed since the last save (see checkpoint.go).
 	gen uint64
+	// obs is the session as last observed from this file alone (no
+	// registry entry, argv or cwd match), built at obsGen; see
+	// observeFile.
+	obs    *adapters.Observed
+	obsGen uint64
 }
 
 // regFile is one registry entry file as last read.
