@@ -8,8 +8,8 @@
 // Nothing of the real user's agents is read: every daemon gets its own
 // HOME and explicit agent directories.
 //
-//	go run ./cmd/sessiond-bench                 # every scenario at full scale (~10 min)
-//	go run ./cmd/sessiond-bench -quick          # every scenario, tiny, in seconds
+//	go run ./cmd/sessiond-bench                 # every scenario at full scale (~12 min; ~3 GiB of disk: the dense home, the 100k growth step)
+//	go run ./cmd/sessiond-bench -quick          # every scenario, tiny, in ~40 s
 //	go run ./cmd/sessiond-bench -only death,api # some scenarios
 //	go run ./cmd/sessiond-bench -format markdown
 //
