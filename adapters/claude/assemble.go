@@ -43,8 +43,93 @@ type liveOwner struct {
 	session string
 }
 
-// assemble turns the roots' state and the process view into observations.
+// assemble turns the roots' state and the process view into observations:
+// from the quiet cache when it holds (quiet.go), else built in full.
 func (a *Adapter) assemble(v *procView) []adapters.Observed {
+	c := &a.quiet
+	shape := a.shapePrint()
+	var out []adapters.Observed
+	var live []liveOwner
+	reused := false
+	if c.valid && c.shape == shape {
+		loud := a.loudIDs(v, c)
+		for id := range c.forced {
+			loud[id] = true
+		}
+		if sameSet(loud, c.loud) {
+			out, live = a.reuseQuiet(v, c)
+			reused = true
+			if quietCheck != nil {
+				full, _ := a.buildAll(v)
+				quietCheck(out, full)
+			}
+		}
+	}
+	if !reused {
+		out, live = a.buildAll(v)
+		a.indexFiles(c)
+		c.shape, c.loud, c.forced, c.out = shape, a.loudIDs(v, c), map[string]bool{}, c.out[:0]
+		for _, o := range out {
+			switch {
+			case c.loud[o.UpstreamID]:
+			case o.Stamp == 0:
+				// Not quiet for a reason loudIDs does not see: built
+				// afresh every pass, as the full build would.
+				c.forced[o.UpstreamID], c.loud[o.UpstreamID] = true, true
+			default:
+				c.out = append(c.out, o)
+			}
+		}
+		c.out = slices.Clip(c.out)
+		c.valid = true
+	}
+	a.stats.QuietReused += boolCount(reused)
+
+	index := make(map[string]int, len(live))
+	find := func(sid string) (int, bool) {
+		if i, ok := index[sid]; ok {
+			return i, true
+		}
+		i, ok := slices.BinarySearchFunc(out, sid, func(x adapters.Observed, id string) int { return strings.Compare(x.UpstreamID, id) })
+		if ok {
+			index[sid] = i
+		}
+		return i, ok
+	}
+	for sid, issues := range a.orphans(v, a.registryTicks(v), live) {
+		i, ok := find(sid)
+		if !ok {
+			a.log.Debug("orphan processes of a session not found", zap.String("session", sid), zap.Int("processes", len(issues)))
+			continue
+		}
+		out[i].Problems = append(out[i].Problems, issues...)
+		out[i].Stamp = 0
+	}
+	for i := range out {
+		if len(out[i].Problems) > 1 {
+			// Sorted in a copy: the slice may be the quiet cache's.
+			ps := slices.Clone(out[i].Problems)
+			sort.Slice(ps, func(x, y int) bool { return ps[x].Key < ps[y].Key })
+			out[i].Problems = ps
+		}
+	}
+	return out
+}
+
+// quietCheck, set by tests, sees each reused pass's observations next to
+// a full build of the same pass.
+var quietCheck func(reused, full []adapters.Observed)
+
+func boolCount(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// buildAll builds every session's observation, sorted by session id, and
+// lists the owners seen alive.
+func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
 	type key struct {
 		root *rootState
 		id   string
@@ -109,7 +194,6 @@ func (a *Adapter) assemble(v *procView) []adapters.Observed {
 
 	// Sorted by session id now, so the output needs no sort of its own.
 	slices.SortFunc(order, func(x, y key) int { return strings.Compare(x.id, y.id) })
-	regTicks := a.registryTicks(v)
 	var live []liveOwner
 	out := make([]adapters.Observed, 0, len(order))
 	index := map[string]int{}
@@ -124,22 +208,7 @@ func (a *Adapter) assemble(v *procView) []adapters.Observed {
 		index[o.UpstreamID] = len(out)
 		out = append(out, o)
 	}
-
-	for sid, issues := range a.orphans(v, regTicks, live) {
-		i, ok := index[sid]
-		if !ok {
-			a.log.Debug("orphan processes of a session not found", zap.String("session", sid), zap.Int("processes", len(issues)))
-			continue
-		}
-		out[i].Problems = append(out[i].Problems, issues...)
-		out[i].Stamp = 0
-	}
-	for i := range out {
-		if len(out[i].Problems) > 1 {
-			sort.Slice(out[i].Problems, func(x, y int) bool { return out[i].Problems[x].Key < out[i].Problems[y].Key })
-		}
-	}
-	return out
+	return out, live
 }
 
 // observeFile is observe for the common case of a history: a session seen

@@ -133,6 +133,8 @@ type Adapter struct {
 	saved    map[string]uint64
 	// stamp is the last Observed.Stamp given out (observeFile).
 	stamp uint64
+	// quiet keeps the quiet sessions' observations between passes.
+	quiet quietCache
 
 	watchMu sync.Mutex
 	watch   []string
@@ -230,11 +232,14 @@ type Stats struct {
 	FullRescans uint64
 	// BytesRead counts every byte read from agent files (transcripts and
 	// registry entries), through the adapter's own counting reader.
-	BytesRead       int64
-	FilesListed     uint64 // first listings and restarts (head and tail)
-	FilesRestarted  uint64 // of which: replaced, shrunk or rewritten files
-	FilesAppended   uint64 // incremental reads of appended bytes
-	FilesRetailed   uint64 // grew too much: re-read from the tail window
+	BytesRead      int64
+	FilesListed    uint64 // first listings and restarts (head and tail)
+	FilesRestarted uint64 // of which: replaced, shrunk or rewritten files
+	FilesAppended  uint64 // incremental reads of appended bytes
+	FilesRetailed  uint64 // grew too much: re-read from the tail window
+	// QuietReused counts the passes that reused the quiet sessions'
+	// observations instead of building every session (quiet.go).
+	QuietReused     uint64
 	LinesRead       int64
 	LinesTooLong    int64
 	LinesCorrupt    int64

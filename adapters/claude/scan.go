@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,6 +25,7 @@ const racyWindow = 2 * time.Second
 
 // rootState is what the adapter knows of one config root.
 type rootState struct {
+	serial  uint64 // tells this state apart from any other (shapePrint)
 	path    string
 	learned bool
 	// present: the root exists; ok: it could be looked at this pass.
@@ -41,8 +43,14 @@ type rootState struct {
 }
 
 func newRootState(path string, learned bool) *rootState {
-	return &rootState{path: path, learned: learned, regs: map[string]*regFile{}, projects: map[string]*projectState{}}
+	return &rootState{serial: nextSerial(), path: path, learned: learned, regs: map[string]*regFile{}, projects: map[string]*projectState{}}
 }
+
+// serials numbers every root, project and transcript state ever made, so
+// shapePrint can tell a new one from an old one at the same address.
+var serials atomic.Uint64
+
+func nextSerial() uint64 { return serials.Add(1) }
 
 // dirState remembers a directory's mtime at its last listing.
 type dirState struct {
@@ -62,10 +70,11 @@ func (d *dirState) listedNow(fi fs.FileInfo) {
 }
 
 type projectState struct {
-	path  string
-	dir   dirState
-	ok    bool
-	files map[string]*fileState
+	serial uint64
+	path   string
+	dir    dirState
+	ok     bool
+	files  map[string]*fileState
 	// skipped are transcript-named entries not read (symlinks, not
 	// regular files), as of the last listing.
 	skipped []adapters.InputError
@@ -74,9 +83,10 @@ type projectState struct {
 // fileState is one transcript as last read: the read position, keyed on
 // (device, inode, size, mtime), and what the read lines showed.
 type fileState struct {
-	path string
-	id   string // session id: the file name without .jsonl
-	read bool   // read at least once
+	serial uint64
+	path   string
+	id     string // session id: the file name without .jsonl
+	read   bool   // read at least once
 
 	dev, ino    uint64
 	hasID       bool
@@ -298,7 +308,7 @@ func (a *Adapter) scanProjects(r *rootState, full bool, h *hot) ([]adapters.Inpu
 			}
 			seen[e.Name()] = true
 			if r.projects[e.Name()] == nil {
-				r.projects[e.Name()] = &projectState{path: filepath.Join(dir, e.Name()), files: map[string]*fileState{}}
+				r.projects[e.Name()] = &projectState{serial: nextSerial(), path: filepath.Join(dir, e.Name()), files: map[string]*fileState{}}
 			}
 		}
 		for name := range r.projects {
@@ -357,6 +367,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 				if f == nil {
 					f = &fileState{path: path, id: strings.TrimSuffix(name, ".jsonl")}
 				}
+				f.serial = nextSerial()
 				p.files[name] = f
 			}
 		}

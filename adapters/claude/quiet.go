@@ -1,0 +1,268 @@
+package claude
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sessiond/sessiond/adapters"
+)
+
+// An idle pass over a long history must not cost a build of every
+// session. Most sessions are quiet: seen only in their transcript, which
+// no registry entry or argv names, in no other root, in a cwd where no
+// claude runs. Their observations depend on their files alone (see
+// observeFile), so once built they are kept, sorted by id, and a pass in
+// which no transcript, listing or root changed, and the same sessions are
+// not quiet, reuses them and builds only the others. Any change of that
+// kind takes the full build again.
+
+// quietCache is the last full build's quiet observations and what decides
+// whether they still hold.
+type quietCache struct {
+	valid bool
+	shape uint64
+	// loud are the ids that were not quiet; out the quiet observations,
+	// sorted by id, stamped, without orphans (added each pass).
+	loud map[string]bool
+	out  []adapters.Observed
+	// forced are ids the full build found not quiet for a reason loudIDs
+	// does not see; they are rebuilt every pass.
+	forced map[string]bool
+	// Indexes of the files as of that build: by session id (several roots
+	// may hold one id) and by cleaned cwd.
+	byID  map[string][]*fileRef
+	byCwd map[string][]string
+	multi []string // ids held by more than one root
+}
+
+// fileRef is a transcript and its root.
+type fileRef struct {
+	root *rootState
+	file *fileState
+}
+
+// shapePrint changes whenever a transcript is added, removed or read, or a
+// project or root becomes readable or not: what quiet observations rest
+// on. It is a sum of per-item hashes, so map order does not matter; items
+// are told apart by a serial given at creation, never by address.
+func (a *Adapter) shapePrint() uint64 {
+	var sum uint64
+	for i, r := range a.roots {
+		var flags uint64
+		if r.ok {
+			flags |= 1
+		}
+		if r.present {
+			flags |= 2
+		}
+		sum += mix(uint64(i)<<8 | flags<<4 | 0xf)
+		sum += mix(r.serial<<2 | 1)
+		for _, p := range r.projects {
+			ok := uint64(0)
+			if p.ok {
+				ok = 1
+			}
+			sum += mix(p.serial<<2 | ok<<1)
+			for _, f := range p.files {
+				if f.read {
+					sum += mix(f.serial<<24 ^ f.gen<<2 | 3)
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// mix is splitmix64's finalizer.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// loudIDs are the sessions that are not quiet this pass: named by a
+// registry entry or an argv, in a cwd where a claude runs, or held by
+// several roots. cwds and multi come from the cache's indexes.
+func (a *Adapter) loudIDs(v *procView, c *quietCache) map[string]bool {
+	loud := map[string]bool{}
+	for _, r := range a.roots {
+		if !r.ok || !r.present || !r.regsOK {
+			continue
+		}
+		for _, rf := range r.regs {
+			if rf.entry != nil && rf.entry.SessionID != "" {
+				loud[rf.entry.SessionID] = true
+			}
+		}
+	}
+	for id := range v.byArgv {
+		loud[id] = true
+	}
+	if v.snap != nil {
+		for cwd, cps := range v.byCwd {
+			if len(cps) == 0 {
+				continue
+			}
+			for _, id := range c.byCwd[cwd] {
+				loud[id] = true
+			}
+		}
+	}
+	for _, id := range c.multi {
+		loud[id] = true
+	}
+	return loud
+}
+
+// indexFiles builds the cache's indexes from the roots.
+func (a *Adapter) indexFiles(c *quietCache) {
+	c.byID = map[string][]*fileRef{}
+	c.byCwd = map[string][]string{}
+	c.multi = nil
+	for _, r := range a.roots {
+		if !r.ok || !r.present {
+			continue
+		}
+		for _, p := range r.projects {
+			if !p.ok {
+				continue
+			}
+			for _, f := range p.files {
+				if !f.read {
+					continue
+				}
+				c.byID[f.id] = append(c.byID[f.id], &fileRef{r, f})
+				if len(c.byID[f.id]) == 2 {
+					c.multi = append(c.multi, f.id)
+				}
+				if f.sum.Cwd != "" {
+					k := filepath.Clean(f.sum.Cwd)
+					c.byCwd[k] = append(c.byCwd[k], f.id)
+				}
+			}
+		}
+	}
+}
+
+func sameSet(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// reuseQuiet builds this pass's observations from the cache: the quiet
+// ones as they were, the loud ones afresh, as the full build would.
+func (a *Adapter) reuseQuiet(v *procView, c *quietCache) ([]adapters.Observed, []liveOwner) {
+	out := make([]adapters.Observed, len(c.out), len(c.out)+len(c.loud))
+	copy(out, c.out)
+	for i := range out {
+		o := &out[i]
+		o.InFlight, o.Problems, o.Owners = slices.Clip(o.InFlight), slices.Clip(o.Problems), slices.Clip(o.Owners)
+	}
+	var live []liveOwner
+	ids := make([]string, 0, len(c.loud))
+	for id := range c.loud {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		o, lo, ok := a.observeID(id, v, c)
+		if !ok {
+			continue
+		}
+		live = append(live, lo...)
+		i, found := slices.BinarySearchFunc(out, id, func(x adapters.Observed, id string) int { return strings.Compare(x.UpstreamID, id) })
+		if found { // cannot happen: a loud id is never in the quiet list
+			out[i] = merge(out[i], o)
+			out[i].Stamp = 0
+			continue
+		}
+		out = slices.Insert(out, i, o)
+	}
+	return out, live
+}
+
+// observeID builds one session from every input that names id, as the
+// full build does: a build per root (the transcript, the registry
+// entries), the argv owners attached to the first build of a matching
+// root, and the builds merged.
+func (a *Adapter) observeID(id string, v *procView, c *quietCache) (adapters.Observed, []liveOwner, bool) {
+	var builds []*sessBuild
+	byRoot := map[*rootState]*sessBuild{}
+	get := func(r *rootState) *sessBuild {
+		if b := byRoot[r]; b != nil {
+			return b
+		}
+		b := &sessBuild{id: id, root: r}
+		byRoot[r] = b
+		builds = append(builds, b)
+		return b
+	}
+	// In the full build's order: root by root, the transcript, then the
+	// registry entries.
+	for _, r := range a.roots {
+		if !r.ok || !r.present {
+			continue
+		}
+		for _, ref := range c.byID[id] {
+			if ref.root == r {
+				get(r).file = ref.file
+			}
+		}
+		if !r.regsOK {
+			continue
+		}
+		for _, rf := range r.regs {
+			if rf.entry != nil && rf.entry.SessionID == id {
+				b := get(r)
+				b.entries = append(b.entries, rf)
+			}
+		}
+	}
+	for _, cp := range v.byArgv[id] {
+		var b *sessBuild
+		for _, x := range builds {
+			if cp.root == "" || cp.root == x.root.path {
+				b = x
+				break
+			}
+		}
+		if b == nil {
+			for _, r := range a.roots {
+				if r.ok && r.present && r.path == cp.root {
+					b = get(r)
+					break
+				}
+			}
+		}
+		if b == nil {
+			continue // another root, or one that cannot be read now
+		}
+		b.argv = append(b.argv, cp)
+	}
+	if len(builds) == 0 {
+		return adapters.Observed{}, nil, false
+	}
+	var out adapters.Observed
+	var live []liveOwner
+	for i, b := range builds {
+		o, lo := a.observeFile(b, v)
+		live = append(live, lo...)
+		if i == 0 {
+			out = o
+			continue
+		}
+		out = merge(out, o)
+		out.Stamp = 0
+	}
+	return out, live, true
+}
