@@ -292,7 +292,7 @@ func capLogs(ctx context.Context, st *state.Store, lc *launch.Launcher, log *zap
 			return
 		case <-t.C:
 		}
-		recs, err := st.List()
+		recs, err := st.ListShared() // read only: no copy of every record
 		if err != nil {
 			continue
 		}

@@ -369,7 +369,7 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 			continue
 		}
 		if claimed[r.Agent] == nil {
-			claimed[r.Agent] = map[string]bool{}
+			claimed[r.Agent] = make(map[string]bool, len(recs))
 		}
 		claimed[r.Agent][r.UpstreamID] = true
 	}
@@ -408,7 +408,7 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 	// Keyed by the record itself (the store replaces a record it
 	// writes, so a pointer names one version of it), which also hashes
 	// faster than an id.
-	settled := make(map[*session.Record]uint64, len(t.settled))
+	settled := make(map[*session.Record]uint64, max(len(t.settled), len(recs)))
 	for _, r := range recs {
 		ev := evidenceFor(r)
 		linked := len(links) > 0 && links[r.ID] != ""
@@ -576,7 +576,7 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[stri
 		start := time.Now()
 		res, err := a.Discover(dctx, snap)
 		cancel()
-		o := &observation{err: err, badInputs: map[string]bool{}, byUp: map[string]*adapters.Observed{}}
+		o := &observation{err: err, badInputs: map[string]bool{}, byUp: make(map[string]*adapters.Observed, len(res.Sessions))}
 		h := AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: time.Since(start).String()}
 		if err != nil {
 			h.LastError = err.Error()

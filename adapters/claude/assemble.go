@@ -220,7 +220,7 @@ func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
 func (a *Adapter) observeFile(b *sessBuild, v *procView) (adapters.Observed, []liveOwner) {
 	f := b.file
 	if f == nil || len(b.entries) > 0 || len(b.argv) > 0 ||
-		(v.snap != nil && f.sum.Cwd != "" && len(v.byCwd) > 0 && len(v.byCwd[filepath.Clean(f.sum.Cwd)]) > 0) {
+		(v.snap != nil && f.sum.Cwd != "" && len(v.byCwd) > 0 && len(v.byCwd[f.cwdKey()]) > 0) {
 		return a.observe(b, v)
 	}
 	if f.obs == nil || f.obsGen != f.gen {

@@ -135,6 +135,10 @@ type Adapter struct {
 	stamp uint64
 	// quiet keeps the quiet sessions' observations between passes.
 	quiet quietCache
+	// fileWarn are the transcripts' warnings as of fileWarnShape.
+	fileWarn      []adapters.InputError
+	fileWarnShape uint64
+	fileWarnOK    bool
 
 	watchMu sync.Mutex
 	watch   []string

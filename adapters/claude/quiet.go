@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -139,7 +138,7 @@ func (a *Adapter) indexFiles(c *quietCache) {
 					c.multi = append(c.multi, f.id)
 				}
 				if f.sum.Cwd != "" {
-					k := filepath.Clean(f.sum.Cwd)
+					k := f.cwdKey()
 					c.byCwd[k] = append(c.byCwd[k], f.id)
 				}
 			}

@@ -106,6 +106,17 @@ type fileState struct {
 	// observeFile.
 	obs    *adapters.Observed
 	obsGen uint64
+	// cwd is filepath.Clean(sum.Cwd), kept for the passes that look it
+	// up; cwdOf is the sum.Cwd it was made from.
+	cwd, cwdOf string
+}
+
+// cwdKey is the transcript's cwd, cleaned, as the process view keys it.
+func (f *fileState) cwdKey() string {
+	if f.cwdOf != f.sum.Cwd || f.cwd == "" {
+		f.cwd, f.cwdOf = filepath.Clean(f.sum.Cwd), f.sum.Cwd
+	}
+	return f.cwd
 }
 
 // regFile is one registry entry file as last read.
@@ -251,11 +262,11 @@ type hot struct {
 	cwds      map[string][]*claudeProc
 }
 
-func (h *hot) has(f *fileState) bool {
-	if !f.read || time.Since(f.mtime) < h.coldAfter || h.ids[f.id] {
+func (h *hot) has(f *fileState, now time.Time) bool {
+	if !f.read || now.Sub(f.mtime) < h.coldAfter || h.ids[f.id] {
 		return true
 	}
-	return f.sum.Cwd != "" && len(h.cwds[filepath.Clean(f.sum.Cwd)]) > 0
+	return len(h.cwds) > 0 && f.sum.Cwd != "" && len(h.cwds[f.cwdKey()]) > 0
 }
 
 func (a *Adapter) hotSet(r *rootState, v *procView) *hot {
@@ -381,8 +392,9 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 	p.ok = true
 	var jobs []*job
 	var firstErr *adapters.InputError
+	now := time.Now()
 	for name, f := range p.files {
-		if !full && !h.has(f) {
+		if !full && !h.has(f, now) {
 			continue
 		}
 		fi, err := a.fs.Stat(f.path)
@@ -575,13 +587,24 @@ func (a *Adapter) warnings() []adapters.InputError {
 		}
 		for _, p := range r.projects {
 			out = append(out, p.skipped...)
-			for _, f := range p.files {
-				if msg := f.bad.describe(a.cfg.MaxLineBytes, a.cfg.WindowBytes); msg != "" {
-					out = append(out, adapters.InputError{Input: f.path, Err: errors.New(msg)})
+		}
+	}
+	// The transcripts' own warnings change only with what shapePrint
+	// covers: listed once per change, not walked every pass.
+	if shape := a.shapePrint(); !a.fileWarnOK || shape != a.fileWarnShape {
+		a.fileWarn = a.fileWarn[:0]
+		for _, r := range a.roots {
+			for _, p := range r.projects {
+				for _, f := range p.files {
+					if msg := f.bad.describe(a.cfg.MaxLineBytes, a.cfg.WindowBytes); msg != "" {
+						a.fileWarn = append(a.fileWarn, adapters.InputError{Input: f.path, Err: errors.New(msg)})
+					}
 				}
 			}
 		}
+		a.fileWarnShape, a.fileWarnOK = shape, true
 	}
+	out = append(out, a.fileWarn...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Input < out[j].Input })
 	return out
 }
