@@ -45,9 +45,8 @@ type liveOwner struct {
 
 // assemble turns the roots' state and the process view into observations:
 // from the quiet cache when it holds (quiet.go), else built in full.
-func (a *Adapter) assemble(v *procView) []adapters.Observed {
+func (a *Adapter) assemble(v *procView, shape uint64) []adapters.Observed {
 	c := &a.quiet
-	shape := a.shapePrint()
 	var out []adapters.Observed
 	var live []liveOwner
 	reused := false

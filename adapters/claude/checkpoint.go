@@ -77,6 +77,13 @@ func (a *Adapter) Checkpoint() adapters.Checkpoint {
 	if a.saved == nil {
 		a.saved = map[string]uint64{}
 	}
+	// Nothing read, added or removed since the last committed checkpoint
+	// (and no restored entry left to drop): nothing to save, and no need
+	// to walk every transcript to find that out.
+	shape := a.shapePrint()
+	if a.cpShapeOK && shape == a.cpShape && a.restored == nil {
+		return adapters.Checkpoint{Commit: func() {}}
+	}
 	cp := adapters.Checkpoint{Put: map[string][]byte{}}
 	gens := map[string]uint64{}
 	live := map[string]bool{}
@@ -105,6 +112,7 @@ func (a *Adapter) Checkpoint() adapters.Checkpoint {
 	cp.Commit = func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
+		a.cpShape, a.cpShapeOK = shape, true
 		for path, g := range gens {
 			a.saved[path] = g
 		}

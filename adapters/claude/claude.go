@@ -139,6 +139,11 @@ type Adapter struct {
 	fileWarn      []adapters.InputError
 	fileWarnShape uint64
 	fileWarnOK    bool
+	// watchShape is the shape the watch list was made at; cpShape the
+	// shape of the last committed Checkpoint (cpShapeOK once there is one).
+	watchShape uint64
+	cpShape    uint64
+	cpShapeOK  bool
 
 	watchMu sync.Mutex
 	watch   []string
@@ -339,15 +344,21 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
 	}
 	obs.Errors = append(obs.Errors, readErrs...)
-	obs.Warnings = a.warnings()
+	shape := a.shapePrint()
+	obs.Warnings = a.warnings(shape)
 
-	obs.Sessions = a.assemble(view)
+	obs.Sessions = a.assemble(view, shape)
 	// Saved state the first full pass did not find is stale: Checkpoint
 	// drops it.
 	a.restored = nil
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	a.logErrors(obs.Errors)
-	a.updateWatch()
+	// The watch list ranks projects by their newest write: it changes only
+	// with what shapePrint covers, or a directory listed again.
+	if full || shape != a.watchShape {
+		a.updateWatch()
+		a.watchShape = shape
+	}
 	a.countState()
 	a.log.Debug("claude pass",
 		zap.Bool("full", full), zap.Int("sessions", len(obs.Sessions)), zap.Int("reads", len(jobs)),

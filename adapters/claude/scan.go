@@ -576,7 +576,7 @@ func skippedLink(fsys FS, path string) adapters.InputError {
 // lines, links not followed, registry entries not used. A registry entry
 // is named only once it stayed unparseable past the racy window (a writer
 // caught mid-write fixes it within it).
-func (a *Adapter) warnings() []adapters.InputError {
+func (a *Adapter) warnings(shape uint64) []adapters.InputError {
 	var out []adapters.InputError
 	for _, r := range a.roots {
 		out = append(out, r.skipped...)
@@ -591,7 +591,7 @@ func (a *Adapter) warnings() []adapters.InputError {
 	}
 	// The transcripts' own warnings change only with what shapePrint
 	// covers: listed once per change, not walked every pass.
-	if shape := a.shapePrint(); !a.fileWarnOK || shape != a.fileWarnShape {
+	if !a.fileWarnOK || shape != a.fileWarnShape {
 		a.fileWarn = a.fileWarn[:0]
 		for _, r := range a.roots {
 			for _, p := range r.projects {
