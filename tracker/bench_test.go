@@ -130,3 +130,39 @@ func BenchmarkReconcileOneDeath(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFirstPass is a first start's pass: every observed session is
+// created. Its cost per session must not grow with the count (one
+// transaction of all creations did: O(n²) in bbolt's node inserts).
+//
+//	go test -run='^$' -bench=BenchmarkFirstPass -benchtime=1x -count=3 ./tracker/
+func BenchmarkFirstPass(b *testing.B) {
+	for _, n := range []int{10000, 40000} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			var obs []adapters.Observed
+			last := time.Now().Add(-time.Hour)
+			for i := range n {
+				obs = append(obs, adapters.Observed{UpstreamID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i*7919%n), Cwd: "/home/u/p", LastActivity: last})
+			}
+			ad := &fakeAdapter{name: "claude"}
+			ad.set(adapters.Observation{Sessions: obs}, nil)
+			for b.Loop() {
+				b.StopTimer()
+				st, err := state.Open(filepath.Join(b.TempDir(), "sessiond.db"), state.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: &tableHost{}})
+				b.StartTimer()
+				rep, err := tr.Reconcile(context.Background(), "startup")
+				if err != nil || rep.Created != n {
+					b.Fatal(rep.Created, err)
+				}
+				b.StopTimer()
+				st.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/session")
+		})
+	}
+}

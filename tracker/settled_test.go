@@ -154,3 +154,28 @@ func TestPassSkipsSettledRecords(t *testing.T) {
 		t.Fatalf("the renamed session: %q", r.Title)
 	}
 }
+
+// A first pass creating more sessions than one transaction holds creates
+// them all, each once.
+func TestFirstPassCreatesInChunks(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	n := 2*createChunk + 7
+	var obs []adapters.Observed
+	for i := range n {
+		obs = append(obs, adapters.Observed{UpstreamID: fmt.Sprintf("up-%05d", i), Cwd: "/p", LastActivity: time.Now().Add(-time.Hour)})
+	}
+	ad := &fakeAdapter{name: "claude"}
+	ad.set(adapters.Observation{Sessions: obs}, nil)
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: proc.NewHost(), Logger: zaptest.NewLogger(t)})
+	rep, err := tr.Reconcile(context.Background(), "startup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := st.List()
+	if rep.Created != n || len(recs) != n {
+		t.Fatalf("created %d, stored %d, want %d", rep.Created, len(recs), n)
+	}
+	if rep, _ := tr.Reconcile(context.Background(), "tick"); rep.Created != 0 {
+		t.Fatalf("second pass created %d", rep.Created)
+	}
+}

@@ -426,10 +426,6 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 		}
 	}
 	t.settled = settled
-	type created struct {
-		rec *session.Record
-		ev  session.Event
-	}
 	var creates []created
 	for agent, o := range obs {
 		for up, ob := range o.byUp {
@@ -448,6 +444,14 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 		return rep, nil
 	}
 
+	// The changes, and the creations in chunks of createChunk per
+	// transaction: bbolt keeps a transaction's inserts into a bucket in
+	// one sorted slice per node until the commit splits it, so one
+	// transaction of n inserts at random keys costs O(n²) (a first start
+	// over 40,000 transcripts spent 3 s moving memory). Each creation
+	// stands alone (a crash between chunks leaves the rest for the next
+	// pass), and no client sees any before the startup pass is done.
+	first := min(len(creates), createChunk)
 	err = t.cfg.Store.Batch(func(tx *state.Tx) error {
 		for _, id := range changed {
 			_, err := tx.Update(id, func(r *session.Record) ([]session.Event, error) {
@@ -466,18 +470,13 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 			}
 			rep.Changed++
 		}
-		for _, c := range creates {
-			err := tx.Create(c.rec, c.ev)
-			if errors.Is(err, state.ErrConflict) {
-				continue // recorded meanwhile (a launch linked it)
-			}
-			if err != nil {
-				return fmt.Errorf("create session %s/%s: %w", c.rec.Agent, c.rec.UpstreamID, err)
-			}
-			rep.Created++
-		}
-		return nil
+		return createAll(tx, creates[:first], &rep)
 	})
+	for rest := creates[first:]; err == nil && len(rest) > 0; {
+		n := min(len(rest), createChunk)
+		err = t.cfg.Store.Batch(func(tx *state.Tx) error { return createAll(tx, rest[:n], &rep) })
+		rest = rest[n:]
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -485,6 +484,29 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 		t.syncWatches(recs)
 	}
 	return rep, nil
+}
+
+// createChunk bounds the creations per transaction (see pass).
+const createChunk = 2000
+
+// created is a record a pass creates, with its first event.
+type created struct {
+	rec *session.Record
+	ev  session.Event
+}
+
+func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
+	for _, c := range cs {
+		err := tx.Create(c.rec, c.ev)
+		if errors.Is(err, state.ErrConflict) {
+			continue // recorded meanwhile (a launch linked it)
+		}
+		if err != nil {
+			return fmt.Errorf("create session %s/%s: %w", c.rec.Agent, c.rec.UpstreamID, err)
+		}
+		rep.Created++
+	}
+	return nil
 }
 
 // linkLaunched ties a launched record that has no upstream id yet (OpenCode
