@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 )
 
@@ -160,6 +161,62 @@ func BenchmarkColdPass(b *testing.B) {
 	}
 	b.StopTimer()
 	m.report(b)
+}
+
+// BenchmarkRestart: what a restart of sessiond costs the adapter. A new
+// adapter is handed what the previous one's Checkpoint saved (the tracker
+// reads it from the store and calls Restore before the first pass), then
+// runs its first Discover. An adapter that is no Checkpointer gets
+// nothing, and its first pass is a cold one. read-MiB/op is what the
+// process passed to read(2) per restart (rchar): the database pages read
+// again.
+func BenchmarkRestart(b *testing.B) {
+	dir, _ := benchData(b)
+	prev := New(Config{DataDir: dir})
+	if _, err := prev.Discover(context.Background(), nil); err != nil {
+		b.Fatal(err)
+	}
+	saved := map[string][]byte{}
+	if c, ok := any(prev).(adapters.Checkpointer); ok {
+		cp := c.Checkpoint()
+		for k, v := range cp.Put {
+			saved[k] = v
+		}
+		cp.Commit()
+	}
+	m := startPeakMeter()
+	read := rchar()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a := New(Config{DataDir: dir})
+		if c, ok := any(a).(adapters.Checkpointer); ok {
+			c.Restore(saved)
+		}
+		obs, err := a.Discover(context.Background(), nil)
+		if err != nil || len(obs.Sessions) != benchSessions {
+			b.Fatalf("%d sessions, %v", len(obs.Sessions), err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rchar()-read)/float64(b.N)/(1<<20), "read-MiB/op")
+	b.ReportMetric(float64(len(saved)), "saved-entries")
+	m.report(b)
+}
+
+// rchar is the bytes this process passed to read(2) and friends, from
+// /proc/self/io (0 elsewhere).
+func rchar() uint64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "rchar: "); ok {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // BenchmarkIncrementalPass: one session got a new message since the last
