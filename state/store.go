@@ -97,6 +97,10 @@ const (
 	defaultMaxEventAge = 30 * 24 * time.Hour
 )
 
+// initialMmapSize is bbolt's first mapping of the store: 10,000 sessions
+// and a full event log take about 40 MiB.
+const initialMmapSize = 128 << 20
+
 // recordVersion is the value of session.Record.V this package writes, so a
 // later version can tell which record layout it reads.
 const recordVersion = 1
@@ -255,7 +259,11 @@ func openChecked(path string, timeout time.Duration) (db *bolt.DB, err error) {
 				}
 			}
 		}()
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, OpenFile: openFile})
+		// InitialMmapSize: a first start that writes thousands of records
+		// would otherwise remap the file each time it doubles, and every
+		// remap copies each open node out of the old mapping. It is
+		// address space, not memory.
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, OpenFile: openFile, InitialMmapSize: initialMmapSize})
 	}()
 	if err != nil {
 		var ce *corruptError
