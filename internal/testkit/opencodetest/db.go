@@ -201,13 +201,13 @@ func (d *DB) Tx(fn func(w *Writer) error) error {
 	return nil
 }
 
-// Session inserts or replaces one session row.
+// Session inserts one session row, or updates it in place.
 func (d *DB) Session(s Session) error { return d.Tx(func(w *Writer) error { return w.Session(s) }) }
 
-// Message inserts or replaces one message row.
+// Message inserts one message row, or updates it in place.
 func (d *DB) Message(m Message) error { return d.Tx(func(w *Writer) error { return w.Message(m) }) }
 
-// Part inserts or replaces one part row.
+// Part inserts one part row, or updates it in place.
 func (d *DB) Part(p Part) error { return d.Tx(func(w *Writer) error { return w.Part(p) }) }
 
 // Touch sets a session's time_updated, as OpenCode does when it works on it.
@@ -282,7 +282,11 @@ func (s *Session) defaults() {
 	}
 }
 
-// Session writes a session row (and its project row the first time).
+// Session writes a session row (and its project row the first time). An
+// existing row is updated in place, as OpenCode's upserts do (INSERT … ON
+// CONFLICT DO UPDATE): it keeps its rowid, and nothing that references it
+// is touched. (INSERT OR REPLACE would delete the row first, and with it,
+// through ON DELETE CASCADE, every message and part of the session.)
 func (w *Writer) Session(s Session) error {
 	s.defaults()
 	if !w.d.projects[s.ProjectID] {
@@ -292,8 +296,11 @@ func (w *Writer) Session(s Session) error {
 		}
 		w.d.projects[s.ProjectID] = true
 	}
-	return w.exec(`INSERT OR REPLACE INTO session (id, project_id, parent_id, slug, directory, title, version, time_created, time_updated, time_archived)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return w.exec(`INSERT INTO session (id, project_id, parent_id, slug, directory, title, version, time_created, time_updated, time_archived)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET project_id = excluded.project_id, parent_id = excluded.parent_id, slug = excluded.slug,
+			directory = excluded.directory, title = excluded.title, version = excluded.version,
+			time_created = excluded.time_created, time_updated = excluded.time_updated, time_archived = excluded.time_archived`,
 		s.ID, s.ProjectID, nullStr(s.ParentID), "slug-"+s.ID, s.Directory, s.Title, s.Version,
 		ms(s.Created), ms(s.Updated), nullTime(s.Archived))
 }
@@ -394,10 +401,13 @@ func (m *Message) object(withIDs bool) map[string]any {
 	return o
 }
 
-// Message writes a message row.
+// Message writes a message row; an existing one is updated in place, its
+// parts kept (see Writer.Session).
 func (w *Writer) Message(m Message) error {
 	m.defaults()
-	return w.exec(`INSERT OR REPLACE INTO message (id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?)`,
+	return w.exec(`INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, time_created = excluded.time_created,
+			time_updated = excluded.time_updated, data = excluded.data`,
 		m.ID, m.SessionID, ms(m.Created), ms(m.Updated), mustJSON(m.object(false)))
 }
 
@@ -540,10 +550,13 @@ func (p *Part) object(withIDs bool) map[string]any {
 	return o
 }
 
-// Part writes a part row.
+// Part writes a part row; an existing one is updated in place, keeping
+// its rowid (see Writer.Session).
 func (w *Writer) Part(p Part) error {
 	p.defaults()
-	return w.exec(`INSERT OR REPLACE INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)`,
+	return w.exec(`INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET message_id = excluded.message_id, session_id = excluded.session_id,
+			time_created = excluded.time_created, time_updated = excluded.time_updated, data = excluded.data`,
 		p.ID, p.MessageID, p.SessionID, ms(p.Created), ms(p.Updated), mustJSON(p.object(false)))
 }
 
