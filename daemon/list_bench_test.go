@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,7 +110,8 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 // the mux, the handler timeout), into a writer that only counts
 // ("handler"), and over a real Unix socket to a client that reads the
 // whole body ("socket"), with ?all=true (9 MB of JSON) and the default
-// view (the sessions that are not stopped).
+// view (the sessions that are not stopped); and the cache's cost when
+// the store changed ("cache").
 //
 //	go test -run='^$' -bench=BenchmarkListSessions10k -benchmem ./daemon/
 func BenchmarkListSessions10k(b *testing.B) {
@@ -138,6 +140,35 @@ func BenchmarkListSessions10k(b *testing.B) {
 			b.ReportMetric(float64(n), "bytes/op")
 		})
 	}
+
+	// The cache's own costs with ?all=true: a snapshot in which one
+	// record changed since the last list (what a list pays after a
+	// commit), and a cache that holds nothing (the first list after a
+	// restart encodes every session).
+	recs, err := st.ListShared()
+	if err != nil {
+		b.Fatal(err)
+	}
+	all := listFilter{all: true, words: []string{""}}
+	b.Run("cache/one-changed", func(b *testing.B) {
+		var c listCache
+		c.body(recs, &all)
+		snaps := [2][]*session.Record{slices.Clone(recs), slices.Clone(recs)}
+		snaps[1][5000] = recs[5000].Clone()
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			c.body(snaps[i%2], &all)
+			i++
+		}
+	})
+	b.Run("cache/cold", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var c listCache
+			c.body(recs, &all)
+		}
+	})
 
 	dir, err := os.MkdirTemp("/tmp", "sdb")
 	if err != nil {

@@ -1,0 +1,357 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
+)
+
+// freshList is GET /v1/sessions as the handler wrote it before the cache:
+// every record converted and encoded anew, each time. The cache must
+// answer these bytes, exactly.
+func freshList(recs []*session.Record, q url.Values) []byte {
+	all, _ := strconv.ParseBool(q.Get("all"))
+	status, agent := q.Get("status"), q.Get("agent")
+	containsWord := func(list, w string) bool {
+		for _, x := range strings.Split(list, ",") {
+			if x == w {
+				return true
+			}
+		}
+		return false
+	}
+	out := api.SessionList{Sessions: []api.Session{}}
+	for _, rec := range recs {
+		if agent != "" && rec.Agent != agent {
+			continue
+		}
+		if status != "" {
+			if !containsWord(status, string(rec.Status)) {
+				continue
+			}
+		} else if !all && rec.Status == session.StatusStopped {
+			continue
+		}
+		out.Sessions = append(out.Sessions, api.FromRecord(rec))
+	}
+	sort.SliceStable(out.Sessions, func(i, j int) bool {
+		return out.Sessions[i].CreatedAt.Before(out.Sessions[j].CreatedAt)
+	})
+	w := httptest.NewRecorder()
+	writeJSON(w, http.StatusOK, out)
+	return w.Body.Bytes()
+}
+
+// listQueries is every filter of GET /v1/sessions, alone and together, and
+// the odd spellings the handler accepts.
+var listQueries = func() []string {
+	qs := []string{"", "all=true", "all=1", "all=false", "all=yes", "all=", "status=", "agent=", "status=running,", "status=,stopped", "status=stopped,stopped"}
+	for _, st := range []string{"starting", "running", "stopped", "interrupted", "unknown", "running,interrupted", "stopped,unknown,running"} {
+		qs = append(qs, "status="+st, "status="+st+"&all=true")
+	}
+	var withAgent []string
+	for _, q := range qs {
+		for _, a := range []string{"claude", "opencode", "nobody"} {
+			sep := "&"
+			if q == "" {
+				sep = ""
+			}
+			withAgent = append(withAgent, q+sep+"agent="+a)
+		}
+	}
+	return append(qs, withAgent...)
+}()
+
+func getList(t *testing.T, h http.Handler, query string) []byte {
+	t.Helper()
+	req := httptest.NewRequest("GET", "http://sessiond/v1/sessions?"+query, nil)
+	req = req.WithContext(context.WithValue(req.Context(), peerKey, peer{uid: os.Getuid()}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("GET /v1/sessions?%s: status %d: %s", query, w.Code, w.Body.Bytes())
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("GET /v1/sessions?%s: Content-Type %q", query, ct)
+	}
+	if cl := w.Header().Get("Content-Length"); cl != strconv.Itoa(w.Body.Len()) {
+		t.Fatalf("GET /v1/sessions?%s: Content-Length %q for %d bytes", query, cl, w.Body.Len())
+	}
+	return w.Body.Bytes()
+}
+
+// checkLists holds the handler's answer to every query to a fresh encoding
+// of the store's records.
+func checkLists(t *testing.T, step string, h http.Handler, st *state.Store) {
+	t.Helper()
+	recs, err := st.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range listQueries {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := getList(t, h, q), freshList(recs, v)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: GET /v1/sessions?%s differs from a fresh encoding:\n got %.300s\nwant %.300s", step, q, got, want)
+		}
+	}
+}
+
+// TestListCacheMatchesFreshEncoding: the cached answer of every filter is
+// byte for byte a fresh encoding, at the start and after creates and
+// updates that move sessions in and out of each view, change their bytes
+// (escaped characters included) and their order.
+func TestListCacheMatchesFreshEncoding(t *testing.T) {
+	st := listStore(t, t.TempDir(), 300)
+	s := listServer(st)
+	h := s.handler()
+	checkLists(t, "start", h, st)
+	// Asking again serves the same snapshot from the cache.
+	checkLists(t, "again", h, st)
+
+	recs, err := st.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Creates: one older than every session, one tying an existing
+	// CreatedAt (the stable order keeps the store's), one stamped by the
+	// store (a monotonic clock reading), one with characters encoding/json
+	// escapes.
+	tie := recs[150].CreatedAt
+	news := []*session.Record{
+		{Agent: "claude", UpstreamID: "new-oldest", Status: session.StatusRunning, Cwd: "/a", CreatedAt: recs[0].CreatedAt.Add(-time.Hour)},
+		{Agent: "opencode", UpstreamID: "new-tie", Status: session.StatusStopped, Cwd: "/b", CreatedAt: tie},
+		{Agent: "claude", UpstreamID: "new-now", Status: session.StatusStarting, Cwd: "/c"},
+		{Agent: "claude", UpstreamID: "new-escaped", Status: session.StatusInterrupted, Cwd: "/d/<x>&y",
+			Title: "ship it \u2028 <b>now</b> & \"then\" \xff", CreatedAt: tie.Add(time.Millisecond)},
+	}
+	for _, r := range news {
+		if err := st.Create(r, session.Event{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkLists(t, "after creates", h, st)
+
+	// Updates: stopped to running and back, a new title, a new owner,
+	// problems, and an agent change (into and out of the agent filter).
+	update := func(id string, fn func(r *session.Record)) {
+		t.Helper()
+		if _, err := st.Update(id, func(r *session.Record) ([]session.Event, error) { fn(r); return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update(recs[1].ID, func(r *session.Record) { r.Status, r.StoppedAt = session.StatusRunning, nil })
+	update(recs[10].ID, func(r *session.Record) { r.Status = session.StatusStopped })
+	update(recs[20].ID, func(r *session.Record) { r.Title = "renamed </script>" })
+	update(recs[30].ID, func(r *session.Record) {
+		r.Owner = &proc.Identity{BootID: "b", PID: 7, StartTicks: 9}
+		r.Problems = append(r.Problems, session.Problem{Kind: "stale_busy_marker", Detail: "d", Since: time.Unix(5, 0).UTC()})
+	})
+	update(news[2].ID, func(r *session.Record) { r.Status = session.StatusRunning })
+	checkLists(t, "after updates", h, st)
+
+	if err := st.Batch(func(tx *state.Tx) error {
+		for _, r := range recs[40:140] {
+			if _, err := tx.Update(r.ID, func(r *session.Record) ([]session.Event, error) {
+				r.Activity = session.ActivityIdle
+				return nil, nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	checkLists(t, "after a batch of updates", h, st)
+
+	shared, err := st.ListShared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, want := cachedRecords(&s.lists), len(shared); n != want {
+		t.Errorf("the cache holds %d encodings for %d sessions: replaced records were not dropped", n, want)
+	}
+}
+
+func cachedRecords(c *listCache) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byRec)
+}
+
+// TestListCacheDropsAndMatches drives the cache with snapshots the store
+// cannot make today (it deletes no session): sessions gone, all gone, a
+// whole new set of objects for the same sessions (a reopened store), and
+// snapshot slices reused in place, and one out of order. Each answer is a fresh encoding, and
+// the cache holds the encodings of the listed records only.
+func TestListCacheDropsAndMatches(t *testing.T) {
+	var snaps [][]*session.Record
+	base := make([]*session.Record, 0, 200)
+	for i := range 200 {
+		r := realisticRecord(i)
+		r.ID = fmt.Sprintf("id%010d", i)
+		base = append(base, r)
+	}
+	snaps = append(snaps,
+		base,
+		base[50:],  // the oldest deleted
+		base[:120], // the newest deleted
+		append(append([]*session.Record{}, base[:30]...), base[90:]...), // a run deleted
+		nil, // every session deleted
+		base,
+	)
+	// Out of CreatedAt order (the store sorts, the answer must not depend
+	// on it), with ties.
+	shuffled := append([]*session.Record{}, base...)
+	slices.Reverse(shuffled)
+	shuffled[7], shuffled[100] = shuffled[100], shuffled[7]
+	tied := shuffled[3].Clone()
+	tied.ID, tied.UpstreamID = "tied", "tied"
+	shuffled = append(shuffled, tied)
+	snaps = append(snaps, shuffled)
+	reopened := make([]*session.Record, len(base))
+	for i, r := range base {
+		reopened[i] = r.Clone()
+	}
+	snaps = append(snaps, reopened)
+	// A slice the store would reuse in place: same backing array, other
+	// records.
+	reused := append([]*session.Record{}, base...)
+	snaps = append(snaps, reused)
+	var c listCache
+	for k, snap := range snaps {
+		if k == len(snaps)-1 {
+			for i := range reused {
+				if i%3 == 0 {
+					r := reused[i].Clone()
+					r.Title = fmt.Sprintf("changed %d", i)
+					r.Status = session.StatusRunning
+					reused[i] = r
+				}
+			}
+		}
+		for _, q := range listQueries {
+			v, _ := url.ParseQuery(q)
+			all, _ := strconv.ParseBool(v.Get("all"))
+			status := v.Get("status")
+			f := listFilter{all: all, status: status, words: strings.Split(status, ","), agent: v.Get("agent")}
+			got, err := c.body(snap, &f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := freshList(snap, v)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("snapshot %d, ?%s: differs from a fresh encoding:\n got %.300s\nwant %.300s", k, q, got, want)
+			}
+		}
+		if n := cachedRecords(&c); n != len(snap) {
+			t.Fatalf("snapshot %d: the cache holds %d encodings for %d sessions", k, n, len(snap))
+		}
+		for _, r := range snap {
+			c.mu.Lock()
+			_, ok := c.byRec[r]
+			c.mu.Unlock()
+			if !ok {
+				t.Fatalf("snapshot %d: record %s listed but not cached", k, r.ID)
+			}
+		}
+	}
+}
+
+// TestListCacheConcurrent lists from many clients while sessions are
+// created and updated (run with -race): every answer is a valid list whose
+// size lies between the store's before and after.
+func TestListCacheConcurrent(t *testing.T) {
+	st := listStore(t, t.TempDir(), 200)
+	h := listServer(st).handler()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := []string{"all=true", "", "status=running&agent=claude", "agent=opencode"}[g]
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req := httptest.NewRequest("GET", "http://sessiond/v1/sessions?"+q, nil)
+				req = req.WithContext(context.WithValue(req.Context(), peerKey, peer{uid: os.Getuid()}))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				var l api.SessionList
+				if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil || w.Code != http.StatusOK {
+					t.Errorf("?%s: status %d, %v", q, w.Code, err)
+					return
+				}
+				if q == "all=true" && (len(l.Sessions) < 200 || len(l.Sessions) > 250) {
+					t.Errorf("?all=true listed %d sessions, want 200 to 250", len(l.Sessions))
+					return
+				}
+			}
+		}()
+	}
+	recs, _ := st.List()
+	for i := range 50 {
+		r := realisticRecord(1000 + i)
+		if err := st.Create(r, session.Event{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Update(recs[i].ID, func(r *session.Record) ([]session.Event, error) {
+			r.Title = fmt.Sprintf("t%d", i)
+			return nil, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	checkLists(t, "after concurrent writes", h, st)
+}
+
+// TestListCacheEncodeError: a record that does not encode (the store
+// refuses to commit one; a time past year 9999 is one) fails the list and
+// leaves the cache as it was.
+func TestListCacheEncodeError(t *testing.T) {
+	good := realisticRecord(1)
+	good.ID = "good"
+	bad := realisticRecord(2)
+	bad.ID = "bad"
+	bad.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	var c listCache
+	all := listFilter{all: true, words: []string{""}}
+	before, err := c.body([]*session.Record{good}, &all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.body([]*session.Record{good, bad}, &all); err == nil || !strings.Contains(err.Error(), "encode session bad") {
+		t.Fatalf("a record past year 9999: error %v, want one naming it", err)
+	}
+	after, err := c.body([]*session.Record{good}, &all)
+	if err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("after the failure: %v, %s, want %s", err, after, before)
+	}
+}
