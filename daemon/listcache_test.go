@@ -332,6 +332,28 @@ func TestListCacheConcurrent(t *testing.T) {
 	checkLists(t, "after concurrent writes", h, st)
 }
 
+// TestWithin: within reports a function that returned, and gives up on
+// one still running at the deadline or when the request ends.
+func TestWithin(t *testing.T) {
+	if !within(context.Background(), time.Second, func() {}) {
+		t.Error("a function that returned at once was reported as timed out")
+	}
+	release := make(chan struct{})
+	defer close(release)
+	start := time.Now()
+	if within(context.Background(), 20*time.Millisecond, func() { <-release }) {
+		t.Error("a blocked function was reported as returned")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("within waited %s for a 20ms bound", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if within(ctx, time.Minute, func() { <-release }) {
+		t.Error("a blocked function was reported as returned after the request ended")
+	}
+}
+
 // TestListCacheEncodeError: a record that does not encode (the store
 // refuses to commit one; a time past year 9999 is one) fails the list and
 // leaves the cache as it was.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,12 +78,17 @@ type route struct {
 	handler http.HandlerFunc
 	// stream routes are not wrapped in the handler timeout.
 	stream bool
+	// bounded routes are not wrapped either: the handler bounds its own
+	// work by handlerTimeout (within) and then writes an answer it holds
+	// whole, which http.TimeoutHandler would copy into a buffer first
+	// (8 MB at 10,000 sessions, per request).
+	bounded bool
 }
 
 func (s *server) routes() []route {
 	return []route{
 		{pattern: "GET /v1/health", handler: s.health},
-		{pattern: "GET /v1/sessions", handler: s.listSessions},
+		{pattern: "GET /v1/sessions", handler: s.listSessions, bounded: true},
 		{pattern: "GET /v1/sessions/{id}", handler: s.getSession},
 		{pattern: "POST /v1/sessions", handler: s.launchSession},
 		{pattern: "POST /v1/sessions/{id}/resume", handler: s.resumeSession},
@@ -100,7 +106,7 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range s.routes() {
 		var h http.Handler = r.handler
-		if !r.stream {
+		if !r.stream && !r.bounded {
 			h = http.TimeoutHandler(h, handlerTimeout, `{"error":"handler timed out","code":"unavailable"}`)
 		}
 		mux.Handle(r.pattern, h)
@@ -198,13 +204,23 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	f := listFilter{all: all, status: status, words: strings.Split(status, ","), agent: agent}
-	recs, err := s.store.ListShared() // read only
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
+	var (
+		body []byte
+		err  error
+	)
+	ok := within(r.Context(), handlerTimeout, func() {
+		recs, lerr := s.store.ListShared() // read only
+		if lerr != nil {
+			err = lerr
+			return
+		}
+		body, err = s.lists.body(recs, &f)
+	})
+	switch {
+	case !ok:
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "handler timed out")
 		return
-	}
-	body, err := s.lists.body(recs, &f)
-	if err != nil {
+	case err != nil:
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 		return
 	}
@@ -217,6 +233,27 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
+}
+
+// within runs fn and waits for it at most d, or until ctx ends: what
+// http.TimeoutHandler bounds, without its buffer. It reports whether fn
+// returned; if not, fn goes on alone and the caller must not read what
+// it writes.
+func within(ctx context.Context, d time.Duration, fn func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 func (s *server) getSession(w http.ResponseWriter, r *http.Request) {
