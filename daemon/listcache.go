@@ -91,11 +91,10 @@ func (c *listCache) body(recs []*session.Record, f *listFilter) ([]byte, error) 
 	if f.everything() {
 		return all, nil
 	}
-	size, n := len(listPrefix)+len(listSuffix), 0
+	size := len(listPrefix) + len(listSuffix)
 	for i, r := range order {
 		if f.match(r) {
 			size += len(enc[i]) + 1
-			n++
 		}
 	}
 	b := make([]byte, 0, size)
