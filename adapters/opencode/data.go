@@ -57,6 +57,13 @@ func (s *sessionData) touch(t time.Time) {
 	}
 }
 
+// sortTools puts the tool parts in the order of their ids (OpenCode's ids
+// grow with time), however they were read: a whole read, a read of what
+// changed and a restored checkpoint then hold the same data.
+func (s *sessionData) sortTools() {
+	sort.Slice(s.Tools, func(i, j int) bool { return s.Tools[i].ID < s.Tools[j].ID })
+}
+
 // runningQuestion returns the first running `question` tool part, if any.
 func (s *sessionData) runningQuestion() *toolCall {
 	for i := range s.Tools {

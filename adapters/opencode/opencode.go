@@ -5,7 +5,9 @@
 // statements that never hold up OpenCode's checkpoints) and the legacy JSON
 // storage of v1.1.x when present. Reading is incremental: a pass re-reads
 // only sessions whose row changed, that got new message or part rows, or
-// that still have work in flight.
+// that still have work in flight. What was read is saved in sessiond's
+// store (adapters.Checkpointer, checkpoint.go), so a restart continues
+// from there instead of reading every database whole again.
 //
 // OpenCode stores no PID, so owners are found in the process table: an
 // opencode process naming the session with -s/--session, a server
@@ -28,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"net/http"
 	"os"
@@ -72,6 +75,8 @@ type Config struct {
 	ServerTimeout time.Duration
 	// FullEvery forces a full re-read of each database this often, as a
 	// backstop for the incremental reading (default 10 min; negative: never).
+	// After a restart that restored a database's saved state, it counts from
+	// the first pass.
 	FullEvery time.Duration
 	// StaleAfter is how long in-flight data must have been still before a
 	// live server that owns it and reports it idle makes it stale (default 10 s).
@@ -131,10 +136,23 @@ type Adapter struct {
 	// uid is sessiond's own: only servers of this uid are asked anything.
 	uid int
 
-	passMu sync.Mutex // one Discover at a time; guards dbs, legacy, starts
+	passMu sync.Mutex // one Discover at a time; guards dbs, legacy, starts, restored
 	dbs    map[string]*dbReader
 	legacy *legacyReader
 	starts map[proc.Identity]time.Time
+	// restored is what Restore was handed, by database path, until a pass
+	// lists that database (checkpoint.go).
+	restored map[string]*savedDB
+
+	// What Checkpoint saves (checkpoint.go), guarded by cpMu: each
+	// database's state after its last successful read, the databases the
+	// last pass listed (nil before the first pass), and what the store
+	// holds by key.
+	cpMu     sync.Mutex
+	cpSeed   maphash.Seed
+	cpDBs    map[string]*savedDB
+	cpListed map[string]bool
+	cpSaved  map[string]cpEntry
 
 	// repairMu serializes repairs and aborts: one writer at a time, and a
 	// plan is never interleaved with another repair's writes.
@@ -230,6 +248,7 @@ func New(cfg Config) *Adapter {
 		uid:              os.Getuid(),
 		dbs:              map[string]*dbReader{},
 		starts:           map[proc.Identity]time.Time{},
+		cpSeed:           maphash.MakeSeed(),
 		memo:             map[int]ownerMemo{},
 		loggedServerErrs: map[string]bool{},
 	}
@@ -304,6 +323,12 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			r = &dbReader{path: path, busy: a.cfg.BusyTimeout, log: a.log}
 			a.dbs[path] = r
 		}
+		if d := a.restored[path]; d != nil {
+			delete(a.restored, path)
+			if r.sessions == nil {
+				r.restored = d
+			}
+		}
 		inputs++
 		if err := r.read(ctx, now, a.cfg.FullEvery); err != nil {
 			if ctx.Err() != nil {
@@ -313,6 +338,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			obs.Errors = append(obs.Errors, adapters.InputError{Input: path, Err: err})
 			continue
 		}
+		a.published(path, r)
 		if r.warning != nil {
 			obs.Warnings = append(obs.Warnings, adapters.InputError{Input: path, Err: r.warning})
 		}
@@ -327,6 +353,12 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			delete(a.dbs, path)
 		}
 	}
+	for path := range a.restored {
+		if !keep[path] {
+			delete(a.restored, path) // that database is gone
+		}
+	}
+	a.listed(keep)
 	if a.legacy.present() {
 		inputs++
 		if err := a.legacy.read(ctx); err != nil {

@@ -73,12 +73,35 @@ type dbReader struct {
 	log  *zap.Logger
 
 	sessions map[string]*sessionData // nil before the first successful pass
-	msgRowid int64                   // max(rowid) of message read so far
-	partRow  int64                   // max(rowid) of part read so far
+	cur      cursors                 // how far the passes read
 	lastFull time.Time
+	fulls    int // whole reads done, for tests
 	// warning is why the last pass read nothing although it could open
 	// the file (an empty database that stays empty), nil otherwise.
 	warning error
+	// restored is what a checkpoint saved of this database before a
+	// restart: the first read adopts it as if it had read it itself, and
+	// then checks it like any earlier pass's (see cursors). Nil once used.
+	restored *savedDB
+}
+
+// cursors say how far the passes have read a database: the largest
+// message and part rowids, the ids of those two rows, and the file's
+// identity. A pass reads only rows past the rowids, which is sound while
+// every new row gets a larger rowid than the cursor's: SQLite gives a new
+// row max(rowid)+1, so that holds as long as the row at the cursor still
+// exists. When it is gone (deleted, the file replaced, a VACUUM that
+// renumbered the rows), rowids at or below the cursor may be given again,
+// and the next pass reads the database whole.
+type cursors struct {
+	msgRowid  int64
+	msgID     string
+	partRowid int64
+	partID    string
+	// dev and ino are the file's identity; idKnown is false where the
+	// platform does not say.
+	dev, ino uint64
+	idKnown  bool
 }
 
 // emptyDBWarnAfter: a database with no table that has not changed for
@@ -192,6 +215,9 @@ func tableColumns(ctx context.Context, conn *sql.Conn, table string) (map[string
 // work in flight. On error the cache is left as it was.
 func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Duration) error {
 	r.warning = nil
+	// The file's identity is taken before it is opened: if it is replaced
+	// in between, the next pass sees another identity and reads it whole.
+	dev, ino, idKnown := fileIdentity(r.path)
 	db, conn, err := openRO(ctx, r.path, r.busy)
 	if err != nil {
 		return err
@@ -207,7 +233,7 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 			// (its first start runs the migrations just after the file
 			// appears; seen with 1.18.33): nothing to read yet, and no
 			// schema change. The next pass reads it cold.
-			r.sessions, r.msgRowid, r.partRow = nil, 0, 0
+			r.sessions, r.cur, r.restored = nil, cursors{}, nil
 			if fi, err := os.Stat(r.path); err == nil && now.Sub(fi.ModTime()) >= emptyDBWarnAfter {
 				// Still empty long after it appeared: not being created. No
 				// error (nothing to keep a last state for), but named.
@@ -219,17 +245,37 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 	}
 	// The rowid cursors are read before the data, so a row written while
 	// this pass reads is seen again next pass rather than missed.
-	var msgMax, partMax sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT (SELECT max(rowid) FROM message), (SELECT max(rowid) FROM part)").Scan(&msgMax, &partMax); err != nil {
-		return explain(fmt.Errorf("read cursors: %w", err))
+	cur, err := readCursors(ctx, conn)
+	if err != nil {
+		return explain(err)
 	}
-	cold := r.sessions == nil || msgMax.Int64 < r.msgRowid || partMax.Int64 < r.partRow ||
-		(fullEvery > 0 && now.Sub(r.lastFull) >= fullEvery)
+	cur.dev, cur.ino, cur.idKnown = dev, ino, idKnown
+	if r.restored != nil {
+		if r.sessions == nil {
+			// What the previous sessiond learned, as if this process had
+			// read it: checked below like the state of any earlier pass.
+			// The full re-read backstop counts from now.
+			r.sessions, r.cur, r.lastFull = r.restored.sessions, r.restored.cur, now
+		}
+		r.restored = nil
+	}
+	why, err := r.mustReadAll(ctx, conn, cur, now, fullEvery)
+	if err != nil {
+		return explain(err)
+	}
 	var next map[string]*sessionData
-	if cold {
+	if why != "" {
+		switch {
+		case r.sessions == nil:
+		case why == whyPeriodic:
+			r.log.Debug("reading the OpenCode database whole", zap.String("db", r.path), zap.String("why", why))
+		default:
+			r.log.Info("reading the OpenCode database whole", zap.String("db", r.path), zap.String("why", why))
+		}
 		next, err = r.readAll(ctx, conn, opt)
 		if err == nil {
 			r.lastFull = now
+			r.fulls++
 		}
 	} else {
 		next, err = r.readChanged(ctx, conn, opt)
@@ -238,8 +284,66 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 		return explain(err)
 	}
 	r.sessions = next
-	r.msgRowid, r.partRow = msgMax.Int64, partMax.Int64
+	r.cur = cur
 	return nil
+}
+
+// readCursors reads the largest rowid of message and part and the ids of
+// those rows; zero and "" for an empty table.
+func readCursors(ctx context.Context, conn *sql.Conn) (cursors, error) {
+	var c cursors
+	for _, t := range []struct {
+		table string
+		rowid *int64
+		id    *string
+	}{{"message", &c.msgRowid, &c.msgID}, {"part", &c.partRowid, &c.partID}} {
+		var id sql.NullString
+		err := conn.QueryRowContext(ctx, "SELECT rowid, id FROM "+t.table+" ORDER BY rowid DESC LIMIT 1").Scan(t.rowid, &id)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return c, fmt.Errorf("read cursors: %w", err)
+		}
+		*t.id = id.String
+	}
+	return c, nil
+}
+
+const whyPeriodic = "periodic full read"
+
+// mustReadAll says why this pass must read the database whole ("" when
+// reading what changed since r.cur is enough): nothing read yet, another
+// file at the path, a rowid cursor past the table's end or whose row is
+// gone, or the periodic full read due.
+func (r *dbReader) mustReadAll(ctx context.Context, conn *sql.Conn, cur cursors, now time.Time, fullEvery time.Duration) (string, error) {
+	switch {
+	case r.sessions == nil:
+		return "first read", nil
+	case r.cur.idKnown && cur.idKnown && (r.cur.dev != cur.dev || r.cur.ino != cur.ino):
+		return "another file at the path (replaced)", nil
+	case cur.msgRowid < r.cur.msgRowid || cur.partRowid < r.cur.partRowid:
+		return "rows were deleted past a cursor", nil
+	case fullEvery > 0 && now.Sub(r.lastFull) >= fullEvery:
+		return whyPeriodic, nil
+	}
+	for _, t := range []struct {
+		table string
+		rowid int64
+		id    string
+	}{{"message", r.cur.msgRowid, r.cur.msgID}, {"part", r.cur.partRowid, r.cur.partID}} {
+		if t.rowid == 0 {
+			continue
+		}
+		var id sql.NullString
+		err := conn.QueryRowContext(ctx, "SELECT id FROM "+t.table+" WHERE rowid = ?", t.rowid).Scan(&id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return "the " + t.table + " row at the cursor is gone", nil
+		case err != nil:
+			return "", fmt.Errorf("check cursors: %w", err)
+		case id.String != t.id:
+			return "the " + t.table + " row at the cursor is another row", nil
+		}
+	}
+	return "", nil
 }
 
 func sessionSelect(opt map[string]bool) string {
@@ -311,6 +415,7 @@ func (r *dbReader) readAll(ctx context.Context, conn *sql.Conn, opt map[string]b
 		if err := d.read(ctx, s, r.log); err != nil {
 			return nil, err
 		}
+		s.sortTools()
 		for _, t := range s.Tools {
 			s.touch(t.Updated)
 		}
@@ -350,8 +455,8 @@ func (r *dbReader) readChanged(ctx context.Context, conn *sql.Conn, opt map[stri
 		sql   string
 		since int64
 	}{
-		{"SELECT session_id FROM message WHERE rowid > ?", r.msgRowid},
-		{"SELECT session_id FROM part WHERE rowid > ?", r.partRow},
+		{"SELECT session_id FROM message WHERE rowid > ?", r.cur.msgRowid},
+		{"SELECT session_id FROM part WHERE rowid > ?", r.cur.partRowid},
 	} {
 		ids, err := queryStrings(ctx, conn, q.sql, q.since)
 		if err != nil {
@@ -364,7 +469,7 @@ func (r *dbReader) readChanged(ctx context.Context, conn *sql.Conn, opt map[stri
 	// New in-flight tool parts can only be new rows: a finished part never
 	// goes back to running, and a deletion that could let a rowid be reused
 	// forces a full pass.
-	newTools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE rowid > ? AND "+inFlightFilter, r.partRow)
+	newTools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE rowid > ? AND "+inFlightFilter, r.cur.partRowid)
 	if err != nil {
 		return nil, err
 	}
@@ -463,6 +568,7 @@ func (r *dbReader) readChanged(ctx context.Context, conn *sql.Conn, opt map[stri
 		if err := d.read(ctx, s, r.log); err != nil {
 			return nil, err
 		}
+		s.sortTools()
 		for _, t := range s.Tools {
 			s.touch(t.Updated)
 		}

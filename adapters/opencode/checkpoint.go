@@ -1,0 +1,529 @@
+package opencode
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+)
+
+// What the adapter learned of each database is saved through the tracker
+// in the store (adapters.Checkpointer), so that a restart does not read
+// every database whole again:
+//
+//	db\x00<db path>                   the cursors: the largest message and part
+//	                                  rowids, the ids of those rows, the file's
+//	                                  (device, inode)
+//	session\x00<db path>\x00<id>      one session: its row, its last assistant
+//	                                  message, its pending and running tool
+//	                                  parts, its last write
+//
+// After a restart the first pass adopts them as if it had read them itself
+// and checks them as every pass checks the previous one's state: the file
+// must be the same, the row at each cursor must still be there (else rowids
+// may have been given again, and the database is read whole). Then it reads
+// only what changed since: sessions whose row's time_updated differs,
+// sessions with message or part rows past the cursors, sessions with work in
+// flight (always read again), sessions whose entry is missing or unusable.
+// Owners, servers and activity are never saved: each pass finds them anew in
+// the process table, so saved state never makes a live owner dead or a dead
+// one running; at worst it is data a pass would have read the same.
+
+// checkpointFormat is the first byte of every saved entry. Bump it when
+// the layout changes, and also when what a saved session means changes (a
+// reader fix that would conclude differently from the same rows): an entry
+// of another format is not used, so the next start reads those sessions
+// (or, for a database entry, the whole database) again.
+const checkpointFormat = 1
+
+// Key prefixes of saved entries.
+const (
+	dbKeyPrefix      = "db\x00"
+	sessionKeyPrefix = "session\x00"
+)
+
+// maxSavedTools bounds the in-flight tool parts of one saved session (a
+// garbage count must not allocate much; real sessions have a handful).
+const maxSavedTools = 4096
+
+// savedDB is one database's state as a checkpoint holds it: the cursors
+// and the sessions read up to them.
+type savedDB struct {
+	cur      cursors
+	sessions map[string]*sessionData
+}
+
+// cpEntry is what the store holds under one key, as far as this process
+// knows (committed checkpoints and the restored entries).
+type cpEntry struct {
+	sum uint64
+	// s is the session whose encoding the store holds, so an unchanged
+	// session (the same pointer: passes reuse unchanged sessions) costs no
+	// encoding. Nil for a database entry.
+	s *sessionData
+	// bad: the entry could not be used; it is replaced or deleted.
+	bad bool
+}
+
+func dbEntryKey(path string) string { return dbKeyPrefix + path }
+
+func sessionEntryKey(path, id string) string { return sessionKeyPrefix + path + "\x00" + id }
+
+// parseEntryKey splits a saved key into its database path and, for a
+// session entry, the session id.
+func parseEntryKey(k string) (path, id string, session bool, err error) {
+	if p, ok := strings.CutPrefix(k, dbKeyPrefix); ok {
+		if p == "" || strings.Contains(p, "\x00") {
+			return "", "", false, errors.New("bad database key")
+		}
+		return p, "", false, nil
+	}
+	if rest, ok := strings.CutPrefix(k, sessionKeyPrefix); ok {
+		p, id, ok := strings.Cut(rest, "\x00")
+		if !ok || p == "" || id == "" || strings.Contains(id, "\x00") {
+			return "", "", false, errors.New("bad session key")
+		}
+		return p, id, true, nil
+	}
+	return "", "", false, errors.New("unknown key")
+}
+
+// Restore implements adapters.Checkpointer. The entries are held until a
+// pass lists their database; a database whose own entry is missing or
+// unusable is read whole, and a session whose entry is unusable is read
+// again, as a new one would be.
+func (a *Adapter) Restore(saved map[string][]byte) {
+	dbs := map[string]*savedDB{}
+	withCursors := map[string]bool{}
+	entries := make(map[string]cpEntry, len(saved))
+	bad := 0
+	var firstErr error
+	for k, v := range saved {
+		path, id, isSession, err := parseEntryKey(k)
+		var s *sessionData
+		if err == nil {
+			d := dbs[path]
+			if d == nil {
+				d = &savedDB{sessions: map[string]*sessionData{}}
+				dbs[path] = d
+			}
+			if isSession {
+				if s, err = decodeSession(v, path, id); err == nil {
+					d.sessions[id] = s
+				}
+			} else if d.cur, err = decodeCursors(v); err == nil {
+				withCursors[path] = true
+			}
+		}
+		if err != nil {
+			bad++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%q: %w", k, err)
+			}
+			entries[k] = cpEntry{bad: true}
+			continue
+		}
+		entries[k] = cpEntry{sum: maphash.Bytes(a.cpSeed, v), s: s}
+	}
+	for path := range dbs {
+		if !withCursors[path] {
+			delete(dbs, path)
+		}
+	}
+
+	a.passMu.Lock()
+	a.restored = dbs
+	a.passMu.Unlock()
+	a.cpMu.Lock()
+	a.cpSaved = entries
+	a.cpMu.Unlock()
+
+	n := 0
+	for _, d := range dbs {
+		n += len(d.sessions)
+	}
+	a.log.Info("restored saved OpenCode state", zap.Int("databases", len(dbs)), zap.Int("sessions", n), zap.Int("unusable", bad))
+	if firstErr != nil {
+		a.log.Info("some saved OpenCode state is not usable; what it covered is read again", zap.Int("unusable", bad), zap.NamedError("first", firstErr))
+	}
+}
+
+// published records a database's state after a successful read, for the
+// next Checkpoint. The sessions map and the sessions in it are never
+// changed once a read returned them.
+func (a *Adapter) published(path string, r *dbReader) {
+	a.cpMu.Lock()
+	defer a.cpMu.Unlock()
+	if a.cpDBs == nil {
+		a.cpDBs = map[string]*savedDB{}
+	}
+	a.cpDBs[path] = &savedDB{cur: r.cur, sessions: r.sessions}
+}
+
+// listed records the databases a pass found; the entries of the others
+// are dropped by the next Checkpoint.
+func (a *Adapter) listed(keep map[string]bool) {
+	a.cpMu.Lock()
+	defer a.cpMu.Unlock()
+	a.cpListed = keep
+	for path := range a.cpDBs {
+		if !keep[path] {
+			delete(a.cpDBs, path)
+		}
+	}
+}
+
+// Checkpoint implements adapters.Checkpointer: the entries of sessions
+// read since their last save, the cursors when they moved, and the keys
+// of sessions and databases no longer there. Before the first pass it
+// drops nothing; a database listed but not read yet (locked, say) keeps
+// its entries.
+func (a *Adapter) Checkpoint() adapters.Checkpoint {
+	a.cpMu.Lock()
+	defer a.cpMu.Unlock()
+	if a.cpSaved == nil {
+		a.cpSaved = map[string]cpEntry{}
+	}
+	cp := adapters.Checkpoint{Put: map[string][]byte{}}
+	puts := map[string]cpEntry{}
+	current := map[string]bool{}
+	for path, d := range a.cpDBs {
+		if d.sessions == nil {
+			continue // nothing read (no tables yet): its entries go
+		}
+		k := dbEntryKey(path)
+		current[k] = true
+		b := encodeCursors(d.cur)
+		sum := maphash.Bytes(a.cpSeed, b)
+		if e, ok := a.cpSaved[k]; !ok || e.bad || e.sum != sum {
+			cp.Put[k] = b
+			puts[k] = cpEntry{sum: sum}
+		}
+		for id, s := range d.sessions {
+			k := sessionEntryKey(path, id)
+			current[k] = true
+			e, ok := a.cpSaved[k]
+			if ok && !e.bad && e.s == s {
+				continue
+			}
+			b := encodeSession(s)
+			sum := maphash.Bytes(a.cpSeed, b)
+			if ok && !e.bad && e.sum == sum {
+				// Read again (work in flight), the same as saved.
+				a.cpSaved[k] = cpEntry{sum: sum, s: s}
+				continue
+			}
+			cp.Put[k] = b
+			puts[k] = cpEntry{sum: sum, s: s}
+		}
+	}
+	for k := range a.cpSaved {
+		if current[k] {
+			continue
+		}
+		path, _, _, err := parseEntryKey(k)
+		switch {
+		case a.cpListed == nil:
+			// No pass yet: nothing is known to be gone.
+		case err != nil, !a.cpListed[path], a.cpDBs[path] != nil:
+			cp.Del = append(cp.Del, k)
+		}
+	}
+	cp.Commit = func() {
+		a.cpMu.Lock()
+		defer a.cpMu.Unlock()
+		for k, e := range puts {
+			a.cpSaved[k] = e
+		}
+		for _, k := range cp.Del {
+			delete(a.cpSaved, k)
+		}
+	}
+	return cp
+}
+
+// encodeCursors writes a database entry.
+func encodeCursors(c cursors) []byte {
+	w := cpWriter{b: make([]byte, 0, 96)}
+	w.b = append(w.b, checkpointFormat)
+	w.varint(c.msgRowid)
+	w.str(c.msgID)
+	w.varint(c.partRowid)
+	w.str(c.partID)
+	w.bool(c.idKnown)
+	w.uvarint(c.dev)
+	w.uvarint(c.ino)
+	return w.b
+}
+
+// decodeCursors reads a database entry. Any error means the entry is not
+// used (the database is read whole); it never panics on garbage.
+func decodeCursors(b []byte) (cursors, error) {
+	r := cpReader{b: b}
+	r.format()
+	var c cursors
+	c.msgRowid = r.varint()
+	c.msgID = r.str()
+	c.partRowid = r.varint()
+	c.partID = r.str()
+	c.idKnown = r.bool()
+	c.dev = r.uvarint()
+	c.ino = r.uvarint()
+	r.end()
+	if r.err == nil && (c.msgRowid < 0 || c.partRowid < 0) {
+		r.fail("negative rowid")
+	}
+	return c, r.err
+}
+
+// encodeSession writes a session entry: everything a database read puts in
+// sessionData (the id and the source are in the key).
+func encodeSession(s *sessionData) []byte {
+	w := cpWriter{b: make([]byte, 0, 256)}
+	w.b = append(w.b, checkpointFormat)
+	w.str(s.ProjectID)
+	w.str(s.ParentID)
+	w.str(s.Directory)
+	w.str(s.Title)
+	w.str(s.Version)
+	w.time(s.Created)
+	w.time(s.Updated)
+	w.time(s.Archived)
+	w.time(s.LastWrite)
+	if m := s.LastAssistant; m == nil {
+		w.bool(false)
+	} else {
+		w.bool(true)
+		w.str(m.ID)
+		w.str(m.SessionID)
+		w.str(m.Role)
+		w.str(m.Agent)
+		w.str(m.ModelID)
+		w.str(m.Cwd)
+		w.time(m.Created)
+		w.time(m.Completed)
+		w.str(m.ErrorName)
+		w.str(m.ErrorMessage)
+	}
+	w.uvarint(uint64(len(s.Tools)))
+	for i := range s.Tools {
+		t := &s.Tools[i]
+		w.str(t.ID)
+		w.str(t.MessageID)
+		w.str(t.SessionID)
+		w.str(t.Type)
+		w.str(t.Tool)
+		w.str(t.CallID)
+		w.str(t.Status)
+		w.str(t.Title)
+		w.time(t.Start)
+		w.time(t.End)
+		w.str(t.ChildSessionID)
+		w.bool(t.Interrupted)
+		w.time(t.Created)
+		w.time(t.Updated)
+	}
+	return w.b
+}
+
+// decodeSession reads a session entry of the database at path. Any error
+// means the entry is not used (the session is read again); it never panics
+// on garbage, and it refuses what no read could have produced.
+func decodeSession(b []byte, path, id string) (*sessionData, error) {
+	r := cpReader{b: b}
+	r.format()
+	s := &sessionData{ID: id, Source: path}
+	s.ProjectID = r.str()
+	s.ParentID = r.str()
+	s.Directory = r.str()
+	s.Title = r.str()
+	s.Version = r.str()
+	s.Created = r.time()
+	s.Updated = r.time()
+	s.Archived = r.time()
+	s.LastWrite = r.time()
+	if r.bool() {
+		m := &Message{}
+		m.ID = r.str()
+		m.SessionID = r.str()
+		m.Role = r.str()
+		m.Agent = r.str()
+		m.ModelID = r.str()
+		m.Cwd = r.str()
+		m.Created = r.time()
+		m.Completed = r.time()
+		m.ErrorName = r.str()
+		m.ErrorMessage = r.str()
+		if r.err == nil && (!m.Assistant() || m.ID == "" || m.SessionID != id) {
+			r.fail("last assistant message is not this session's assistant message")
+		}
+		s.LastAssistant = m
+	}
+	n := r.uvarint()
+	if r.err == nil && n > maxSavedTools {
+		r.fail("more tool parts than are kept")
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		var t toolCall
+		t.ID = r.str()
+		t.MessageID = r.str()
+		t.SessionID = r.str()
+		t.Type = r.str()
+		t.Tool = r.str()
+		t.CallID = r.str()
+		t.Status = r.str()
+		t.Title = r.str()
+		t.Start = r.time()
+		t.End = r.time()
+		t.ChildSessionID = r.str()
+		t.Interrupted = r.bool()
+		t.Created = r.time()
+		t.Updated = r.time()
+		if r.err == nil && (!t.InFlight() || t.ID == "" || t.SessionID != id) {
+			r.fail("tool part is not one of this session's in flight")
+		}
+		s.Tools = append(s.Tools, t)
+	}
+	r.end()
+	if r.err == nil && s.LastWrite.Before(s.Updated) {
+		r.fail("last write before the session row's")
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return s, nil
+}
+
+type cpWriter struct{ b []byte }
+
+func (w *cpWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+func (w *cpWriter) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
+func (w *cpWriter) str(s string)     { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
+
+func (w *cpWriter) bool(v bool) {
+	if v {
+		w.b = append(w.b, 1)
+	} else {
+		w.b = append(w.b, 0)
+	}
+}
+
+// time writes milliseconds since the epoch, 0 for the zero time: every
+// time the reader keeps comes from OpenCode's milliseconds (msTime).
+func (w *cpWriter) time(t time.Time) {
+	if t.IsZero() {
+		w.varint(0)
+		return
+	}
+	w.varint(t.UnixMilli())
+}
+
+// cpReader reads what cpWriter wrote. The first error sticks; later reads
+// return zero values.
+type cpReader struct {
+	b   []byte
+	err error
+}
+
+func (r *cpReader) fail(msg string) {
+	if r.err == nil {
+		r.err = errors.New(msg)
+	}
+}
+
+func (r *cpReader) format() {
+	if len(r.b) == 0 {
+		r.fail("empty entry")
+		return
+	}
+	if v := r.b[0]; v != checkpointFormat {
+		r.err = fmt.Errorf("format %d, this build reads %d", v, checkpointFormat)
+		return
+	}
+	r.b = r.b[1:]
+}
+
+func (r *cpReader) end() {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("trailing bytes")
+	}
+}
+
+func (r *cpReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *cpReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *cpReader) str() string {
+	n := r.uvarint()
+	if r.err != nil {
+		return ""
+	}
+	if n > uint64(len(r.b)) {
+		r.fail("string past the end")
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *cpReader) bool() bool {
+	if r.err != nil {
+		return false
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return false
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	switch v {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	r.fail("bad bool")
+	return false
+}
+
+// time reads what cpWriter.time wrote, as msTime would have made it.
+func (r *cpReader) time() time.Time {
+	v := r.varint()
+	if r.err != nil || v == 0 {
+		return time.Time{}
+	}
+	t := msInt(v)
+	if t.IsZero() {
+		r.fail("time out of range")
+	}
+	return t
+}
