@@ -1,6 +1,8 @@
 package opencode
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -123,4 +125,74 @@ func FuzzParsePart(f *testing.F) {
 			t.Fatal("a non-tool part is in flight")
 		}
 	})
+}
+
+// The whole-table scan's Go filter selects exactly the rows of the SQL
+// one: the same superset of in-flight tool parts, on text and blob data,
+// on nested statuses (a todowrite input's todos), escaped ones inside
+// strings, other spacing, multibyte text and empty or null data.
+func TestScanFilterSameAsSQL(t *testing.T) {
+	if scanFilter == inFlightFilter {
+		t.Fatal("the Go filter function is not registered")
+	}
+	db := opencodetest.MustCreate(t, t.TempDir()+"/opencode.db")
+	at := time.Now().Add(-time.Hour)
+	sh, err := db.InterruptedMidTool("/w", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	datas := []string{
+		`{"type":"tool","tool":"bash","callID":"c","state":{"status":"running","input":{},"time":{"start":1}}}`,
+		`{"type":"tool","tool":"bash","callID":"c","state":{"status":"pending","input":{},"raw":""}}`,
+		`{"type":"tool","tool":"bash","state":{"status":"completed","input":{},"output":"\"status\":\"running\"","time":{"start":1,"end":2}}}`,
+		`{"type":"tool","tool":"todowrite","state":{"status":"completed","input":{"todos":[{"content":"x","status":"pending"}]}}}`,
+		`{"type":"tool","state":{"status": "running"}}`,
+		`{"type":"text","text":"ünïcødé \"status\":\"pending\" 日本語"}`,
+		`{"type":"tool","state":{"status":"runnin`,
+		`{"type":"tool","state":{"status":"running`,
+		`"status":"pending"`,
+		`{"status":"pendingX"}`,
+		``,
+	}
+	err = db.Tx(func(w *opencodetest.Writer) error {
+		for i, d := range datas {
+			for _, blob := range []bool{false, true} {
+				var v any = d
+				if blob {
+					v = []byte(d)
+				}
+				if err := w.Exec(`INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, 1, 1, ?)`,
+					fmt.Sprintf("prt_%02d_%v", i, blob), sh.AssistantMessageID, sh.SessionID, v); err != nil {
+					return err
+				}
+			}
+		}
+		return w.Exec(`INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES ('prt_null', ?, ?, 1, 1, '')`, sh.AssistantMessageID, sh.SessionID)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(filter string) []string {
+		rows, err := db.SQL().Query("SELECT id FROM part WHERE " + filter + " ORDER BY id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id)
+		}
+		return out
+	}
+	sqlIDs, goIDs := ids(inFlightFilter), ids(scanFilter)
+	if !slices.Equal(sqlIDs, goIDs) {
+		t.Errorf("SQL filter selects %v, Go filter %v", sqlIDs, goIDs)
+	}
+	if len(sqlIDs) != 9 { // the shape's running part, and 4 of the strings as text and as blob
+		t.Errorf("selected %d rows: %v", len(sqlIDs), sqlIDs)
+	}
 }

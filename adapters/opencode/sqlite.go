@@ -3,6 +3,7 @@ package opencode
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	_ "modernc.org/sqlite" // pure-Go SQLite, registered as "sqlite"
+	"modernc.org/sqlite" // pure-Go SQLite, registered as "sqlite"
 )
 
 // SchemaError says an OpenCode database does not have the tables or columns
@@ -64,6 +65,55 @@ const maxAssistantScan = 200
 // quotes would be escaped, so the literal only matches a real "status"
 // key; the Go parser then checks the type and the state.
 const inFlightFilter = `(instr(data, '"status":"running"') > 0 OR instr(data, '"status":"pending"') > 0)`
+
+// scanFilter is inFlightFilter for a pass over the whole part table, the
+// bulk of a whole read: the same test made by a Go function (strings.Index
+// is many times faster than SQLite's instr in modernc's translated C, and
+// VolatileArgs hands it the row's bytes without a copy, so nothing of them
+// may be kept). SQL functions are
+// registered with the driver for the whole process; should the name be
+// taken, the SQL form is used.
+var scanFilter = inFlightFilter
+
+const scanFuncName = "sessiond_opencode_maybe_in_flight"
+
+// maybeInFlight is inFlightFilter's test, in one pass over data. data may
+// be SQLite's own memory: nothing of it is kept.
+func maybeInFlight(data string) bool {
+	const key = `"status":"`
+	for {
+		i := strings.Index(data, key)
+		if i < 0 {
+			return false
+		}
+		data = data[i+len(key):]
+		if strings.HasPrefix(data, `running"`) || strings.HasPrefix(data, `pending"`) {
+			return true
+		}
+	}
+}
+
+func init() {
+	err := sqlite.RegisterFunction(scanFuncName, &sqlite.FunctionImpl{
+		NArgs: 1, Deterministic: true, VolatileArgs: true,
+		Scalar: func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			var in bool
+			switch v := args[0].(type) {
+			case string:
+				in = maybeInFlight(v)
+			case []byte: // OpenCode writes text; a blob costs a copy
+				in = maybeInFlight(string(v))
+			}
+			if in {
+				return int64(1), nil
+			}
+			return int64(0), nil
+		},
+	})
+	if err == nil {
+		scanFilter = scanFuncName + "(data)"
+	}
+}
 
 // dbReader reads one opencode*.db incrementally. Not safe for concurrent
 // use; Discover serializes passes.
@@ -397,7 +447,7 @@ func (r *dbReader) readAll(ctx context.Context, conn *sql.Conn, opt map[string]b
 		return nil, fmt.Errorf("read sessions: %w", err)
 	}
 
-	tools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE "+inFlightFilter)
+	tools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE "+scanFilter)
 	if err != nil {
 		return nil, err
 	}
