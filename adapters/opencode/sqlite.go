@@ -681,32 +681,28 @@ func (r *dbReader) scanTools(rows *sql.Rows) (map[string][]toolCall, error) {
 	return out, nil
 }
 
-// detailReader holds the per-session statements.
+// detailReader holds the per-session statement: a session's messages from
+// the newest, each with the latest time_updated among its parts (computed
+// only for the rows stepped over, which are few), so a session costs one
+// query and one read transaction.
 type detailReader struct {
-	msgs  *sql.Stmt
-	parts *sql.Stmt
+	msgs *sql.Stmt
 }
 
 func newDetailReader(ctx context.Context, conn *sql.Conn) (*detailReader, error) {
-	msgs, err := conn.PrepareContext(ctx, "SELECT id, time_updated, data FROM message WHERE session_id = ? ORDER BY time_created DESC, id DESC")
+	msgs, err := conn.PrepareContext(ctx, `SELECT id, time_updated, data, (SELECT max(time_updated) FROM part WHERE part.message_id = message.id)
+		FROM message WHERE session_id = ? ORDER BY time_created DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("read messages: %w", err)
 	}
-	parts, err := conn.PrepareContext(ctx, "SELECT max(time_updated) FROM part WHERE message_id = ?")
-	if err != nil {
-		msgs.Close()
-		return nil, fmt.Errorf("read parts: %w", err)
-	}
-	return &detailReader{msgs: msgs, parts: parts}, nil
+	return &detailReader{msgs: msgs}, nil
 }
 
-func (d *detailReader) close() {
-	d.msgs.Close()
-	d.parts.Close()
-}
+func (d *detailReader) close() { d.msgs.Close() }
 
 // read finds the session's last assistant message, walking its messages
-// from the newest, and the latest write among them and its parts.
+// from the newest, and the latest write among them and the parts of that
+// last assistant message.
 func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger) error {
 	rows, err := d.msgs.QueryContext(ctx, s.ID)
 	if err != nil {
@@ -715,9 +711,9 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 	s.LastAssistant = nil
 	for n := 0; n < maxAssistantScan && rows.Next(); n++ {
 		var id string
-		var upd sql.NullInt64
+		var upd, partsUpd sql.NullInt64
 		var data []byte
-		if err := rows.Scan(&id, &upd, &data); err != nil {
+		if err := rows.Scan(&id, &upd, &data, &partsUpd); err != nil {
 			rows.Close()
 			return fmt.Errorf("read message row of %s: %w", s.ID, err)
 		}
@@ -730,6 +726,7 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 		if m.Assistant() {
 			m.ID, m.SessionID = id, s.ID
 			s.LastAssistant = &m
+			s.touch(msInt(partsUpd.Int64))
 			break
 		}
 	}
@@ -737,17 +734,7 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 	if err := rows.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("read messages of %s: %w", s.ID, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if s.LastAssistant != nil {
-		var upd sql.NullInt64
-		if err := d.parts.QueryRowContext(ctx, s.LastAssistant.ID).Scan(&upd); err != nil {
-			return fmt.Errorf("read parts of %s: %w", s.LastAssistant.ID, err)
-		}
-		s.touch(msInt(upd.Int64))
-	}
-	return nil
+	return ctx.Err()
 }
 
 // readOnly runs fn on a short read-only connection to the database at
