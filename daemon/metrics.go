@@ -54,6 +54,12 @@ func newMetrics(st *state.Store, tr *tracker.Tracker) *metrics {
 			seq, _ := st.LastSeq()
 			return float64(seq)
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sessiond_store_commits_total", Help: "Write transactions of session changes committed to the store.",
+		}, func() float64 { return float64(st.CommitStats().Commits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sessiond_store_commit_seconds_total", Help: "Time spent in those transactions, fsync included.",
+		}, func() float64 { return st.CommitStats().Time.Seconds() }),
 		&sessionCollector{store: st},
 	)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

@@ -91,3 +91,17 @@ func TestMigrateV2AddsAdapters(t *testing.T) {
 		t.Fatalf("save after migration: %v", err)
 	}
 }
+
+func TestCommitStatsCountBatches(t *testing.T) {
+	st := openT(t, dbPath(t), Options{})
+	before := st.CommitStats()
+	for range 3 {
+		if err := st.Batch(func(tx *Tx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := st.CommitStats()
+	if after.Commits != before.Commits+3 || after.Time <= before.Time {
+		t.Fatalf("commit stats %+v -> %+v", before, after)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -148,6 +149,32 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	commits commitStats
+}
+
+// commitStats count the store's write transactions and their time, from
+// Batch's start to the commit's end (fsync included).
+type commitStats struct {
+	n, nanos atomic.Uint64
+}
+
+func (c *commitStats) observe(d time.Duration) {
+	c.n.Add(1)
+	c.nanos.Add(uint64(d))
+}
+
+// CommitStats are the write transactions of Batch (every session change),
+// and the time they took, fsync included: where a death's latency goes
+// once it is noticed.
+type CommitStats struct {
+	Commits uint64
+	Time    time.Duration
+}
+
+// CommitStats returns the counts so far.
+func (s *Store) CommitStats() CommitStats {
+	return CommitStats{Commits: s.commits.n.Load(), Time: time.Duration(s.commits.nanos.Load())}
 }
 
 // Open opens (creating if needed) the store file at path, takes its lock,

@@ -80,6 +80,8 @@ func (s *Store) Batch(fn func(tx *Tx) error) error {
 	var fnErr error
 	var appended int
 	var written map[string]*session.Record
+	start := time.Now()
+	defer func() { s.commits.observe(time.Since(start)) }()
 	err := s.db.Update(func(btx *bolt.Tx) error {
 		tx, err := s.newTx(btx)
 		if err != nil {

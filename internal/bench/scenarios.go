@@ -25,14 +25,26 @@ import (
 // by one; the latency is from just before kill(2) to the arrival of the
 // session's status change on an event stream opened beforehand.
 func (r *Runner) death(ctx context.Context) error {
-	ev, err := r.deathRun(ctx, true)
+	var split deathSplit
+	ev, err := r.deathRun(ctx, true, &split)
 	if err != nil {
 		return fmt.Errorf("with exit events: %w", err)
 	}
 	how := fmt.Sprintf("%d kill -9 of sleep owners with registry entries, one at a time after a random 0-50 ms pause; kill(2) to the status event on a /v1/events stream; default --reconcile-interval", ev.N)
 	r.add("death", "latency with exit events (pidfd), p50", Dur(ev.P50), "", nil, how)
-	r.add("death", "latency with exit events (pidfd), p99", fmt.Sprintf("%s (max %s)", Dur(ev.P99), Dur(ev.Max)), "p99 < 200 ms", ptr(ev.P99 < 200*time.Millisecond), how)
-	poll, err := r.deathRun(ctx, false)
+	r.add("death", "latency with exit events (pidfd), p99", fmt.Sprintf("%s (max %s)", Dur(ev.P99), Dur(ev.Max)), "≤ 50 ms", ptr(ev.P99 <= 50*time.Millisecond), how)
+	if split.passes > 0 && ev.N > 0 {
+		pass := split.passTime / time.Duration(split.passes)
+		commit := time.Duration(0)
+		if split.commits > 0 {
+			commit = split.commitTime / time.Duration(split.commits)
+		}
+		mean := ev.Mean
+		r.add("death", "where a death's time goes (means)", fmt.Sprintf("%s in all: the exit pass %s (of which the store commit with fsync %s), noticing the exit and delivering the event %s",
+			Dur(mean), Dur(pass), Dur(commit), Dur(max(0, mean-pass))), "", nil,
+			fmt.Sprintf("deltas over the kills of sessiond_reconcile_duration_seconds{trigger=\"exit\"} (%d passes) and sessiond_store_commit_seconds_total (%d commits); the rest is the kill-to-event latency minus the pass", split.passes, split.commits))
+	}
+	poll, err := r.deathRun(ctx, false, nil)
 	if err != nil {
 		return fmt.Errorf("polling: %w", err)
 	}
@@ -42,7 +54,13 @@ func (r *Runner) death(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) deathRun(ctx context.Context, events bool) (Percentiles, error) {
+// deathSplit is where the kills' time went, from the daemon's metrics.
+type deathSplit struct {
+	passes, commits      int
+	passTime, commitTime time.Duration
+}
+
+func (r *Runner) deathRun(ctx context.Context, events bool, split *deathSplit) (Percentiles, error) {
 	var p Percentiles
 	dir, owners, done, err := r.ownersWorld("death")
 	if err != nil {
@@ -101,6 +119,10 @@ func (r *Runner) deathRun(ctx context.Context, events bool) (Percentiles, error)
 	if err := waitSubscribers(ctx, d.Socket, 1); err != nil {
 		return p, err
 	}
+	before, err := Metrics(ctx, d.Socket)
+	if err != nil {
+		return p, err
+	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	pause := 50 * time.Millisecond
 	timeout := 10 * time.Second
@@ -134,6 +156,17 @@ func (r *Runner) deathRun(ctx context.Context, events bool) (Percentiles, error)
 				return p, ctx.Err()
 			}
 		}
+	}
+	if split != nil {
+		after, err := Metrics(ctx, d.Socket)
+		if err != nil {
+			return p, err
+		}
+		delta := func(name string) float64 { return after[name] - before[name] }
+		split.passes = int(delta(`sessiond_reconcile_duration_seconds_count{trigger="exit"}`))
+		split.passTime = time.Duration(delta(`sessiond_reconcile_duration_seconds_sum{trigger="exit"}`) * float64(time.Second))
+		split.commits = int(delta("sessiond_store_commits_total"))
+		split.commitTime = time.Duration(delta("sessiond_store_commit_seconds_total") * float64(time.Second))
 	}
 	return Percentile(lat), nil
 }

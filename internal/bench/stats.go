@@ -9,8 +9,8 @@ import (
 
 // Percentiles summarize a set of latencies.
 type Percentiles struct {
-	N             int
-	P50, P99, Max time.Duration
+	N                   int
+	P50, P99, Max, Mean time.Duration
 }
 
 // Percentile computes the nearest-rank median, 99th percentile and maximum.
@@ -24,7 +24,11 @@ func Percentile(ds []time.Duration) Percentiles {
 		i := int(math.Ceil(q*float64(len(s)))) - 1
 		return s[max(0, min(i, len(s)-1))]
 	}
-	return Percentiles{N: len(s), P50: rank(0.50), P99: rank(0.99), Max: s[len(s)-1]}
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	return Percentiles{N: len(s), P50: rank(0.50), P99: rank(0.99), Max: s[len(s)-1], Mean: sum / time.Duration(len(s))}
 }
 
 func (p Percentiles) String() string {
