@@ -125,6 +125,30 @@ func sessionIDByTitle(t *testing.T, db *opencodetest.DB, title string) string {
 	return id
 }
 
+// savedShapes is a database of every shape, read by an adapter whose
+// checkpoint s holds; the adapter then stopped.
+type savedShapes struct {
+	dir, path string
+	db        *opencodetest.DB
+	sh        map[string]opencodetest.Shape
+	s         store
+	// before is what the stopped adapter last observed.
+	before adapters.Observation
+}
+
+func newSavedShapes(t *testing.T, at time.Time) savedShapes {
+	t.Helper()
+	x := savedShapes{dir: t.TempDir()}
+	x.path = filepath.Join(x.dir, "opencode.db")
+	x.db = opencodetest.MustCreate(t, x.path)
+	x.sh = shapes(t, x.db, at)
+	prev := newTestAdapter(t, x.dir, nil)
+	x.before = discover(t, prev)
+	x.s = store{}
+	x.s.save(prev)
+	return x
+}
+
 // A restart with nothing changed reads no session again but the ones with
 // work in flight, reads nothing whole, and observes exactly what the
 // previous process did and what a fresh read does; its first Checkpoint
@@ -182,14 +206,9 @@ func keys(m map[string][]byte) []string {
 // finished, a session deleted, another renamed. The restart reads only
 // those, and sees what a fresh read sees.
 func TestRestoreSeesChangesWhileDown(t *testing.T) {
-	dir := t.TempDir()
-	db := opencodetest.MustCreate(t, filepath.Join(dir, "opencode.db"))
 	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	sh := shapes(t, db, at)
-	prev := newTestAdapter(t, dir, nil)
-	discover(t, prev)
-	s := store{}
-	s.save(prev)
+	x := newSavedShapes(t, at)
+	dir, db, sh, s := x.dir, x.db, x.sh, x.s
 
 	later := time.Now().Truncate(time.Millisecond)
 	newer, err := db.InterruptedMidTool("/w/new", later)
@@ -336,14 +355,8 @@ func TestDiscoverRowidReused(t *testing.T) {
 // though the rows at its cursors are the same: the copy may differ in
 // rows no cursor covers.
 func TestRestoreReplacedByCopy(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "opencode.db")
-	db := opencodetest.MustCreate(t, path)
-	sh := shapes(t, db, time.Now().Add(-time.Hour).Truncate(time.Millisecond))
-	prev := newTestAdapter(t, dir, nil)
-	discover(t, prev)
-	s := store{}
-	s.save(prev)
+	x := newSavedShapes(t, time.Now().Add(-time.Hour).Truncate(time.Millisecond))
+	dir, path, db, sh, s := x.dir, x.path, x.db, x.sh, x.s
 
 	// The finished session's last turn, aborted in the copy; a change in
 	// place that moves no cursor and no session row.
@@ -372,15 +385,9 @@ func TestRestoreReplacedByCopy(t *testing.T) {
 // A database replaced by another file at the same path (a restored
 // backup) is read whole.
 func TestRestoreReplacedDatabase(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "opencode.db")
-	db := opencodetest.MustCreate(t, path)
 	at := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	shapes(t, db, at)
-	prev := newTestAdapter(t, dir, nil)
-	discover(t, prev)
-	s := store{}
-	s.save(prev)
+	x := newSavedShapes(t, at)
+	dir, path, db, s := x.dir, x.path, x.db, x.s
 
 	// Another database with as many rows and more, moved over the old one.
 	other := filepath.Join(t.TempDir(), "opencode.db")
@@ -415,14 +422,8 @@ func TestRestoreReplacedDatabase(t *testing.T) {
 // about its tool parts is read again; a database whose own entry is
 // unusable is read whole; keys that mean nothing are dropped.
 func TestRestoreUnusableEntries(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "opencode.db")
-	db := opencodetest.MustCreate(t, path)
-	sh := shapes(t, db, time.Now().Add(-time.Hour).Truncate(time.Millisecond))
-	prev := newTestAdapter(t, dir, nil)
-	discover(t, prev)
-	s := store{}
-	s.save(prev)
+	x := newSavedShapes(t, time.Now().Add(-time.Hour).Truncate(time.Millisecond))
+	dir, path, sh, s := x.dir, x.path, x.sh, x.s
 
 	fin := sessionEntryKey(path, sh["finished"].SessionID)
 	intr := sessionEntryKey(path, sh["interrupted"].SessionID)
