@@ -253,3 +253,21 @@ func BenchmarkIncrementalPass(b *testing.B) {
 	b.StopTimer()
 	m.report(b)
 }
+
+// BenchmarkIdlePass: nothing changed since the last pass; the 20
+// in-flight sessions are read again as always. What an idle daemon pays
+// for OpenCode every reconcile interval.
+func BenchmarkIdlePass(b *testing.B) {
+	dir, _ := benchData(b)
+	a := New(Config{DataDir: dir, FullEvery: -1})
+	if _, err := a.Discover(context.Background(), nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		obs, err := a.Discover(context.Background(), nil)
+		if err != nil || len(obs.Sessions) != benchSessions {
+			b.Fatalf("%d sessions, %v", len(obs.Sessions), err)
+		}
+	}
+}
