@@ -278,3 +278,67 @@ func TestRealRunsInOneDirectoryOwnTheirOwnSessions(t *testing.T) {
 		t.Errorf("a session from before both runs got owners %+v", o.Owners)
 	}
 }
+
+// A restart that continues from saved state never makes a live owner
+// dead nor a dead one running. While sessiond is down an opencode starts
+// in an old session's directory and resumes it (a new turn, in flight):
+// the restored adapter must see that write, or the process would look
+// started after the session's last write and be no candidate. Then, down
+// again, the process is killed: the next restart finds no owner and the
+// turn still in flight.
+func TestRealProcessAcrossRestarts(t *testing.T) {
+	dataDir, work := t.TempDir(), t.TempDir()
+	dbPath := filepath.Join(dataDir, "opencode.db")
+	db := opencodetest.MustCreate(t, dbPath)
+	old, _ := db.Finished(work, time.Now().Add(-time.Hour))
+	host := proc.NewHost()
+	s := store{}
+	first := New(Config{DataDir: dataDir})
+	if o := find(t, realDiscover(t, first, host), old.SessionID); len(o.Owners) != 0 || len(o.InFlight) != 0 {
+		t.Fatalf("old session: %+v", o)
+	}
+	s.save(first)
+
+	// sessiond is down.
+	cmd, _ := fakeOpenCode(t, work, dbPath, false)
+	time.Sleep(10 * time.Millisecond)
+	now := time.Now()
+	um := opencodetest.Message{ID: opencodetest.NewID("msg"), SessionID: old.SessionID, Role: "user", Created: now}
+	am := opencodetest.Message{ID: opencodetest.NewID("msg"), SessionID: old.SessionID, Cwd: work, Created: now}
+	for _, m := range []opencodetest.Message{um, am} {
+		if err := db.Message(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Part(opencodetest.Part{MessageID: am.ID, SessionID: old.SessionID, Tool: "bash", Status: "running", Start: now}); err != nil {
+		t.Fatal(err)
+	}
+
+	second := New(Config{DataDir: dataDir})
+	second.Restore(s.clone())
+	seen := map[proc.Identity]bool{}
+	o := find(t, realDiscover(t, second, host), old.SessionID)
+	if len(o.Owners) != 1 || o.Owners[0].Identity.PID != cmd.Process.Pid {
+		t.Fatalf("after the restart: owners %+v, want the live opencode %d", o.Owners, cmd.Process.Pid)
+	}
+	if st := judge(t, host, seen, o); st != session.StatusRunning || o.Activity != session.ActivityBusy {
+		t.Fatalf("after the restart: %s / %s, want running / busy", st, o.Activity)
+	}
+	fresh := find(t, realDiscover(t, New(Config{DataDir: dataDir}), host), old.SessionID)
+	if !slices.Equal(ownerPIDs(o), ownerPIDs(fresh)) || o.Activity != fresh.Activity || !o.LastActivity.Equal(fresh.LastActivity) {
+		t.Errorf("restored %v %s %v, a fresh read %v %s %v", ownerPIDs(o), o.Activity, o.LastActivity, ownerPIDs(fresh), fresh.Activity, fresh.LastActivity)
+	}
+	s.save(second)
+
+	// Down again; the owner is killed meanwhile.
+	killAndReap(t, cmd)
+	third := New(Config{DataDir: dataDir})
+	third.Restore(s.clone())
+	o = find(t, realDiscover(t, third, host), old.SessionID)
+	if len(o.Owners) != 0 {
+		t.Fatalf("dead owner reported after the restart: %+v", o.Owners)
+	}
+	if st := judge(t, host, seen, o); st != session.StatusInterrupted {
+		t.Fatalf("after the owner died while sessiond was down: %s, want interrupted", st)
+	}
+}
