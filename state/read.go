@@ -198,6 +198,12 @@ func (s *Store) FirstSeq() (seq uint64, err error) {
 func (s *Store) loadCache() error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	s.cacheMu.RLock()
+	loaded := s.cache != nil
+	s.cacheMu.RUnlock()
+	if loaded {
+		return nil // another caller loaded it while this one waited
+	}
 	var recs []*session.Record
 	err := s.view(func(tx *Tx) (err error) {
 		recs, err = tx.allParallel()

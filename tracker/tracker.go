@@ -326,7 +326,13 @@ func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
 		t.log.Warn("process snapshot failed", zap.Error(err))
 		snap = nil
 	}
+	// The store's records load (once, at the first pass: a restart's
+	// largest cost after discovery) while the adapters look. They are
+	// listed for the pass below, after discovery, as always.
+	loaded := make(chan struct{})
+	go func() { defer close(loaded); _, _ = t.cfg.Store.ListShared() }()
 	obs := t.discoverAll(ctx, snap)
+	<-loaded
 	if ctx.Err() != nil {
 		return rep, ctx.Err()
 	}
@@ -591,15 +597,34 @@ func timeEq(a, b *time.Time) bool {
 }
 
 func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[string]*observation {
+	// The adapters look at once, each on its own goroutine: their inputs
+	// are their own (one reads files, the other a database), and a first
+	// start or a restart waits for the slowest, not for the sum.
+	type result struct {
+		res  adapters.Observation
+		err  error
+		took time.Duration
+	}
+	results := make([]result, len(t.cfg.Adapters))
+	var wg sync.WaitGroup
+	for i, a := range t.cfg.Adapters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, t.cfg.DiscoverTimeout)
+			defer cancel()
+			start := time.Now()
+			res, err := a.Discover(dctx, snap)
+			results[i] = result{res, err, time.Since(start)}
+		}()
+	}
+	wg.Wait()
 	out := map[string]*observation{}
-	for _, a := range t.cfg.Adapters {
+	for i, a := range t.cfg.Adapters {
 		name := a.Name()
-		dctx, cancel := context.WithTimeout(ctx, t.cfg.DiscoverTimeout)
-		start := time.Now()
-		res, err := a.Discover(dctx, snap)
-		cancel()
+		res, err := results[i].res, results[i].err
 		o := &observation{err: err, badInputs: map[string]bool{}, byUp: make(map[string]*adapters.Observed, len(res.Sessions))}
-		h := AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: time.Since(start).String()}
+		h := AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: results[i].took.String()}
 		if err != nil {
 			h.LastError = err.Error()
 			t.log.Warn("adapter could not look; statuses kept", zap.String("adapter", name), zap.Error(err))
