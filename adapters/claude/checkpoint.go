@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
 // What the adapter learned of each transcript (its identity, size and
@@ -127,10 +127,10 @@ func (a *Adapter) Checkpoint() adapters.Checkpoint {
 // strings as a length and bytes, times as a flag then seconds and
 // nanoseconds.
 func encodeFileState(f *fileState, window, maxLine int) []byte {
-	w := cpWriter{b: make([]byte, 0, 256)}
-	w.b = append(w.b, checkpointFormat)
-	w.uvarint(uint64(window))
-	w.uvarint(uint64(maxLine))
+	w := cpWriter{wire.Writer{B: make([]byte, 0, 256)}}
+	w.Byte(checkpointFormat)
+	w.Uvarint(uint64(window))
+	w.Uvarint(uint64(maxLine))
 	var flags byte
 	if f.hasID {
 		flags |= 1
@@ -141,55 +141,55 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 	if f.sum.customTitle {
 		flags |= 4
 	}
-	w.b = append(w.b, flags)
-	w.uvarint(f.dev)
-	w.uvarint(f.ino)
-	w.varint(f.size)
-	w.varint(f.offset)
+	w.Byte(flags)
+	w.Uvarint(f.dev)
+	w.Uvarint(f.ino)
+	w.Varint(f.size)
+	w.Varint(f.offset)
 	w.time(f.mtime)
 
 	s := &f.sum
-	w.str(s.SessionID)
-	w.str(s.Cwd)
-	w.str(s.Version)
-	w.str(s.GitBranch)
-	w.str(s.Title)
+	w.Str(s.SessionID)
+	w.Str(s.Cwd)
+	w.Str(s.Version)
+	w.Str(s.GitBranch)
+	w.Str(s.Title)
 	w.time(s.First)
 	w.time(s.Last)
-	w.uvarint(uint64(len(s.Pending)))
+	w.Uvarint(uint64(len(s.Pending)))
 	for _, tc := range s.Pending {
-		w.str(tc.ID)
-		w.str(tc.Name)
-		w.str(tc.Input)
+		w.Str(tc.ID)
+		w.Str(tc.Name)
+		w.Str(tc.Input)
 		w.time(tc.At)
 	}
-	w.uvarint(uint64(s.pendingDropped))
+	w.Uvarint(uint64(s.pendingDropped))
 	if p := s.Prompt; p == nil {
-		w.b = append(w.b, 0)
+		w.Byte(0)
 	} else {
-		w.b = append(w.b, 1)
-		w.str(p.Type)
-		w.str(p.UUID)
-		w.str(p.SessionID)
-		w.str(p.Cwd)
-		w.str(p.Version)
-		w.str(p.GitBranch)
+		w.Byte(1)
+		w.Str(p.Type)
+		w.Str(p.UUID)
+		w.Str(p.SessionID)
+		w.Str(p.Cwd)
+		w.Str(p.Version)
+		w.Str(p.GitBranch)
 		w.time(p.Time)
-		w.bool(p.Sidechain)
-		w.uvarint(uint64(p.Kind))
-		w.str(p.Prompt)
-		w.str(p.StopReason)
-		w.str(p.Title)
+		w.Bool(p.Sidechain)
+		w.Uvarint(uint64(p.Kind))
+		w.Str(p.Prompt)
+		w.Str(p.StopReason)
+		w.Str(p.Title)
 	}
-	w.uvarint(uint64(s.state))
+	w.Uvarint(uint64(s.state))
 	w.time(s.stateAt)
-	w.str(s.stateUUID)
-	w.str(s.stopReason)
+	w.Str(s.stateUUID)
+	w.Str(s.stopReason)
 
 	for _, n := range []int64{f.bad.lines, f.bad.tooLong, f.bad.corrupt, f.bad.glued, f.bad.longHead} {
-		w.varint(n)
+		w.Varint(n)
 	}
-	return w.b
+	return w.B
 }
 
 // errOtherConfig: the entry was made with another window or line limit, so
@@ -203,200 +203,114 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	if !IsTranscriptName(filepath.Base(path)) || !filepath.IsAbs(path) {
 		return nil, errors.New("not a transcript path")
 	}
-	r := cpReader{b: b}
-	if v := r.byte(); r.err == nil && v != checkpointFormat {
+	r := cpReader{wire.NewReader(b)}
+	if v := r.Byte(); r.Err() == nil && v != checkpointFormat {
 		return nil, fmt.Errorf("format %d, this build reads %d", v, checkpointFormat)
 	}
-	if w, m := r.uvarint(), r.uvarint(); r.err == nil && (w != uint64(window) || m != uint64(maxLine)) {
+	if w, m := r.Uvarint(), r.Uvarint(); r.Err() == nil && (w != uint64(window) || m != uint64(maxLine)) {
 		return nil, errOtherConfig
 	}
 	f := &fileState{path: path, id: strings.TrimSuffix(filepath.Base(path), ".jsonl"), read: true}
-	flags := r.byte()
+	flags := r.Byte()
 	f.hasID, f.skipPartial, f.sum.customTitle = flags&1 != 0, flags&2 != 0, flags&4 != 0
-	f.dev = r.uvarint()
-	f.ino = r.uvarint()
-	f.size = r.varint()
-	f.offset = r.varint()
+	f.dev = r.Uvarint()
+	f.ino = r.Uvarint()
+	f.size = r.Varint()
+	f.offset = r.Varint()
 	f.mtime = r.time().Local()
 
 	s := &f.sum
-	s.SessionID = r.str()
-	s.Cwd = r.str()
-	s.Version = r.str()
-	s.GitBranch = r.str()
-	s.Title = r.str()
+	s.SessionID = r.Str()
+	s.Cwd = r.Str()
+	s.Version = r.Str()
+	s.GitBranch = r.Str()
+	s.Title = r.Str()
 	s.First = r.time()
 	s.Last = r.time()
-	n := r.uvarint()
+	n := r.Uvarint()
 	if n > maxPending {
-		r.fail("more pending tool calls than are kept")
+		r.Fail("more pending tool calls than are kept")
 	}
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		s.Pending = append(s.Pending, ToolCall{ID: r.str(), Name: r.str(), Input: r.str(), At: r.time()})
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
+		s.Pending = append(s.Pending, ToolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.time()})
 	}
-	s.pendingDropped = int(r.uvarint())
-	switch r.byte() {
+	s.pendingDropped = int(r.Uvarint())
+	switch r.Byte() {
 	case 0:
 	case 1:
 		p := &Line{}
-		p.Type = r.str()
-		p.UUID = r.str()
-		p.SessionID = r.str()
-		p.Cwd = r.str()
-		p.Version = r.str()
-		p.GitBranch = r.str()
+		p.Type = r.Str()
+		p.UUID = r.Str()
+		p.SessionID = r.Str()
+		p.Cwd = r.Str()
+		p.Version = r.Str()
+		p.GitBranch = r.Str()
 		p.Time = r.time()
-		p.Sidechain = r.bool()
-		p.Kind = LineKind(r.uvarint())
-		p.Prompt = r.str()
-		p.StopReason = r.str()
-		p.Title = r.str()
+		p.Sidechain = r.Bool()
+		p.Kind = LineKind(r.Uvarint())
+		p.Prompt = r.Str()
+		p.StopReason = r.Str()
+		p.Title = r.Str()
 		if p.Kind > KindAssistant {
-			r.fail("unknown line kind")
+			r.Fail("unknown line kind")
 		}
 		s.Prompt = p
 	default:
-		r.fail("bad prompt flag")
+		r.Fail("bad prompt flag")
 	}
-	s.state = turnState(r.uvarint())
+	s.state = turnState(r.Uvarint())
 	if s.state > turnInterrupted {
-		r.fail("unknown turn state")
+		r.Fail("unknown turn state")
 	}
 	s.stateAt = r.time()
-	s.stateUUID = r.str()
-	s.stopReason = r.str()
+	s.stateUUID = r.Str()
+	s.stopReason = r.Str()
 	for _, p := range []*int64{&f.bad.lines, &f.bad.tooLong, &f.bad.corrupt, &f.bad.glued, &f.bad.longHead} {
-		*p = r.varint()
+		*p = r.Varint()
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("trailing bytes")
+	r.End()
+	if r.Err() == nil && (f.size < 0 || f.offset < 0 || f.offset > f.size || s.pendingDropped < 0) {
+		r.Fail("offsets out of range")
 	}
-	if r.err == nil && (f.size < 0 || f.offset < 0 || f.offset > f.size || s.pendingDropped < 0) {
-		r.fail("offsets out of range")
-	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err() != nil {
+		return nil, r.Err()
 	}
 	return f, nil
 }
 
-type cpWriter struct{ b []byte }
-
-func (w *cpWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
-func (w *cpWriter) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
-func (w *cpWriter) str(s string)     { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
-func (w *cpWriter) bool(v bool) {
-	if v {
-		w.b = append(w.b, 1)
-	} else {
-		w.b = append(w.b, 0)
-	}
-}
+// cpWriter is wire.Writer with this adapter's time encoding.
+type cpWriter struct{ wire.Writer }
 
 // time keeps the instant, not the location: summaries hold UTC times, and
 // a file's mtime is compared with Equal.
 func (w *cpWriter) time(t time.Time) {
 	if t.IsZero() {
-		w.b = append(w.b, 0)
+		w.Byte(0)
 		return
 	}
-	w.b = append(w.b, 1)
-	w.varint(t.Unix())
-	w.uvarint(uint64(t.Nanosecond()))
+	w.Byte(1)
+	w.Varint(t.Unix())
+	w.Uvarint(uint64(t.Nanosecond()))
 }
 
-// cpReader reads what cpWriter wrote. The first error sticks; later reads
-// return zero values.
-type cpReader struct {
-	b   []byte
-	err error
-}
-
-func (r *cpReader) fail(msg string) {
-	if r.err == nil {
-		r.err = errors.New(msg)
-	}
-}
-
-func (r *cpReader) byte() byte {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) == 0 {
-		r.fail("truncated")
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *cpReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *cpReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *cpReader) str() string {
-	n := r.uvarint()
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(len(r.b)) {
-		r.fail("string past the end")
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-func (r *cpReader) bool() bool {
-	switch r.byte() {
-	case 0:
-		return false
-	case 1:
-		return true
-	}
-	r.fail("bad bool")
-	return false
-}
+// cpReader is wire.Reader with this adapter's time encoding.
+type cpReader struct{ wire.Reader }
 
 func (r *cpReader) time() time.Time {
-	switch r.byte() {
+	switch r.Byte() {
 	case 0:
 		return time.Time{}
 	case 1:
 	default:
-		r.fail("bad time flag")
+		r.Fail("bad time flag")
 		return time.Time{}
 	}
-	sec, nsec := r.varint(), r.uvarint()
-	if r.err != nil {
+	sec, nsec := r.Varint(), r.Uvarint()
+	if r.Err() != nil {
 		return time.Time{}
 	}
 	if nsec >= 1e9 {
-		r.fail("bad nanoseconds")
+		r.Fail("bad nanoseconds")
 		return time.Time{}
 	}
 	return time.Unix(sec, int64(nsec)).UTC()

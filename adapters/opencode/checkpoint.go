@@ -1,7 +1,6 @@
 package opencode
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
 // What the adapter learned of each database is saved through the tracker
@@ -250,280 +250,192 @@ func (a *Adapter) Checkpoint() adapters.Checkpoint {
 
 // encodeCursors writes a database entry.
 func encodeCursors(c cursors) []byte {
-	w := cpWriter{b: make([]byte, 0, 96)}
-	w.b = append(w.b, checkpointFormat)
-	w.varint(c.msgRowid)
-	w.str(c.msgID)
-	w.varint(c.partRowid)
-	w.str(c.partID)
-	w.bool(c.idKnown)
-	w.uvarint(c.dev)
-	w.uvarint(c.ino)
-	return w.b
+	w := cpWriter{wire.Writer{B: make([]byte, 0, 96)}}
+	w.Byte(checkpointFormat)
+	w.Varint(c.msgRowid)
+	w.Str(c.msgID)
+	w.Varint(c.partRowid)
+	w.Str(c.partID)
+	w.Bool(c.idKnown)
+	w.Uvarint(c.dev)
+	w.Uvarint(c.ino)
+	return w.B
 }
 
 // decodeCursors reads a database entry. Any error means the entry is not
 // used (the database is read whole); it never panics on garbage.
 func decodeCursors(b []byte) (cursors, error) {
-	r := cpReader{b: b}
+	r := cpReader{wire.NewReader(b)}
 	r.format()
 	var c cursors
-	c.msgRowid = r.varint()
-	c.msgID = r.str()
-	c.partRowid = r.varint()
-	c.partID = r.str()
-	c.idKnown = r.bool()
-	c.dev = r.uvarint()
-	c.ino = r.uvarint()
-	r.end()
-	if r.err == nil && (c.msgRowid < 0 || c.partRowid < 0) {
-		r.fail("negative rowid")
+	c.msgRowid = r.Varint()
+	c.msgID = r.Str()
+	c.partRowid = r.Varint()
+	c.partID = r.Str()
+	c.idKnown = r.Bool()
+	c.dev = r.Uvarint()
+	c.ino = r.Uvarint()
+	r.End()
+	if r.Err() == nil && (c.msgRowid < 0 || c.partRowid < 0) {
+		r.Fail("negative rowid")
 	}
-	return c, r.err
+	return c, r.Err()
 }
 
 // encodeSession writes a session entry: everything a database read puts in
 // sessionData (the id and the source are in the key).
 func encodeSession(s *sessionData) []byte {
-	w := cpWriter{b: make([]byte, 0, 256)}
-	w.b = append(w.b, checkpointFormat)
-	w.str(s.ProjectID)
-	w.str(s.ParentID)
-	w.str(s.Directory)
-	w.str(s.Title)
-	w.str(s.Version)
+	w := cpWriter{wire.Writer{B: make([]byte, 0, 256)}}
+	w.Byte(checkpointFormat)
+	w.Str(s.ProjectID)
+	w.Str(s.ParentID)
+	w.Str(s.Directory)
+	w.Str(s.Title)
+	w.Str(s.Version)
 	w.time(s.Created)
 	w.time(s.Updated)
 	w.time(s.Archived)
 	w.time(s.LastWrite)
 	if m := s.LastAssistant; m == nil {
-		w.bool(false)
+		w.Bool(false)
 	} else {
-		w.bool(true)
-		w.str(m.ID)
-		w.str(m.SessionID)
-		w.str(m.Role)
-		w.str(m.Agent)
-		w.str(m.ModelID)
-		w.str(m.Cwd)
+		w.Bool(true)
+		w.Str(m.ID)
+		w.Str(m.SessionID)
+		w.Str(m.Role)
+		w.Str(m.Agent)
+		w.Str(m.ModelID)
+		w.Str(m.Cwd)
 		w.time(m.Created)
 		w.time(m.Completed)
-		w.str(m.ErrorName)
-		w.str(m.ErrorMessage)
+		w.Str(m.ErrorName)
+		w.Str(m.ErrorMessage)
 	}
-	w.uvarint(uint64(len(s.Tools)))
+	w.Uvarint(uint64(len(s.Tools)))
 	for i := range s.Tools {
 		t := &s.Tools[i]
-		w.str(t.ID)
-		w.str(t.MessageID)
-		w.str(t.SessionID)
-		w.str(t.Type)
-		w.str(t.Tool)
-		w.str(t.CallID)
-		w.str(t.Status)
-		w.str(t.Title)
+		w.Str(t.ID)
+		w.Str(t.MessageID)
+		w.Str(t.SessionID)
+		w.Str(t.Type)
+		w.Str(t.Tool)
+		w.Str(t.CallID)
+		w.Str(t.Status)
+		w.Str(t.Title)
 		w.time(t.Start)
 		w.time(t.End)
-		w.str(t.ChildSessionID)
-		w.bool(t.Interrupted)
+		w.Str(t.ChildSessionID)
+		w.Bool(t.Interrupted)
 		w.time(t.Created)
 		w.time(t.Updated)
 	}
-	return w.b
+	return w.B
 }
 
 // decodeSession reads a session entry of the database at path. Any error
 // means the entry is not used (the session is read again); it never panics
 // on garbage, and it refuses what no read could have produced.
 func decodeSession(b []byte, path, id string) (*sessionData, error) {
-	r := cpReader{b: b}
+	r := cpReader{wire.NewReader(b)}
 	r.format()
 	s := &sessionData{ID: id, Source: path}
-	s.ProjectID = r.str()
-	s.ParentID = r.str()
-	s.Directory = r.str()
-	s.Title = r.str()
-	s.Version = r.str()
+	s.ProjectID = r.Str()
+	s.ParentID = r.Str()
+	s.Directory = r.Str()
+	s.Title = r.Str()
+	s.Version = r.Str()
 	s.Created = r.time()
 	s.Updated = r.time()
 	s.Archived = r.time()
 	s.LastWrite = r.time()
-	if r.bool() {
+	if r.Bool() {
 		m := &Message{}
-		m.ID = r.str()
-		m.SessionID = r.str()
-		m.Role = r.str()
-		m.Agent = r.str()
-		m.ModelID = r.str()
-		m.Cwd = r.str()
+		m.ID = r.Str()
+		m.SessionID = r.Str()
+		m.Role = r.Str()
+		m.Agent = r.Str()
+		m.ModelID = r.Str()
+		m.Cwd = r.Str()
 		m.Created = r.time()
 		m.Completed = r.time()
-		m.ErrorName = r.str()
-		m.ErrorMessage = r.str()
-		if r.err == nil && (!m.Assistant() || m.ID == "" || m.SessionID != id) {
-			r.fail("last assistant message is not this session's assistant message")
+		m.ErrorName = r.Str()
+		m.ErrorMessage = r.Str()
+		if r.Err() == nil && (!m.Assistant() || m.ID == "" || m.SessionID != id) {
+			r.Fail("last assistant message is not this session's assistant message")
 		}
 		s.LastAssistant = m
 	}
-	n := r.uvarint()
-	if r.err == nil && n > maxSavedTools {
-		r.fail("more tool parts than are kept")
+	n := r.Uvarint()
+	if r.Err() == nil && n > maxSavedTools {
+		r.Fail("more tool parts than are kept")
 	}
-	for i := uint64(0); i < n && r.err == nil; i++ {
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
 		var t toolCall
-		t.ID = r.str()
-		t.MessageID = r.str()
-		t.SessionID = r.str()
-		t.Type = r.str()
-		t.Tool = r.str()
-		t.CallID = r.str()
-		t.Status = r.str()
-		t.Title = r.str()
+		t.ID = r.Str()
+		t.MessageID = r.Str()
+		t.SessionID = r.Str()
+		t.Type = r.Str()
+		t.Tool = r.Str()
+		t.CallID = r.Str()
+		t.Status = r.Str()
+		t.Title = r.Str()
 		t.Start = r.time()
 		t.End = r.time()
-		t.ChildSessionID = r.str()
-		t.Interrupted = r.bool()
+		t.ChildSessionID = r.Str()
+		t.Interrupted = r.Bool()
 		t.Created = r.time()
 		t.Updated = r.time()
-		if r.err == nil && (!t.InFlight() || t.ID == "" || t.SessionID != id) {
-			r.fail("tool part is not one of this session's in flight")
+		if r.Err() == nil && (!t.InFlight() || t.ID == "" || t.SessionID != id) {
+			r.Fail("tool part is not one of this session's in flight")
 		}
 		s.Tools = append(s.Tools, t)
 	}
-	r.end()
-	if r.err == nil && s.LastWrite.Before(s.Updated) {
-		r.fail("last write before the session row's")
+	r.End()
+	if r.Err() == nil && s.LastWrite.Before(s.Updated) {
+		r.Fail("last write before the session row's")
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err() != nil {
+		return nil, r.Err()
 	}
 	return s, nil
 }
 
-type cpWriter struct{ b []byte }
-
-func (w *cpWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
-func (w *cpWriter) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
-func (w *cpWriter) str(s string)     { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
-
-func (w *cpWriter) bool(v bool) {
-	if v {
-		w.b = append(w.b, 1)
-	} else {
-		w.b = append(w.b, 0)
-	}
-}
+// cpWriter is wire.Writer with this adapter's time encoding.
+type cpWriter struct{ wire.Writer }
 
 // time writes milliseconds since the epoch, 0 for the zero time: every
 // time the reader keeps comes from OpenCode's milliseconds (msTime).
 func (w *cpWriter) time(t time.Time) {
 	if t.IsZero() {
-		w.varint(0)
+		w.Varint(0)
 		return
 	}
-	w.varint(t.UnixMilli())
+	w.Varint(t.UnixMilli())
 }
 
-// cpReader reads what cpWriter wrote. The first error sticks; later reads
-// return zero values.
-type cpReader struct {
-	b   []byte
-	err error
-}
-
-func (r *cpReader) fail(msg string) {
-	if r.err == nil {
-		r.err = errors.New(msg)
-	}
-}
+// cpReader is wire.Reader with this adapter's format byte and time
+// encoding.
+type cpReader struct{ wire.Reader }
 
 func (r *cpReader) format() {
-	if len(r.b) == 0 {
-		r.fail("empty entry")
+	if r.Len() == 0 {
+		r.Fail("empty entry")
 		return
 	}
-	if v := r.b[0]; v != checkpointFormat {
-		r.err = fmt.Errorf("format %d, this build reads %d", v, checkpointFormat)
-		return
+	if v := r.Byte(); v != checkpointFormat {
+		r.SetErr(fmt.Errorf("format %d, this build reads %d", v, checkpointFormat))
 	}
-	r.b = r.b[1:]
-}
-
-func (r *cpReader) end() {
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("trailing bytes")
-	}
-}
-
-func (r *cpReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("bad uvarint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *cpReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("bad varint")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *cpReader) str() string {
-	n := r.uvarint()
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(len(r.b)) {
-		r.fail("string past the end")
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-func (r *cpReader) bool() bool {
-	if r.err != nil {
-		return false
-	}
-	if len(r.b) == 0 {
-		r.fail("truncated")
-		return false
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	switch v {
-	case 0:
-		return false
-	case 1:
-		return true
-	}
-	r.fail("bad bool")
-	return false
 }
 
 // time reads what cpWriter.time wrote, as msTime would have made it.
 func (r *cpReader) time() time.Time {
-	v := r.varint()
-	if r.err != nil || v == 0 {
+	v := r.Varint()
+	if r.Err() != nil || v == 0 {
 		return time.Time{}
 	}
 	t := msInt(v)
 	if t.IsZero() {
-		r.fail("time out of range")
+		r.Fail("time out of range")
 	}
 	return t
 }

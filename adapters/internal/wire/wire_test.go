@@ -1,0 +1,64 @@
+package wire
+
+import (
+	"math"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	var w Writer
+	w.Byte(7)
+	w.Uvarint(math.MaxUint64)
+	w.Varint(math.MinInt64)
+	w.Str("é\x00x")
+	w.Bool(true)
+	w.Bool(false)
+	r := NewReader(w.B)
+	if r.Byte() != 7 || r.Uvarint() != math.MaxUint64 || r.Varint() != math.MinInt64 || r.Str() != "é\x00x" || !r.Bool() || r.Bool() {
+		t.Fatalf("round trip differs: %v", r.Err())
+	}
+	r.End()
+	if r.Err() != nil {
+		t.Fatal(r.Err())
+	}
+	// Every cut of it fails, and the first error sticks.
+	for n := range len(w.B) {
+		r := NewReader(w.B[:n])
+		r.Byte()
+		r.Uvarint()
+		r.Varint()
+		r.Str()
+		r.Bool()
+		r.Bool()
+		r.End()
+		if r.Err() == nil {
+			t.Fatalf("a cut to %d of %d bytes read whole", n, len(w.B))
+		}
+	}
+	bad := NewReader([]byte{5, 'a'})
+	if bad.Str() != "" || bad.Err() == nil {
+		t.Fatal("a string past the end was read")
+	}
+	if b := NewReader([]byte{2}); b.Bool() || b.Err() == nil {
+		t.Fatal("a bool of 2 was read")
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewReader(b)
+		for r.Err() == nil && r.Len() > 0 {
+			switch r.Byte() % 5 {
+			case 0:
+				r.Uvarint()
+			case 1:
+				r.Varint()
+			case 2:
+				r.Str()
+			case 3:
+				r.Bool()
+			}
+		}
+	})
+}
