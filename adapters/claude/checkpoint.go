@@ -61,6 +61,8 @@ func (a *Adapter) Restore(saved map[string][]byte) {
 
 // takeRestored returns the saved state of the transcript at path, once.
 func (a *Adapter) takeRestored(path string) *fileState {
+	a.restoredMu.Lock() // projects are listed in parallel
+	defer a.restoredMu.Unlock()
 	f := a.restored[path]
 	if f != nil {
 		delete(a.restored, path)

@@ -129,8 +129,9 @@ type Adapter struct {
 	stats      Stats
 	// restored holds saved transcript state (Restore) until the first
 	// pass lists each transcript; saved is the gen of each saved entry.
-	restored map[string]*fileState
-	saved    map[string]uint64
+	restored   map[string]*fileState
+	restoredMu sync.Mutex // takeRestored runs on scanProjects' goroutines
+	saved      map[string]uint64
 	// stamp is the last Observed.Stamp given out (observeFile).
 	stamp uint64
 	// quiet keeps the quiet sessions' observations between passes.

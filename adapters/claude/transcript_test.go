@@ -315,3 +315,17 @@ func TestColdTranscriptsCheckedAtFullRescan(t *testing.T) {
 		t.Fatalf("full rescan missed the change: %+v", o.InFlight)
 	}
 }
+
+// IsTranscriptName is a hand-written transcriptName: they agree.
+func FuzzIsTranscriptName(f *testing.F) {
+	for _, s := range []string{"3f2a9c1e-1234-4abc-8def-0123456789ab.jsonl", "3F2A9C1E-1234-4ABC-8DEF-0123456789AB.jsonl",
+		"agent-3f2a9c1e.jsonl", "3f2a9c1e-1234-4abc-8def-0123456789ab.json", "3f2a9c1e_1234-4abc-8def-0123456789ab.jsonl",
+		"3f2a9c1e-1234-4abc-8def-0123456789ag.jsonl", "", ".jsonl"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := IsTranscriptName(name), transcriptName.MatchString(name); got != want {
+			t.Fatalf("IsTranscriptName(%q) = %v, the pattern says %v", name, got, want)
+		}
+	})
+}
