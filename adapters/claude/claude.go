@@ -72,7 +72,12 @@ type Config struct {
 	// MaxWatches bounds WatchPaths (default 512), so neither inotify nor
 	// kqueue (a descriptor per watch) runs out.
 	MaxWatches int
-	// Workers read transcripts in parallel (default GOMAXPROCS, at most 8).
+	// Workers read transcripts in parallel (default DefaultWorkers, or
+	// GOMAXPROCS when that is more). More than the cores: a cold read
+	// waits on the disk, not the CPU, and the standard home's first start
+	// went from 400–465 ms to 344–363 ms with 8 reads in flight instead
+	// of 2 on a 2-core machine (the I/O alone: 430 ms with 2, 205 ms with
+	// 8, 181 ms with 32); a warm read parses on whichever core is free.
 	Workers int
 	// FS is the file system (default the OS); tests inject errors with it.
 	FS FS
@@ -107,6 +112,7 @@ const (
 	DefaultMaxAppendBytes = 16 << 20
 	DefaultMaxWatches     = 512
 	DefaultColdAfter      = 10 * time.Minute
+	DefaultWorkers        = 8
 	maxLearnedRoots       = 32
 )
 
@@ -181,7 +187,7 @@ func New(cfg Config) *Adapter {
 		cfg.MaxWatches = DefaultMaxWatches
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = min(runtime.GOMAXPROCS(0), 8)
+		cfg.Workers = max(runtime.GOMAXPROCS(0), DefaultWorkers)
 	}
 	if cfg.FS == nil {
 		cfg.FS = OSFS{}
