@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 )
 
 // runWithin runs sessiond's main logic in-process and returns its exit
@@ -17,7 +18,7 @@ import (
 // limit, and the test fails.
 func runWithin(t *testing.T, limit time.Duration, args []string, stdout, stderr *bytes.Buffer) int {
 	t.Helper()
-	var out, buf syncBuffer
+	var out, buf daemontest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
@@ -78,25 +79,6 @@ func TestSocketInOpenDirectoryExitsOne(t *testing.T) {
 	if fi, err := os.Stat(open); err != nil || fi.Mode().Perm() != 0o777 {
 		t.Fatalf("the directory was changed: %v %v", fi.Mode(), err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer the daemon's logger may write while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // durationEnv are the environment variables sessiond reads as durations.

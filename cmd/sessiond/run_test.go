@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 )
 
 // --help prints to stderr (as the flag package does) every flag, the
@@ -88,7 +89,7 @@ func TestServesUntilItsContextEnds(t *testing.T) {
 	args := []string{"--state-dir", stateDir, "--socket", sock, "--claude-learn-roots=false", "--reconcile-interval", "200ms"}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr daemontest.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, io.Discard, &stderr) }()
 
