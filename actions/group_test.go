@@ -3,6 +3,7 @@ package actions
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -62,11 +64,9 @@ func groupScript(t *testing.T, script string) (leader proc.Identity, members []p
 func waitDead(t *testing.T, id proc.Identity, what string) {
 	t.Helper()
 	host := proc.NewHost()
-	for end := time.Now().Add(5 * time.Second); host.Probe(id).Liveness == proc.Alive; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("%s (pid %d) is still alive", what, id.PID)
-		}
-	}
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("%s (pid %d) dead", what, id.PID), func() bool {
+		return host.Probe(id).Liveness != proc.Alive
+	})
 }
 
 // stop of a launched session signals its process group; a member that

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -100,11 +101,7 @@ func TestTerminateGroup(t *testing.T) {
 	if steps[0].Outcome != adapters.OutcomeDone || steps[0].Target != "process group "+strconv.Itoa(leader.PID) {
 		t.Fatalf("step %+v", steps[0])
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for host.Probe(kids[0].Identity).Liveness == proc.Alive {
-		if time.Now().After(deadline) {
-			t.Fatal("the child survived its group's SIGTERM")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 2*time.Second, "the child dead after its group's SIGTERM", func() bool {
+		return host.Probe(kids[0].Identity).Liveness != proc.Alive
+	})
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -85,19 +87,14 @@ func TestAutoRepairRetriesPending(t *testing.T) {
 		}
 	}()
 	<-ready
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		plans, applies, offline := rp.counts()
-		if applies > 0 {
-			if plans < 4 || applies != 1 || !offline {
-				t.Fatalf("plans %d, applies %d, offline only %v: want 3 pending plans, then one plan and one apply, offline", plans, applies, offline)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not applied within 5s: %d plans", plans)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var plans, applies int
+	var offline bool
+	testenv.EventuallyOK(t, 5*time.Second, "an apply", func() (bool, string) {
+		plans, applies, offline = rp.counts()
+		return applies > 0, fmt.Sprintf("%d plans", plans)
+	})
+	if plans < 4 || applies != 1 || !offline {
+		t.Fatalf("plans %d, applies %d, offline only %v: want 3 pending plans, then one plan and one apply, offline", plans, applies, offline)
 	}
 	time.Sleep(200 * time.Millisecond) // further passes: a repaired session is not applied again
 	if _, applies, _ := rp.counts(); applies != 1 {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/tracker"
 )
@@ -53,11 +55,8 @@ func TestSighupRescansAfterWatcherCloses(t *testing.T) {
 	}
 	// One rescan for the events the ended watcher may have lost, and one
 	// per SIGHUP (the last may still be under way).
-	deadline := time.Now().Add(5 * time.Second)
-	for ad.n.Load() < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rescans after the watcher ended and 3 SIGHUPs, want 4", ad.n.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.EventuallyOK(t, 5*time.Second, "4 rescans after the watcher ended and 3 SIGHUPs", func() (bool, string) {
+		n := ad.n.Load()
+		return n >= 4, fmt.Sprintf("%d rescans", n)
+	})
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
 // probeHelperEnv makes the test binary run as a probe helper instead of the
@@ -88,17 +90,10 @@ func wantProbe(t *testing.T, h *Host, id Identity, want Liveness, reason string)
 // waitState polls until pid's stat shows state, without reaping it.
 func waitState(t *testing.T, h *Host, pid int, state byte) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.EventuallyOK(t, 5*time.Second, fmt.Sprintf("pid %d in state %c", pid, state), func() (bool, string) {
 		st, err := h.readState(pid)
-		if err == nil && st.State == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d never reached state %c (last %+v, %v)", pid, state, st, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && st.State == state, fmt.Sprintf("%+v, %v", st, err)
+	})
 }
 
 func TestIdentifyMatchesStat(t *testing.T) {
@@ -173,22 +168,17 @@ func TestOtherUIDIsAlive(t *testing.T) {
 	h := NewHost()
 	cmd := startSleep(t, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30")
 	id := identify(t, h, cmd.Process.Pid)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var p *Process
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("pid %d running sleep as uid 65534", id.PID), func() bool {
 		s, err := h.Snapshot()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p := s.Procs[id.PID]; p != nil && p.UID == 65534 && len(p.Argv) > 0 && p.Argv[0] == "sleep" {
-			if p.Identity != id {
-				t.Fatalf("snapshot identity %v, want %v (exec keeps the start time)", p.Identity, id)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d never ran sleep as uid 65534", id.PID)
-		}
-		time.Sleep(10 * time.Millisecond)
+		p = s.Procs[id.PID]
+		return p != nil && p.UID == 65534 && len(p.Argv) > 0 && p.Argv[0] == "sleep"
+	})
+	if p.Identity != id {
+		t.Fatalf("snapshot identity %v, want %v (exec keeps the start time)", p.Identity, id)
 	}
 	wantProbe(t, h, id, Alive, "running")
 }

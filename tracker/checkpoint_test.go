@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -89,7 +90,7 @@ func TestCheckpointSavedAndRestored(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { tr.Run(ctx); close(done) }()
-	waitUntil(t, "the checkpoint at Run's start", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the checkpoint at Run's start", func() bool {
 		got, _ := st.AdapterState("claude")
 		return len(got) == 2
 	})
@@ -141,16 +142,5 @@ func TestCheckpointFailureNotCommitted(t *testing.T) {
 	}
 	if s := tr.Stats(); s.CheckpointErrors != 1 {
 		t.Fatalf("checkpoint errors %d, want 1", s.CheckpointErrors)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

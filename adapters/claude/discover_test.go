@@ -11,6 +11,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -236,7 +237,7 @@ func TestOrphansFromRememberedDescendants(t *testing.T) {
 	}
 	// Once the orphans are gone, so is the problem.
 	_ = syscallKillGroup(owner.pid)
-	waitFor(t, "orphans gone", func() bool {
+	testenv.Eventually(t, 10*time.Second, "orphans gone", func() bool {
 		o := mustFind(t, discover(t, a, snapshot(t)), id)
 		return len(o.Problems) == 0
 	})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -181,22 +182,10 @@ func (s *started) kill() {
 	}
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitArgv waits until pid's argv[0] is argv0 (after bash's exec).
 func waitArgv(t testing.TB, pid int, argv0 string) {
 	t.Helper()
-	waitFor(t, "exec of "+argv0, func() bool {
+	testenv.Eventually(t, 10*time.Second, "exec of "+argv0, func() bool {
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		return err == nil && strings.HasPrefix(string(b), argv0+"\x00")
 	})
@@ -243,7 +232,7 @@ func toolTree(t testing.TB, cwd, env string) (*started, []*proc.Process) {
 	script := env + ` bash -c "'` + py + `' -c 'import time; time.sleep(120)'; true" & wait`
 	owner := start(t, cwd, nil, "bash", "-c", script)
 	var tools []*proc.Process
-	waitFor(t, "the tool processes", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the tool processes", func() bool {
 		tools = snapshot(t).Descendants(owner.pid)
 		for _, p := range tools {
 			if len(p.Argv) > 0 && p.Argv[0] == py {

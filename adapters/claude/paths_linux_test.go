@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -59,7 +60,7 @@ func TestMCPServerOrphanedByProcessGroup(t *testing.T) {
 		"bash", "-c", `exec -a claude bash -c 'sleep 120 & wait'`)
 	waitArgv(t, leader.pid, "claude")
 	var server int
-	waitFor(t, "the MCP server child", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the MCP server child", func() bool {
 		for _, p := range snapshot(t).Procs {
 			if p.PPID == leader.pid && p.PGID == leader.pid {
 				server = p.Identity.PID
@@ -75,7 +76,7 @@ func TestMCPServerOrphanedByProcessGroup(t *testing.T) {
 	}
 	leader.kill()
 	var o2 = o
-	waitFor(t, "the MCP server attributed as an orphan", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the MCP server attributed as an orphan", func() bool {
 		o2 = mustFind(t, discover(t, a, snapshot(t)), id)
 		is := issue(o2.Problems, session.ProblemOrphanProcesses, "")
 		return is != nil && is.Process != nil && is.Process.PID == server

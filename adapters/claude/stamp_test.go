@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
 // A session seen only in its transcript keeps its Stamp (and its content)
@@ -64,7 +65,7 @@ func TestStampFollowsTheEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gone adapters.Observed
-	waitFor(t, "the orphan to go", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the orphan to go", func() bool {
 		gone = *mustFind(t, discover(t, a, snapshot(t)), id)
 		return len(gone.Problems) == 0
 	})

@@ -42,7 +42,7 @@ const (
 var version = ""
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // options are the parsed flags.
@@ -302,7 +302,9 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 	}
 }
 
-func run(args []string, stderr io.Writer) int {
+// run is sessiond with its arguments, output and lifetime passed in, so
+// tests run it in-process: it serves until ctx ends or a signal stops it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK
@@ -312,7 +314,7 @@ func run(args []string, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if o.showVersion {
-		fmt.Fprintln(os.Stdout, "sessiond", versionString())
+		fmt.Fprintln(stdout, "sessiond", versionString())
 		return ExitOK
 	}
 	log, err := newLogger(o.logLevel, o.logFormat, stderr)
@@ -322,7 +324,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	defer log.Sync()
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

@@ -2,30 +2,36 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 )
 
 // runWithin runs sessiond's main logic in-process and returns its exit
 // code. A run that is expected to fail at once but serves instead is
-// stopped with SIGTERM (run handles it as a normal stop) after limit, and
-// the test fails.
-func runWithin(t *testing.T, limit time.Duration, args []string, stderr *bytes.Buffer) int {
+// stopped by ending its context (run handles it as a normal stop) after
+// limit, and the test fails.
+func runWithin(t *testing.T, limit time.Duration, args []string, stdout, stderr *bytes.Buffer) int {
 	t.Helper()
-	var buf syncBuffer
+	var out, buf daemontest.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- run(args, &buf) }()
+	go func() { done <- run(ctx, args, &out, &buf) }()
 	select {
 	case code := <-done:
+		if stdout != nil {
+			stdout.WriteString(out.String())
+		}
 		stderr.WriteString(buf.String())
 		return code
 	case <-time.After(limit):
-		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		cancel()
 		<-done
 		t.Fatalf("sessiond %v still ran after %s; want it to exit at once:\n%s", args, limit, buf.String())
 		return -1
@@ -66,32 +72,13 @@ func TestSocketInOpenDirectoryExitsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr bytes.Buffer
-	code := runWithin(t, 10*time.Second, []string{"--state-dir", filepath.Join(d, "state"), "--socket", filepath.Join(open, "s.sock"), "--claude-learn-roots=false"}, &stderr)
+	code := runWithin(t, 10*time.Second, []string{"--state-dir", filepath.Join(d, "state"), "--socket", filepath.Join(open, "s.sock"), "--claude-learn-roots=false"}, nil, &stderr)
 	if code != ExitError || !strings.Contains(stderr.String(), open) || !strings.Contains(stderr.String(), "writable by") {
 		t.Fatalf("exit %d, want %d naming %s:\n%s", code, ExitError, open, stderr.String())
 	}
 	if fi, err := os.Stat(open); err != nil || fi.Mode().Perm() != 0o777 {
 		t.Fatalf("the directory was changed: %v %v", fi.Mode(), err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer the daemon's logger may write while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // durationEnv are the environment variables sessiond reads as durations.
@@ -116,7 +103,7 @@ func TestMalformedDurationInEnvironment(t *testing.T) {
 	d := isolate(t)
 	t.Setenv("SESSIOND_GRACE", "5 minutes")
 	var stderr bytes.Buffer
-	code := runWithin(t, 10*time.Second, []string{"--state-dir", filepath.Join(d, "state"), "--claude-learn-roots=false"}, &stderr)
+	code := runWithin(t, 10*time.Second, []string{"--state-dir", filepath.Join(d, "state"), "--claude-learn-roots=false"}, nil, &stderr)
 	if code != ExitUsage || !strings.Contains(stderr.String(), "SESSIOND_GRACE") || !strings.Contains(stderr.String(), "5 minutes") {
 		t.Fatalf("exit %d, want %d naming SESSIOND_GRACE and its value:\n%s", code, ExitUsage, stderr.String())
 	}

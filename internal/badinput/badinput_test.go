@@ -25,6 +25,7 @@ import (
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -195,7 +196,7 @@ func TestBadInputCorpus(t *testing.T) {
 	ctx := context.Background()
 
 	// The good sessions are read as if nothing were wrong.
-	waitFor(t, 30*time.Second, func() string {
+	testenv.EventuallyOK(t, 30*time.Second, "the good sessions read as if nothing were wrong", func() (bool, string) {
 		var problems []string
 		check := func(ref string, want session.Status, extra func(*api.Session) string) {
 			s, err := c.Session(ctx, ref)
@@ -242,15 +243,15 @@ func TestBadInputCorpus(t *testing.T) {
 			}
 			return ""
 		})
-		return strings.Join(problems, "\n")
+		return len(problems) == 0, strings.Join(problems, "\n")
 	})
 
 	// Every bad input is named, with its path and a reason.
-	allNamed := func() string {
+	allNamed := func() (bool, string) {
 		var missing []string
 		text, err := namedText(ctx, c)
 		if err != nil {
-			return err.Error()
+			return false, err.Error()
 		}
 		for _, b := range bads {
 			if !namedIn(text, b) {
@@ -258,11 +259,11 @@ func TestBadInputCorpus(t *testing.T) {
 			}
 		}
 		if len(missing) > 0 {
-			return "not named:\n  " + strings.Join(missing, "\n  ") + "\nin:\n" + text
+			return false, "not named:\n  " + strings.Join(missing, "\n  ") + "\nin:\n" + text
 		}
-		return ""
+		return true, ""
 	}
-	waitFor(t, 10*time.Second, allNamed)
+	testenv.EventuallyOK(t, 10*time.Second, "every bad input named", allNamed)
 
 	// More bad data while it runs: a torn line, garbage and a 9 MB line
 	// appended to the live session's transcript (read incrementally), a
@@ -275,7 +276,7 @@ func TestBadInputCorpus(t *testing.T) {
 	named("bad lines appended to a live transcript", livePath, `corrupt line.*longer than`)
 	late := write(t, filepath.Join(ocDir, "opencode-late.db"), junk[:3000])
 	named("a database of garbage written while sessiond runs", late, `not an SQLite database|not a database`)
-	waitFor(t, 10*time.Second, allNamed)
+	testenv.EventuallyOK(t, 10*time.Second, "the bad input written while sessiond runs named too", allNamed)
 	if s, err := c.Session(ctx, live.SessionID); err != nil || s.Status != session.StatusRunning || s.Cwd != goodCwd || s.Problem(session.ProblemAdapterError) != nil {
 		t.Fatalf("the live session after bad appends: %+v %v", s, err)
 	}
@@ -348,21 +349,4 @@ func write(t *testing.T, path string, b []byte) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// waitFor polls check until it returns "" or the bound passes (then it
-// fails the test with check's last answer).
-func waitFor(t *testing.T, within time.Duration, check func() string) string {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		msg := check()
-		if msg == "" {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s:\n%s", within, msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -148,24 +149,19 @@ func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 	}
 	pid := r.Session.PID
 	t.Cleanup(func() { syscall.Kill(-pid, syscall.SIGKILL) })
-	var child proc.Identity
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile(toolPIDFile)
-		if err == nil {
-			cpid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatalf("tool pid file %s: %q", toolPIDFile, b)
-			}
-			if child, err = proc.NewHost().Identify(cpid); err != nil {
-				t.Fatalf("the agent's tool child %d: %v", cpid, err)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not start its tool child within 5s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var b []byte
+	testenv.EventuallyOK(t, 5*time.Second, "the agent's tool child started", func() (bool, string) {
+		var err error
+		b, err = os.ReadFile(toolPIDFile)
+		return err == nil, fmt.Sprint(err)
+	})
+	cpid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("tool pid file %s: %q", toolPIDFile, b)
+	}
+	child, err := proc.NewHost().Identify(cpid)
+	if err != nil {
+		t.Fatalf("the agent's tool child %d: %v", cpid, err)
 	}
 	if pgid, err := syscall.Getpgid(child.PID); err != nil || pgid != pid {
 		t.Fatalf("the tool child %d is in group %d (%v), not the agent's %d", child.PID, pgid, err, pid)
@@ -181,12 +177,9 @@ func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 	}
 	// The tool child is the agent's, not the test's: it is reaped by
 	// whoever inherits it, so watch its identity die rather than Wait.
-	for deadline := time.Now().Add(3 * time.Second); proc.NewHost().Probe(child).Liveness != proc.Dead; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the group's tool child %d survived the stop", child.PID)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 3*time.Second, fmt.Sprintf("the group's tool child %d dead after the stop", child.PID), func() bool {
+		return proc.NewHost().Probe(child).Liveness == proc.Dead
+	})
 	if _, errs, code := e.Ctl("stop", r.Session.ID); code != 1 || !strings.Contains(errs, "not running") {
 		t.Fatalf("stop of a stopped session: exit %d: %s", code, errs)
 	}
@@ -215,16 +208,10 @@ func TestAutoRepairPolicy(t *testing.T) {
 	owner.Process.Signal(syscall.SIGKILL)
 	owner.Wait()
 	e.waitStatus(id, session.StatusInterrupted, 3*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(regPath); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stale registry entry was not auto-repaired within 5s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "the stale registry entry auto-repaired away", func() bool {
+		_, err := os.Stat(regPath)
+		return os.IsNotExist(err)
+	})
 	evs, _, _ := e.Ctl("events", "--json")
 	if !strings.Contains(evs, "auto-repair: 1 done") {
 		t.Errorf("no auto-repair event:\n%s", evs)

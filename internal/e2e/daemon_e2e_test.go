@@ -18,6 +18,7 @@ import (
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
 )
@@ -81,13 +82,10 @@ func TestDaemonLifecycle(t *testing.T) {
 	// The owner dies: the daemon notices by its exit event.
 	owner.Process.Kill()
 	owner.Wait()
-	deadline := time.Now().Add(3 * time.Second)
-	for e.Show("5e55").Status != session.StatusStopped {
-		if time.Now().After(deadline) {
-			t.Fatalf("owner killed, still %s", e.Show("5e55").Status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.EventuallyOK(t, 3*time.Second, "session 5e55 stopped once its owner was killed", func() (bool, string) {
+		s := e.Show("5e55")
+		return s.Status == session.StatusStopped, string(s.Status)
+	})
 
 	// Usage and not-found exit codes.
 	if _, _, code := e.Ctl("show"); code != 2 {
@@ -226,16 +224,10 @@ func TestClaudeSessionKilledMidTool(t *testing.T) {
 	killed := time.Now()
 	owner.Process.Signal(syscall.SIGKILL)
 	owner.Wait()
-	for {
+	testenv.EventuallyOK(t, 3*time.Second, "interrupted after kill -9", func() (bool, string) {
 		s = e.Show(id)
-		if s.Status == session.StatusInterrupted {
-			break
-		}
-		if time.Since(killed) > 3*time.Second {
-			t.Fatalf("3s after kill -9: %s (%s)", s.Status, s.StatusReason)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return s.Status == session.StatusInterrupted, fmt.Sprintf("%s (%s)", s.Status, s.StatusReason)
+	})
 	t.Logf("interrupted %s after kill -9", time.Since(killed).Round(time.Millisecond))
 	kinds := map[session.ProblemKind]string{}
 	for _, p := range s.Problems {
@@ -248,18 +240,16 @@ func TestClaudeSessionKilledMidTool(t *testing.T) {
 		t.Errorf("stale_busy_marker missing: %+v", s.Problems)
 	}
 	// Orphans are found on the next pass's snapshot.
-	deadline := time.Now().Add(3 * time.Second)
-	for !strings.Contains(kinds[session.ProblemOrphanProcesses], fmt.Sprint(tool.Process.Pid)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("orphan_processes missing pid %d: %+v", tool.Process.Pid, s.Problems)
-		}
-		time.Sleep(100 * time.Millisecond)
+	testenv.EventuallyOK(t, 3*time.Second, fmt.Sprintf("orphan_processes naming pid %d", tool.Process.Pid), func() (bool, string) {
 		s = e.Show(id)
-		kinds = map[session.ProblemKind]string{}
+		orphans := ""
 		for _, p := range s.Problems {
-			kinds[p.Kind] += p.Key + " "
+			if p.Kind == session.ProblemOrphanProcesses {
+				orphans += p.Key + " "
+			}
 		}
-	}
+		return strings.Contains(orphans, fmt.Sprint(tool.Process.Pid)), fmt.Sprintf("%+v", s.Problems)
+	})
 	out, _, _ := e.Ctl("ls")
 	if !strings.Contains(out, "interrupted") || !strings.Contains(out, "orphaned_tool_call") {
 		t.Errorf("ls:\n%s", out)

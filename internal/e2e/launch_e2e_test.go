@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -45,32 +47,22 @@ func (e *env) launchJSON(args ...string) (api.LaunchResponse, string, int) {
 
 func (e *env) waitStatus(id string, want session.Status, within time.Duration) api.Session {
 	e.T.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		s := e.Show(id)
-		if s.Status == want {
-			return s
-		}
-		if time.Now().After(deadline) {
-			e.T.Fatalf("session %s: %s (%s), want %s within %s", id, s.Status, s.StatusReason, want, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var s api.Session
+	testenv.EventuallyOK(e.T, within, fmt.Sprintf("session %s %s", id, want), func() (bool, string) {
+		s = e.Show(id)
+		return s.Status == want, fmt.Sprintf("%s (%s)", s.Status, s.StatusReason)
+	})
+	return s
 }
 
 func (e *env) waitCursor(id string) api.Session {
 	e.T.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s := e.Show(id)
-		if s.Resume != nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			e.T.Fatalf("session %s: no resume cursor after 5s", id)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var s api.Session
+	testenv.Eventually(e.T, 5*time.Second, "a resume cursor of session "+id, func() bool {
+		s = e.Show(id)
+		return s.Resume != nil
+	})
+	return s
 }
 
 func argvLog(t *testing.T, path string) [][]string {
@@ -246,19 +238,14 @@ func TestLaunchFailures(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("launch: %d %s", code, errs)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var p *session.Problem
+	testenv.EventuallyOK(t, 5*time.Second, "the fast exit stopped with launch_failed", func() (bool, string) {
 		s := e2.Show(r.Session.ID)
-		if p := s.Problem(session.ProblemLaunchFailed); p != nil && s.Status == session.StatusStopped {
-			if !strings.Contains(p.Detail, "Please run /login") || !strings.Contains(p.Detail, "code 1") {
-				t.Fatalf("launch_failed detail: %q", p.Detail)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("fast exit: %s %+v", s.Status, s.Problems)
-		}
-		time.Sleep(20 * time.Millisecond)
+		p = s.Problem(session.ProblemLaunchFailed)
+		return p != nil && s.Status == session.StatusStopped, fmt.Sprintf("%s %+v", s.Status, s.Problems)
+	})
+	if !strings.Contains(p.Detail, "Please run /login") || !strings.Contains(p.Detail, "code 1") {
+		t.Fatalf("launch_failed detail: %q", p.Detail)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -154,17 +155,10 @@ func TestOpenCodeRepairAndAbort(t *testing.T) {
 	if outcomes(again.Steps)[adapters.OutcomePlanned] != 0 {
 		t.Fatalf("a repaired session plans %+v", again.Steps)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.EventuallyOK(t, 5*time.Second, "no orphaned tool call after the repair", func() (bool, string) {
 		sa := e.Show(a.SessionID)
-		if sa.Problem(session.ProblemOrphanedToolCall) == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still an orphaned tool call after the repair: %+v", sa.Problems)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return sa.Problem(session.ProblemOrphanedToolCall) == nil, fmt.Sprintf("%+v", sa.Problems)
+	})
 
 	// An `opencode serve` now holds the database and runs b, stuck busy.
 	srv := opencodetest.NewFakeServer()

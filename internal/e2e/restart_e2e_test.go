@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
 )
@@ -100,22 +102,17 @@ func TestRestartTrustsSavedStateAndSeesWhatChanged(t *testing.T) {
 			if s := e.Show(busyID); s.Status == session.StatusRunning {
 				t.Fatalf("a dead owner's session is running after the restart: %s", s.StatusReason)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				b, dn := e.Show(busyID), e.Show(doneID)
-				if b.Status == session.StatusStopped && dn.Status == session.StatusInterrupted {
-					if !hasProblem(dn, session.ProblemOrphanedToolCall, crashID) {
-						t.Fatalf("the crash while down is not named: %+v", dn.Problems)
-					}
-					if hasProblem(b, session.ProblemOrphanedToolCall, toolID) {
-						t.Fatalf("the answered tool call is still in flight: %+v", b.Problems)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after the restart: busy %s (%s), done %s (%s); want stopped and interrupted", b.Status, b.StatusReason, dn.Status, dn.StatusReason)
-				}
-				time.Sleep(50 * time.Millisecond)
+			var b, dn api.Session
+			testenv.EventuallyOK(t, 5*time.Second, "after the restart, busy stopped and done interrupted", func() (bool, string) {
+				b, dn = e.Show(busyID), e.Show(doneID)
+				return b.Status == session.StatusStopped && dn.Status == session.StatusInterrupted,
+					fmt.Sprintf("busy %s (%s), done %s (%s)", b.Status, b.StatusReason, dn.Status, dn.StatusReason)
+			})
+			if !hasProblem(dn, session.ProblemOrphanedToolCall, crashID) {
+				t.Fatalf("the crash while down is not named: %+v", dn.Problems)
+			}
+			if hasProblem(b, session.ProblemOrphanedToolCall, toolID) {
+				t.Fatalf("the answered tool call is still in flight: %+v", b.Problems)
 			}
 			if s := e.Show(newID); s.UpstreamID != newID {
 				t.Fatalf("the transcript written while down is not listed: %+v", s)

@@ -9,6 +9,7 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/sessiond/sessiond/internal/bench"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -74,18 +76,11 @@ func TestLoad(t *testing.T) {
 
 	ctx := context.Background()
 	var sessions []api.Session
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.EventuallyOK(t, 30*time.Second, fmt.Sprintf("%d sessions listed", history+live), func() (bool, string) {
 		ss, err := api.NewClient(e.Socket).Sessions(ctx, api.ListOptions{All: true})
-		if err == nil && len(ss) >= history+live {
-			sessions = ss
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d sessions listed: %v", len(ss), history+live, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		sessions = ss
+		return err == nil && len(ss) >= history+live, fmt.Sprintf("%d listed: %v", len(ss), err)
+	})
 
 	rep, growth, err := bench.LoadWithFootprint(ctx, bench.LoadConfig{
 		Socket: e.Socket, Clients: 200, Subscribers: 20, Duration: duration(t),

@@ -18,6 +18,7 @@ import (
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/fakemodel"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -244,21 +245,11 @@ func (w *world) action(args ...string) api.ActionResult {
 	return r
 }
 
-// waitFor polls cond until it holds or within passes; cond describes what
-// it saw for the failure message.
+// waitFor polls cond until it holds or within passes (testenv.EventuallyOK
+// on the world's test); cond describes what it saw for the failure message.
 func (w *world) waitFor(within time.Duration, what string, cond func() (bool, string)) {
 	w.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("%s: not within %s; last seen: %s", what, within, seen)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testenv.EventuallyOK(w.t, within, what, cond)
 }
 
 // waitSession waits until the session satisfies cond.

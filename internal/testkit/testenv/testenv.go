@@ -1,7 +1,8 @@
 // Package testenv builds the environment of the sessiond, sessionctl and
 // agent processes that tests and benchmarks start: the caller's own, less
 // everything that could point them at the real user's files or daemon,
-// plus a home, a socket and a state dir of their own.
+// plus a home, a socket and a state dir of their own; and it waits, in
+// tests, for what those processes do to show (Eventually).
 package testenv
 
 import (
