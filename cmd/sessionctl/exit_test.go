@@ -34,6 +34,7 @@ func TestExitCodes(t *testing.T) {
 	checkExits(t, []exitCase{
 		{[]string{"ls"}, exitOK, ""},
 		{[]string{"list", "--all", "--agent", "claude"}, exitOK, ""},
+		{[]string{"nosuch"}, exitUsage, `unknown command "nosuch" for "sessionctl"`},
 		{[]string{"ls", "extra"}, exitUsage, usage},
 		{[]string{"ls", "--bogus"}, exitUsage, "unknown flag: --bogus"},
 		{[]string{"ls", "--status", "bogus"}, exitError, `unknown status "bogus"`},

@@ -93,7 +93,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	var unreach *api.UnreachableError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command "):
+		// cobra reports an unknown command as a plain error: it is the
+		// command line's fault all the same.
 		fmt.Fprintf(stderr, "sessionctl: %v\nRun 'sessionctl --help' for usage.\n", err)
 		return exitUsage
 	case errors.As(err, &unreach):
