@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
-	"regexp"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -106,7 +103,7 @@ func (s *server) start(agent string, cmd adapters.Command, mode string, env map[
 	}
 	if err != nil {
 		// Untracked, the process would be an orphan nobody knows of.
-		s.kill(st)
+		s.launcher.Kill(st)
 		return nil, nil, fmt.Errorf("record launched session: %w", err)
 	}
 	s.follow(rec.ID, st, cmd)
@@ -118,12 +115,6 @@ func modeName(m string) string {
 		return launch.ModeHeadless
 	}
 	return m
-}
-
-func (s *server) kill(st *launch.Started) {
-	// Launched with setsid: its pid is its process group.
-	_ = syscall.Kill(-st.Identity.PID, syscall.SIGKILL)
-	go s.launcher.Wait(st)
 }
 
 // follow collects the exit of a process sessiond is the parent of, and
@@ -138,43 +129,12 @@ func (s *server) follow(id string, st *launch.Started, cmd adapters.Command) {
 		return
 	}
 	go func() {
-		if up := waitForID(s.stopping, st.LogPath, cmd.OutputID, 2*time.Minute); up != "" {
+		if up := launch.WaitForID(s.stopping, st.LogPath, cmd.OutputID, 2*time.Minute); up != "" {
 			if err := s.tracker.LinkUpstream(id, up, "the agent's output"); err != nil {
 				s.log.Warn("link upstream id", zap.String("session", id), zap.String("upstream", up), zap.Error(err))
 			}
 		}
 	}()
-}
-
-// waitForID polls a log for the first match of re's first group.
-func waitForID(stop <-chan struct{}, path string, re *regexp.Regexp, limit time.Duration) string {
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for time.Now().Before(deadline) {
-		if b, err := readHead(path, 1<<20); err == nil {
-			if m := re.FindSubmatch(b); m != nil {
-				return string(m[1])
-			}
-		}
-		select {
-		case <-stop:
-			return ""
-		case <-tick.C:
-		}
-	}
-	return ""
-}
-
-func readHead(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	k, _ := f.Read(b)
-	return b[:k], nil
 }
 
 // resumeSession: POST /v1/sessions/{id}/resume.
@@ -303,7 +263,7 @@ func (s *server) adopt(w http.ResponseWriter, rec *session.Record, cmd adapters.
 		return
 	}
 	if err != nil {
-		s.kill(st)
+		s.launcher.Kill(st)
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, "record resumed session: "+err.Error())
 		return
 	}
