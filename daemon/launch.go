@@ -150,8 +150,8 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur := rec.Resume
-	if msg := checkCursor(rec, cur); msg != "" {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, msg)
+	if err := cur.Check(rec); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
 	l := s.launcherFor(w, cur.Agent)
@@ -270,25 +270,6 @@ func (s *server) adopt(w http.ResponseWriter, rec *session.Record, cmd adapters.
 	s.follow(rec.ID, st, cmd)
 	resp.Session, resp.Attach, resp.LogPath = api.FromRecord(nrec), st.AttachCommand(), st.LogPath
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// checkCursor says what is wrong with a resume cursor, or "".
-func checkCursor(rec *session.Record, cur *session.ResumeCursor) string {
-	switch {
-	case cur == nil:
-		return fmt.Sprintf("session %s has no resume cursor yet: its upstream id has not been confirmed by the agent's own data", rec.ID)
-	case cur.SchemaVersion != session.ResumeCursorVersion:
-		return fmt.Sprintf("resume cursor of %s has schema_version %d; this sessiond reads version %d", rec.ID, cur.SchemaVersion, session.ResumeCursorVersion)
-	case cur.Agent == "" || cur.Agent != rec.Agent:
-		return fmt.Sprintf("resume cursor of %s is malformed: agent %q, session agent %q", rec.ID, cur.Agent, rec.Agent)
-	case cur.UpstreamID == "":
-		return fmt.Sprintf("resume cursor of %s is malformed: no upstream_id", rec.ID)
-	case !filepath.IsAbs(cur.Cwd):
-		return fmt.Sprintf("resume cursor of %s is malformed: cwd %q is not absolute", rec.ID, cur.Cwd)
-	case cur.Root == "":
-		return fmt.Sprintf("resume cursor of %s is malformed: no root", rec.ID)
-	}
-	return ""
 }
 
 // ownerAliveError refuses a resume of a session whose owner (or a
