@@ -147,7 +147,7 @@ func (a *autoRepair) repair(ctx context.Context, rec *session.Record) {
 	}
 	sum := "auto-" + summarize("repair", true, steps)
 	a.log.Info("auto-repair applied", zap.String("session", rec.ID), zap.String("summary", sum))
-	a.server.appendAction(rec, sum)
+	a.tracker.AppendAction(rec, sum)
 	a.tracker.Kick()
 }
 
@@ -168,7 +168,7 @@ func (a *autoRepair) reap(ctx context.Context, rec *session.Record) {
 	steps := a.server.terminator.Terminate(ctx, targets, 10*time.Second, false)
 	sum := "auto-" + summarize("reap", true, steps)
 	a.log.Info("auto-reap applied", zap.String("session", rec.ID), zap.String("summary", sum))
-	a.server.appendAction(rec, sum)
+	a.tracker.AppendAction(rec, sum)
 	a.tracker.Kick()
 }
 

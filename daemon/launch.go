@@ -209,7 +209,7 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 			s.startError(w, err)
 			return
 		}
-		s.appendAction(rec, fmt.Sprintf("forked into session %s", nrec.ID))
+		s.tracker.AppendAction(rec, fmt.Sprintf("forked into session %s", nrec.ID))
 		writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(nrec), Attach: st.AttachCommand(), LogPath: st.LogPath,
 			Forked: true, Reason: fmt.Sprintf("forked from %s with its history", rec.ID)})
 		return
@@ -300,20 +300,4 @@ func (s *server) liveOwner(rec *session.Record) int {
 		}
 	}
 	return 0
-}
-
-// appendAction records a user action on a session as an event. The error
-// is logged here and returned, so a handler can tell the user that what
-// was done is not in the event log (callers that cannot, ignore it).
-func (s *server) appendAction(rec *session.Record, reason string) error {
-	err := s.store.Batch(func(tx *state.Tx) error {
-		_, err := tx.Append(session.Event{Type: session.EventAction, SessionID: rec.ID, Agent: rec.Agent,
-			From: rec.Status, To: rec.Status, Time: time.Now(), Reason: reason})
-		return err
-	})
-	if err != nil {
-		s.log.Warn("record action event", zap.String("session", rec.ID), zap.Error(err))
-		return fmt.Errorf("record action %q on session %s: %w", reason, rec.ID, err)
-	}
-	return nil
 }
