@@ -158,19 +158,10 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 	if l == nil {
 		return
 	}
-	// A different cwd forks: the history goes with it, the old session is
-	// left as it is.
-	fork := req.Fork
-	if req.Cwd != "" {
-		cwd, err := launch.ResolveCwd(req.Cwd)
-		if err != nil {
-			s.startError(w, err)
-			return
-		}
-		if recorded, err := filepath.EvalSymlinks(cur.Cwd); err != nil || recorded != cwd {
-			fork = true
-		}
-		req.Cwd = cwd
+	fork, err := resumeForks(&req, cur)
+	if err != nil {
+		s.startError(w, err)
+		return
 	}
 	// Single writer: two processes on one conversation corrupt it. This
 	// early answer spares the existence check; adopt checks again, under
@@ -199,19 +190,7 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fork {
-		cmd, err := l.ResumeCommand(*cur, spec, true)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
-			return
-		}
-		nrec, st, err := s.start(cur.Agent, cmd, req.Mode, nil)
-		if err != nil {
-			s.startError(w, err)
-			return
-		}
-		s.tracker.AppendAction(rec, fmt.Sprintf("forked into session %s", nrec.ID))
-		writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(nrec), Attach: st.AttachCommand(), LogPath: st.LogPath,
-			Forked: true, Reason: fmt.Sprintf("forked from %s with its history", rec.ID)})
+		s.forkSession(w, rec, l, spec, req.Mode)
 		return
 	}
 	cmd, err := l.ResumeCommand(*cur, spec, false)
@@ -220,6 +199,44 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.adopt(w, rec, cmd, req.Mode, "resumed", api.LaunchResponse{})
+}
+
+// resumeForks resolves the cwd a resume asks for, in req, and says
+// whether the resume forks: when asked to, or when that cwd is not the
+// cursor's. A different cwd forks: the history goes with it, the old
+// session is left as it is.
+func resumeForks(req *api.ResumeRequest, cur *session.ResumeCursor) (bool, error) {
+	fork := req.Fork
+	if req.Cwd != "" {
+		cwd, err := launch.ResolveCwd(req.Cwd)
+		if err != nil {
+			return false, err
+		}
+		if recorded, err := filepath.EvalSymlinks(cur.Cwd); err != nil || recorded != cwd {
+			fork = true
+		}
+		req.Cwd = cwd
+	}
+	return fork, nil
+}
+
+// forkSession starts rec's conversation, with its history, as a new
+// session, and records the fork on rec.
+func (s *server) forkSession(w http.ResponseWriter, rec *session.Record, l adapters.Launcher, spec adapters.LaunchSpec, mode string) {
+	cur := rec.Resume
+	cmd, err := l.ResumeCommand(*cur, spec, true)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	nrec, st, err := s.start(cur.Agent, cmd, mode, nil)
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	s.tracker.AppendAction(rec, fmt.Sprintf("forked into session %s", nrec.ID))
+	writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(nrec), Attach: st.AttachCommand(), LogPath: st.LogPath,
+		Forked: true, Reason: fmt.Sprintf("forked from %s with its history", rec.ID)})
 }
 
 // resumeFresh starts a new upstream session under the same sessiond id
