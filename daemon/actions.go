@@ -92,7 +92,7 @@ func (s *server) finish(w http.ResponseWriter, rec *session.Record, action strin
 	sum := summarize(action, applied, steps)
 	var recErr error
 	if applied {
-		recErr = s.appendAction(rec, sum)
+		recErr = s.tracker.AppendAction(rec, sum)
 		if _, err := s.tracker.Reconcile(context.Background(), "action"); err != nil {
 			s.log.Warn("reconcile after action", zap.String("action", action), zap.Error(err))
 		}

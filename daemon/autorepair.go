@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,6 +64,29 @@ type autoRepair struct {
 	server   *server
 	log      *zap.Logger
 	tried    map[string]time.Time // last try of each session still interrupted; see forget
+}
+
+// startAutoRepair starts the automatic repair of cfg.AutoRepair's
+// policies, after each pass, until ctx ends; with no policy, nothing.
+func startAutoRepair(ctx context.Context, wg *sync.WaitGroup, cfg Config, st *state.Store, tr *tracker.Tracker, d *server, passes <-chan struct{}, log *zap.Logger) {
+	if len(cfg.AutoRepair) == 0 {
+		return
+	}
+	grace := cfg.Grace
+	if grace <= 0 {
+		grace = tracker.DefaultGrace
+	}
+	retry := cfg.AutoRepairRetry
+	if retry <= 0 {
+		retry = DefaultAutoRepairRetry
+	}
+	ar := &autoRepair{policies: map[string]bool{}, grace: grace, retry: retry, store: st, tracker: tr, server: d, log: log.Named("auto-repair"), tried: map[string]time.Time{}}
+	for _, p := range cfg.AutoRepair {
+		ar.policies[p] = true
+	}
+	log.Info("auto-repair enabled", zap.Strings("policies", cfg.AutoRepair))
+	wg.Add(1)
+	go func() { defer wg.Done(); ar.run(ctx, passes) }()
 }
 
 func (a *autoRepair) run(ctx context.Context, passes <-chan struct{}) {
@@ -147,7 +171,7 @@ func (a *autoRepair) repair(ctx context.Context, rec *session.Record) {
 	}
 	sum := "auto-" + summarize("repair", true, steps)
 	a.log.Info("auto-repair applied", zap.String("session", rec.ID), zap.String("summary", sum))
-	a.server.appendAction(rec, sum)
+	a.tracker.AppendAction(rec, sum)
 	a.tracker.Kick()
 }
 
@@ -168,7 +192,7 @@ func (a *autoRepair) reap(ctx context.Context, rec *session.Record) {
 	steps := a.server.terminator.Terminate(ctx, targets, 10*time.Second, false)
 	sum := "auto-" + summarize("reap", true, steps)
 	a.log.Info("auto-reap applied", zap.String("session", rec.ID), zap.String("summary", sum))
-	a.server.appendAction(rec, sum)
+	a.tracker.AppendAction(rec, sum)
 	a.tracker.Kick()
 }
 

@@ -88,35 +88,15 @@ func StorePath(stateDir string) string { return filepath.Join(stateDir, "session
 // Run runs the daemon until ctx is done. A cancelled ctx is a normal stop
 // and returns nil: cancellation is not an error.
 func Run(ctx context.Context, cfg Config) error {
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 5 * time.Second
-	}
-	if cfg.ProbeBackstop <= 0 {
-		cfg.ProbeBackstop = 30 * time.Second
-	}
+	cfg, log := withDefaults(cfg)
 	started := time.Now()
 
 	// 1. The store lock: a second sessiond stops here, having touched nothing.
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("create state directory %s: %w", cfg.StateDir, err)
-	}
-	storePath := StorePath(cfg.StateDir)
-	st, err := state.Open(storePath, state.Options{Logger: log.Named("state")})
-	if errors.Is(err, state.ErrLocked) {
-		return &AlreadyRunningError{What: "store " + storePath, Detail: "its lock is held"}
-	}
+	st, err := openStore(cfg.StateDir, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Error("close store", zap.String("path", storePath), zap.Error(err))
-		}
-	}()
+	defer closeStore(st, StorePath(cfg.StateDir), log)
 
 	// 2-3. The socket: replace a stale one only if nothing answers on it.
 	ln, err := listenSocket(cfg.Socket)
@@ -129,22 +109,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if host == nil {
 		host = proc.NewHost()
 	}
-	tcfg := tracker.Config{
-		Store: st, Adapters: cfg.Adapters, Host: host,
-		Interval: cfg.Interval, Grace: cfg.Grace, StallAfter: cfg.StallAfter,
-		Logger: log.Named("tracker"),
+	exits := newExitWatcher(cfg, host, log)
+	if exits != nil {
+		defer exits.Close()
 	}
-	var exits *proc.ExitWatcher
-	if !cfg.NoExitEvents {
-		exits, err = proc.NewExitWatcher(host, cfg.ProbeBackstop, log.Named("exits"))
-		if err != nil {
-			log.Warn("exit events unavailable; deaths are noticed by the periodic probe", zap.Error(err))
-		} else {
-			defer exits.Close()
-			tcfg.Exits = exits
-		}
-	}
-	tr := tracker.New(tcfg)
+	tr := newTracker(cfg, st, host, exits, log)
 
 	// 4. Reconcile every session once before anyone can ask.
 	rep, err := tr.Reconcile(ctx, "startup")
@@ -157,6 +126,103 @@ func Run(ctx context.Context, cfg Config) error {
 	log.Info("startup reconciliation done", zap.Int("sessions", rep.Sessions), zap.Int("created", rep.Created),
 		zap.Int("changed", rep.Changed), zap.Duration("took", rep.Duration))
 
+	d := newAPI(cfg, st, tr, host, started, log)
+	d.metrics.observePass(rep)
+	// The pass hook is set before the API serves: an applied action runs a
+	// pass from its handler, which would otherwise race with this
+	// assignment (the tracker reads OnPass without a lock).
+	n := newNotifier()
+	passes := make(chan struct{}, 1)
+	tr.OnPass = passHook(d, n, passes, log)
+	srv := newHTTPServer(d.handler(), log)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	// 5. Ready.
+	announceReady(cfg, n, log)
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	wg := runBackground(runCtx, cfg, st, tr, d, passes, log)
+
+	result := serveUntilStop(ctx, serveErr, cfg.Socket, log)
+	shutdown(srv, d, n, cfg.ShutdownTimeout, log)
+	stopRun()
+	wg.Wait()
+	log.Info("sessiond stopped", zap.Duration("uptime", time.Since(started)))
+	return result
+}
+
+// withDefaults fills in what cfg leaves zero, and returns the logger to use.
+func withDefaults(cfg Config) (Config, *zap.Logger) {
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
+	if cfg.ProbeBackstop <= 0 {
+		cfg.ProbeBackstop = 30 * time.Second
+	}
+	return cfg, log
+}
+
+// openStore creates the state directory and opens the store in it. A store
+// whose lock another process holds is an *AlreadyRunningError.
+func openStore(stateDir string, log *zap.Logger) (*state.Store, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory %s: %w", stateDir, err)
+	}
+	storePath := StorePath(stateDir)
+	st, err := state.Open(storePath, state.Options{Logger: log.Named("state")})
+	if errors.Is(err, state.ErrLocked) {
+		return nil, &AlreadyRunningError{What: "store " + storePath, Detail: "its lock is held"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// closeStore closes the store at path; a failure can only be logged.
+func closeStore(st *state.Store, path string, log *zap.Logger) {
+	if err := st.Close(); err != nil {
+		log.Error("close store", zap.String("path", path), zap.Error(err))
+	}
+}
+
+// newExitWatcher returns the pidfd/kqueue exit events, or nil when they
+// are turned off or unavailable (deaths are then noticed by the periodic
+// probe).
+func newExitWatcher(cfg Config, host *proc.Host, log *zap.Logger) *proc.ExitWatcher {
+	if cfg.NoExitEvents {
+		return nil
+	}
+	exits, err := proc.NewExitWatcher(host, cfg.ProbeBackstop, log.Named("exits"))
+	if err != nil {
+		log.Warn("exit events unavailable; deaths are noticed by the periodic probe", zap.Error(err))
+		return nil
+	}
+	return exits
+}
+
+// newTracker returns the tracker over the store, the adapters and the
+// process table; exits may be nil.
+func newTracker(cfg Config, st *state.Store, host *proc.Host, exits *proc.ExitWatcher, log *zap.Logger) *tracker.Tracker {
+	tcfg := tracker.Config{
+		Store: st, Adapters: cfg.Adapters, Host: host,
+		Interval: cfg.Interval, Grace: cfg.Grace, StallAfter: cfg.StallAfter,
+		Logger: log.Named("tracker"),
+	}
+	if exits != nil { // a nil *ExitWatcher in the interface would not be nil
+		tcfg.Exits = exits
+	}
+	return tracker.New(tcfg)
+}
+
+// newAPI returns the /v1 API over the store and the tracker, with the
+// adapters that can launch, repair and abort their agent's sessions.
+func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, started time.Time, log *zap.Logger) *server {
 	launchers := map[string]adapters.Launcher{}
 	repairers := map[string]adapters.Repairer{}
 	aborters := map[string]adapters.Aborter{}
@@ -172,19 +238,19 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	lc := launch.New(launch.Config{LogDir: filepath.Join(cfg.StateDir, "logs"), Host: host, Logger: log.Named("launch")})
-	d := newServer(serverConfig{
+	return newServer(serverConfig{
 		store: st, tracker: tr, log: log.Named("api"), version: cfg.Version,
 		started: started, socket: cfg.Socket, uid: os.Getuid(),
 		launcher: lc, launchers: launchers, repairers: repairers, aborters: aborters,
 		terminator: &actions.Terminator{Probe: host},
 	})
-	d.metrics.observePass(rep)
-	// The pass hook is set before the API serves: an applied action runs a
-	// pass from its handler, which would otherwise race with this
-	// assignment (the tracker reads OnPass without a lock).
-	n := newNotifier()
-	passes := make(chan struct{}, 1)
-	tr.OnPass = func(p tracker.PassReport) {
+}
+
+// passHook is what follows each pass: the metrics, a signal on passes for
+// the automatic repair (dropped when one is already waiting), and the
+// systemd watchdog ping after the passes that show the daemon alive.
+func passHook(d *server, n *notifier, passes chan<- struct{}, log *zap.Logger) func(tracker.PassReport) {
+	return func(p tracker.PassReport) {
 		d.metrics.observePass(p)
 		select {
 		case passes <- struct{}{}:
@@ -196,70 +262,70 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
-	srv := &http.Server{
-		Handler:           d.handler(),
+}
+
+// newHTTPServer serves h with timeouts that keep a slow or idle client
+// from holding a connection.
+func newHTTPServer(h http.Handler, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ConnContext:       connContext,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+}
 
-	// 5. Ready.
+// announceReady tells systemd, the log and a waiting test that the daemon
+// serves.
+func announceReady(cfg Config, n *notifier, log *zap.Logger) {
 	if err := n.send("READY=1\nSTATUS=serving on " + cfg.Socket); err != nil {
 		log.Warn("sd_notify READY failed", zap.Error(err))
 	}
-	log.Info("sessiond ready", zap.String("socket", cfg.Socket), zap.String("store", storePath),
+	log.Info("sessiond ready", zap.String("socket", cfg.Socket), zap.String("store", StorePath(cfg.StateDir)),
 		zap.String("version", cfg.Version), zap.Int("adapters", len(cfg.Adapters)))
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
+}
 
+// runBackground starts what runs beside the API until ctx ends: the
+// automatic repair when enabled, the tracker's passes, the log caps and
+// the file change hints. The returned group is done when all have ended.
+func runBackground(ctx context.Context, cfg Config, st *state.Store, tr *tracker.Tracker, d *server, passes <-chan struct{}, log *zap.Logger) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	runCtx, stopRun := context.WithCancel(ctx)
-	if len(cfg.AutoRepair) > 0 {
-		grace := cfg.Grace
-		if grace <= 0 {
-			grace = tracker.DefaultGrace
-		}
-		retry := cfg.AutoRepairRetry
-		if retry <= 0 {
-			retry = DefaultAutoRepairRetry
-		}
-		ar := &autoRepair{policies: map[string]bool{}, grace: grace, retry: retry, store: st, tracker: tr, server: d, log: log.Named("auto-repair"), tried: map[string]time.Time{}}
-		for _, p := range cfg.AutoRepair {
-			ar.policies[p] = true
-		}
-		log.Info("auto-repair enabled", zap.Strings("policies", cfg.AutoRepair))
-		wg.Add(1)
-		go func() { defer wg.Done(); ar.run(runCtx, passes) }()
-	}
+	startAutoRepair(ctx, &wg, cfg, st, tr, d, passes, log)
 	wg.Add(3)
-	go func() { defer wg.Done(); tr.Run(runCtx) }()
-	go func() { defer wg.Done(); capLogs(runCtx, st, lc, log) }()
-	go func() { defer wg.Done(); watchAdapters(runCtx, cfg.Adapters, tr, cfg.Hints, log.Named("watch")) }()
+	go func() { defer wg.Done(); tr.Run(ctx) }()
+	go func() { defer wg.Done(); capLogs(ctx, st, d.launcher, log) }()
+	go func() { defer wg.Done(); watchAdapters(ctx, cfg.Adapters, tr, cfg.Hints, log.Named("watch")) }()
+	return &wg
+}
 
-	var result error
+// serveUntilStop waits for ctx to end (a normal stop: nil) or for the
+// server to fail (its error).
+func serveUntilStop(ctx context.Context, serveErr <-chan error, socket string, log *zap.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info("stopping: finishing in-flight requests")
+		return nil
 	case err := <-serveErr:
-		result = fmt.Errorf("serve %s: %w", cfg.Socket, err)
+		return fmt.Errorf("serve %s: %w", socket, err)
 	}
+}
+
+// shutdown stops serving: it tells systemd, ends the event streams, and
+// gives in-flight requests up to timeout to finish before cutting them.
+func shutdown(srv *http.Server, d *server, n *notifier, timeout time.Duration, log *zap.Logger) {
 	_ = n.send("STOPPING=1")
 	d.stop() // ends event streams, which would otherwise hold Shutdown
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown: requests still open were cut", zap.Error(err))
 		srv.Close()
 	}
 	cancel()
-	stopRun()
-	wg.Wait()
-	log.Info("sessiond stopped", zap.Duration("uptime", time.Since(started)))
-	return result
 }
 
 type ctxKey int

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
-	"regexp"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -106,7 +103,7 @@ func (s *server) start(agent string, cmd adapters.Command, mode string, env map[
 	}
 	if err != nil {
 		// Untracked, the process would be an orphan nobody knows of.
-		s.kill(st)
+		s.launcher.Kill(st)
 		return nil, nil, fmt.Errorf("record launched session: %w", err)
 	}
 	s.follow(rec.ID, st, cmd)
@@ -118,12 +115,6 @@ func modeName(m string) string {
 		return launch.ModeHeadless
 	}
 	return m
-}
-
-func (s *server) kill(st *launch.Started) {
-	// Launched with setsid: its pid is its process group.
-	_ = syscall.Kill(-st.Identity.PID, syscall.SIGKILL)
-	go s.launcher.Wait(st)
 }
 
 // follow collects the exit of a process sessiond is the parent of, and
@@ -138,43 +129,12 @@ func (s *server) follow(id string, st *launch.Started, cmd adapters.Command) {
 		return
 	}
 	go func() {
-		if up := waitForID(s.stopping, st.LogPath, cmd.OutputID, 2*time.Minute); up != "" {
+		if up := launch.WaitForID(s.stopping, st.LogPath, cmd.OutputID, 2*time.Minute); up != "" {
 			if err := s.tracker.LinkUpstream(id, up, "the agent's output"); err != nil {
 				s.log.Warn("link upstream id", zap.String("session", id), zap.String("upstream", up), zap.Error(err))
 			}
 		}
 	}()
-}
-
-// waitForID polls a log for the first match of re's first group.
-func waitForID(stop <-chan struct{}, path string, re *regexp.Regexp, limit time.Duration) string {
-	deadline := time.Now().Add(limit)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for time.Now().Before(deadline) {
-		if b, err := readHead(path, 1<<20); err == nil {
-			if m := re.FindSubmatch(b); m != nil {
-				return string(m[1])
-			}
-		}
-		select {
-		case <-stop:
-			return ""
-		case <-tick.C:
-		}
-	}
-	return ""
-}
-
-func readHead(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	k, _ := f.Read(b)
-	return b[:k], nil
 }
 
 // resumeSession: POST /v1/sessions/{id}/resume.
@@ -190,27 +150,18 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cur := rec.Resume
-	if msg := checkCursor(rec, cur); msg != "" {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, msg)
+	if err := cur.Check(rec); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
 	l := s.launcherFor(w, cur.Agent)
 	if l == nil {
 		return
 	}
-	// A different cwd forks: the history goes with it, the old session is
-	// left as it is.
-	fork := req.Fork
-	if req.Cwd != "" {
-		cwd, err := launch.ResolveCwd(req.Cwd)
-		if err != nil {
-			s.startError(w, err)
-			return
-		}
-		if recorded, err := filepath.EvalSymlinks(cur.Cwd); err != nil || recorded != cwd {
-			fork = true
-		}
-		req.Cwd = cwd
+	fork, err := resumeForks(&req, cur)
+	if err != nil {
+		s.startError(w, err)
+		return
 	}
 	// Single writer: two processes on one conversation corrupt it. This
 	// early answer spares the existence check; adopt checks again, under
@@ -239,19 +190,7 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fork {
-		cmd, err := l.ResumeCommand(*cur, spec, true)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
-			return
-		}
-		nrec, st, err := s.start(cur.Agent, cmd, req.Mode, nil)
-		if err != nil {
-			s.startError(w, err)
-			return
-		}
-		s.appendAction(rec, fmt.Sprintf("forked into session %s", nrec.ID))
-		writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(nrec), Attach: st.AttachCommand(), LogPath: st.LogPath,
-			Forked: true, Reason: fmt.Sprintf("forked from %s with its history", rec.ID)})
+		s.forkSession(w, rec, l, spec, req.Mode)
 		return
 	}
 	cmd, err := l.ResumeCommand(*cur, spec, false)
@@ -260,6 +199,44 @@ func (s *server) resumeSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.adopt(w, rec, cmd, req.Mode, "resumed", api.LaunchResponse{})
+}
+
+// resumeForks resolves the cwd a resume asks for, in req, and says
+// whether the resume forks: when asked to, or when that cwd is not the
+// cursor's. A different cwd forks: the history goes with it, the old
+// session is left as it is.
+func resumeForks(req *api.ResumeRequest, cur *session.ResumeCursor) (bool, error) {
+	fork := req.Fork
+	if req.Cwd != "" {
+		cwd, err := launch.ResolveCwd(req.Cwd)
+		if err != nil {
+			return false, err
+		}
+		if recorded, err := filepath.EvalSymlinks(cur.Cwd); err != nil || recorded != cwd {
+			fork = true
+		}
+		req.Cwd = cwd
+	}
+	return fork, nil
+}
+
+// forkSession starts rec's conversation, with its history, as a new
+// session, and records the fork on rec.
+func (s *server) forkSession(w http.ResponseWriter, rec *session.Record, l adapters.Launcher, spec adapters.LaunchSpec, mode string) {
+	cur := rec.Resume
+	cmd, err := l.ResumeCommand(*cur, spec, true)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	nrec, st, err := s.start(cur.Agent, cmd, mode, nil)
+	if err != nil {
+		s.startError(w, err)
+		return
+	}
+	s.tracker.AppendAction(rec, fmt.Sprintf("forked into session %s", nrec.ID))
+	writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(nrec), Attach: st.AttachCommand(), LogPath: st.LogPath,
+		Forked: true, Reason: fmt.Sprintf("forked from %s with its history", rec.ID)})
 }
 
 // resumeFresh starts a new upstream session under the same sessiond id
@@ -303,32 +280,13 @@ func (s *server) adopt(w http.ResponseWriter, rec *session.Record, cmd adapters.
 		return
 	}
 	if err != nil {
-		s.kill(st)
+		s.launcher.Kill(st)
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, "record resumed session: "+err.Error())
 		return
 	}
 	s.follow(rec.ID, st, cmd)
 	resp.Session, resp.Attach, resp.LogPath = api.FromRecord(nrec), st.AttachCommand(), st.LogPath
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// checkCursor says what is wrong with a resume cursor, or "".
-func checkCursor(rec *session.Record, cur *session.ResumeCursor) string {
-	switch {
-	case cur == nil:
-		return fmt.Sprintf("session %s has no resume cursor yet: its upstream id has not been confirmed by the agent's own data", rec.ID)
-	case cur.SchemaVersion != session.ResumeCursorVersion:
-		return fmt.Sprintf("resume cursor of %s has schema_version %d; this sessiond reads version %d", rec.ID, cur.SchemaVersion, session.ResumeCursorVersion)
-	case cur.Agent == "" || cur.Agent != rec.Agent:
-		return fmt.Sprintf("resume cursor of %s is malformed: agent %q, session agent %q", rec.ID, cur.Agent, rec.Agent)
-	case cur.UpstreamID == "":
-		return fmt.Sprintf("resume cursor of %s is malformed: no upstream_id", rec.ID)
-	case !filepath.IsAbs(cur.Cwd):
-		return fmt.Sprintf("resume cursor of %s is malformed: cwd %q is not absolute", rec.ID, cur.Cwd)
-	case cur.Root == "":
-		return fmt.Sprintf("resume cursor of %s is malformed: no root", rec.ID)
-	}
-	return ""
 }
 
 // ownerAliveError refuses a resume of a session whose owner (or a
@@ -359,20 +317,4 @@ func (s *server) liveOwner(rec *session.Record) int {
 		}
 	}
 	return 0
-}
-
-// appendAction records a user action on a session as an event. The error
-// is logged here and returned, so a handler can tell the user that what
-// was done is not in the event log (callers that cannot, ignore it).
-func (s *server) appendAction(rec *session.Record, reason string) error {
-	err := s.store.Batch(func(tx *state.Tx) error {
-		_, err := tx.Append(session.Event{Type: session.EventAction, SessionID: rec.ID, Agent: rec.Agent,
-			From: rec.Status, To: rec.Status, Time: time.Now(), Reason: reason})
-		return err
-	})
-	if err != nil {
-		s.log.Warn("record action event", zap.String("session", rec.ID), zap.Error(err))
-		return fmt.Errorf("record action %q on session %s: %w", reason, rec.ID, err)
-	}
-	return nil
 }

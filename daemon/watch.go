@@ -41,31 +41,7 @@ func watchLoop(ctx context.Context, w *fsnotify.Watcher, ads []adapters.Adapter,
 		if w == nil {
 			return
 		}
-		want := map[string]bool{}
-		for _, a := range ads {
-			for _, p := range a.WatchPaths() {
-				if len(want) >= maxWatches {
-					break
-				}
-				want[p] = true
-			}
-		}
-		for p := range want {
-			if watched[p] {
-				continue
-			}
-			if err := w.Add(p); err != nil {
-				log.Debug("cannot watch directory", zap.String("path", p), zap.Error(err))
-				continue
-			}
-			watched[p] = true
-		}
-		for p := range watched {
-			if !want[p] {
-				_ = w.Remove(p)
-				delete(watched, p)
-			}
-		}
+		syncWatches(w, watched, ads, log)
 	}
 	sync()
 	refresh := time.NewTicker(30 * time.Second)
@@ -116,6 +92,37 @@ func watchLoop(ctx context.Context, w *fsnotify.Watcher, ads []adapters.Adapter,
 			log.Info("full rescan requested")
 			rescanAll(ads)
 			tr.Hint()
+		}
+	}
+}
+
+// syncWatches makes w watch the adapters' watch paths now, at most
+// maxWatches of them: it adds the new ones and removes those no adapter
+// names any more. watched is what w watches, kept up to date.
+func syncWatches(w *fsnotify.Watcher, watched map[string]bool, ads []adapters.Adapter, log *zap.Logger) {
+	want := map[string]bool{}
+	for _, a := range ads {
+		for _, p := range a.WatchPaths() {
+			if len(want) >= maxWatches {
+				break
+			}
+			want[p] = true
+		}
+	}
+	for p := range want {
+		if watched[p] {
+			continue
+		}
+		if err := w.Add(p); err != nil {
+			log.Debug("cannot watch directory", zap.String("path", p), zap.Error(err))
+			continue
+		}
+		watched[p] = true
+	}
+	for p := range watched {
+		if !want[p] {
+			_ = w.Remove(p)
+			delete(watched, p)
 		}
 	}
 }

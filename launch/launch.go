@@ -1,6 +1,9 @@
 // Package launch starts agent processes for sessiond: with an argv, never a
 // shell string; in the resolved cwd; in a session and process group of
 // their own; stdin from /dev/null; stdout and stderr to a per-session log.
+// It also follows what it started: it collects a process's exit, kills a
+// process group that must not run on, and reads the agent's own session
+// id from its log.
 //
 // The log is a file the agent writes directly, not a pipe through sessiond:
 // an agent must outlive a sessiond restart (KillMode=process), and a pipe

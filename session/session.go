@@ -7,6 +7,8 @@
 package session
 
 import (
+	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/sessiond/sessiond/proc"
@@ -136,6 +138,27 @@ type ResumeCursor struct {
 	UpstreamID    string `json:"upstream_id"`
 	Cwd           string `json:"cwd"`
 	Root          string `json:"root"`
+}
+
+// Check says what keeps c from resuming session rec, or nil when nothing
+// does. A nil c is one such thing: a session gets its cursor only once the
+// agent's own data confirms its upstream id.
+func (c *ResumeCursor) Check(rec *Record) error {
+	switch {
+	case c == nil:
+		return fmt.Errorf("session %s has no resume cursor yet: its upstream id has not been confirmed by the agent's own data", rec.ID)
+	case c.SchemaVersion != ResumeCursorVersion:
+		return fmt.Errorf("resume cursor of %s has schema_version %d; this sessiond reads version %d", rec.ID, c.SchemaVersion, ResumeCursorVersion)
+	case c.Agent == "" || c.Agent != rec.Agent:
+		return fmt.Errorf("resume cursor of %s is malformed: agent %q, session agent %q", rec.ID, c.Agent, rec.Agent)
+	case c.UpstreamID == "":
+		return fmt.Errorf("resume cursor of %s is malformed: no upstream_id", rec.ID)
+	case !filepath.IsAbs(c.Cwd):
+		return fmt.Errorf("resume cursor of %s is malformed: cwd %q is not absolute", rec.ID, c.Cwd)
+	case c.Root == "":
+		return fmt.Errorf("resume cursor of %s is malformed: no root", rec.ID)
+	}
+	return nil
 }
 
 // Record is sessiond's stored record of one session. The JSON names of the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/buildinfo"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
@@ -57,8 +58,8 @@ func TestJSONOutput(t *testing.T) {
 
 	var v map[string]string
 	ctlJSON(t, &v, "version")
-	if v["sessionctl"] != versionString() || v["sessiond"] != h.Version || len(v) != 2 {
-		t.Errorf("version: %v, want sessionctl %s and sessiond %s", v, versionString(), h.Version)
+	if v["sessionctl"] != buildinfo.Version(version) || v["sessiond"] != h.Version || len(v) != 2 {
+		t.Errorf("version: %v, want sessionctl %s and sessiond %s", v, buildinfo.Version(version), h.Version)
 	}
 
 	var res api.ActionResult

@@ -15,13 +15,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/buildinfo"
 )
 
 // Exit codes.
@@ -160,7 +160,7 @@ func newVersion(a *app) *cobra.Command {
 		Short: "Print sessionctl's version and the daemon's, if it runs",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			out := map[string]string{"sessionctl": versionString()}
+			out := map[string]string{"sessionctl": buildinfo.Version(version)}
 			if h, err := a.client().Health(cmd.Context()); err == nil {
 				out["sessiond"] = h.Version
 			}
@@ -176,18 +176,4 @@ func newVersion(a *app) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "dev-" + s.Value[:12]
-			}
-		}
-	}
-	return "dev"
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,6 +25,7 @@ import (
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
+	"github.com/sessiond/sessiond/internal/buildinfo"
 )
 
 // Exit codes. ExitAlreadyRunning is listed in the systemd unit's
@@ -251,23 +251,6 @@ already running on this state dir or socket.
 	return o, nil
 }
 
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			return bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "dev-" + s.Value[:12]
-			}
-		}
-	}
-	return "dev"
-}
-
 func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
@@ -314,7 +297,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if o.showVersion {
-		fmt.Fprintln(stdout, "sessiond", versionString())
+		fmt.Fprintln(stdout, "sessiond", buildinfo.Version(version))
 		return ExitOK
 	}
 	log, err := newLogger(o.logLevel, o.logFormat, stderr)
@@ -356,7 +339,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Adapters: buildAdapters(o, log),
 		Interval: o.interval, Grace: o.grace, StallAfter: o.stallAfter,
 		NoExitEvents: o.noExitEvts, AutoRepair: o.autoRepair,
-		Version: versionString(), Logger: log, Hints: hints,
+		Version: buildinfo.Version(version), Logger: log, Hints: hints,
 	})
 	var already *daemon.AlreadyRunningError
 	switch {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/buildinfo"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 )
 
@@ -49,7 +50,7 @@ func TestVersion(t *testing.T) {
 	if code := runWithin(t, 10*time.Second, []string{"--version"}, &stdout, &stderr); code != ExitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr.String())
 	}
-	if got, want := stdout.String(), "sessiond "+versionString()+"\n"; got != want {
+	if got, want := stdout.String(), "sessiond "+buildinfo.Version(version)+"\n"; got != want {
 		t.Fatalf("stdout %q, want %q", got, want)
 	}
 }
@@ -103,8 +104,8 @@ func TestServesUntilItsContextEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.PID != os.Getpid() || h.Socket != sock || filepath.Dir(h.StorePath) != stateDir || h.Version != versionString() {
-		t.Errorf("health %+v: want this process, socket %s, a store in %s, version %s", h, sock, stateDir, versionString())
+	if h.PID != os.Getpid() || h.Socket != sock || filepath.Dir(h.StorePath) != stateDir || h.Version != buildinfo.Version(version) {
+		t.Errorf("health %+v: want this process, socket %s, a store in %s, version %s", h, sock, stateDir, buildinfo.Version(version))
 	}
 	adapters := map[string]bool{}
 	for _, a := range h.Adapters {
