@@ -135,6 +135,8 @@ type Adapter struct {
 	log *zap.Logger
 	// uid is sessiond's own: only servers of this uid are asked anything.
 	uid int
+	// host reads open files and listening sockets on ProcRoot.
+	host *proc.Host
 
 	passMu sync.Mutex // one Discover at a time; guards dbs, legacy, starts, restored
 	dbs    map[string]*dbReader
@@ -224,8 +226,9 @@ func New(cfg Config) *Adapter {
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = DefaultStaleAfter
 	}
+	host := &proc.Host{Root: cfg.ProcRoot}
 	if cfg.StartTimer == nil {
-		cfg.StartTimer = &proc.Host{Root: cfg.ProcRoot}
+		cfg.StartTimer = host
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -246,6 +249,7 @@ func New(cfg Config) *Adapter {
 		cfg:              cfg,
 		log:              cfg.Logger,
 		uid:              os.Getuid(),
+		host:             host,
 		dbs:              map[string]*dbReader{},
 		starts:           map[proc.Identity]time.Time{},
 		cpSeed:           maphash.MakeSeed(),
@@ -494,13 +498,13 @@ func (a *Adapter) inspect(snap *proc.Snapshot, dbPaths []string) []*ocProc {
 			a.starts[id] = t
 		}
 		o.held = map[string]bool{}
-		files, sockets, err := scanFDs(a.cfg.ProcRoot, id.PID)
+		fds, err := a.host.OpenFiles(id.PID)
 		if err != nil {
 			continue
 		}
 		o.fdKnown = true
-		o.sockets = sockets
-		for _, f := range files {
+		o.sockets = fds.Sockets
+		for _, f := range fds.Files {
 			if k := dbKey(f); keys[k] {
 				o.held[k] = true
 			}

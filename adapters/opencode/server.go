@@ -159,7 +159,7 @@ func (a *Adapter) do(ctx context.Context, method, base, path, dir string, body, 
 // uid): the loopback addresses of its --port and of its own listening
 // sockets, each checked against the listening sockets (table) where the
 // platform lists them. See trust.go.
-func (a *Adapter) candidateURLs(o *ocProc, table []tcpListener) []string {
+func (a *Adapter) candidateURLs(o *ocProc, table []proc.Listener) []string {
 	var cands []netip.AddrPort
 	if o.args.PortSet && o.args.Port > 0 {
 		addrs := hostnameAddrs(o.args.Hostname)
@@ -172,14 +172,14 @@ func (a *Adapter) candidateURLs(o *ocProc, table []tcpListener) []string {
 		}
 	}
 	for _, l := range table {
-		if !o.sockets[l.inode] {
+		if !o.sockets[l.Inode] {
 			continue
 		}
-		if ip, ok := dialAddr(l.addr.Addr()); ok {
-			cands = append(cands, netip.AddrPortFrom(ip, l.addr.Port()))
+		if ip, ok := dialAddr(l.Addr.Addr()); ok {
+			cands = append(cands, netip.AddrPortFrom(ip, l.Addr.Port()))
 		} else {
-			a.logOnce("listen "+o.id().String()+" "+l.addr.String(), "OpenCode server socket not probed: it listens off loopback, and sessiond sends its password to loopback only",
-				zap.Int("pid", o.id().PID), zap.Stringer("listen", l.addr))
+			a.logOnce("listen "+o.id().String()+" "+l.Addr.String(), "OpenCode server socket not probed: it listens off loopback, and sessiond sends its password to loopback only",
+				zap.Int("pid", o.id().PID), zap.Stringer("listen", l.Addr))
 		}
 	}
 	seen := map[string]bool{}
@@ -190,7 +190,7 @@ func (a *Adapter) candidateURLs(o *ocProc, table []tcpListener) []string {
 			continue
 		}
 		seen[u] = true
-		if listenersKnown {
+		if proc.ListenersKnown {
 			if err := checkListener(table, ap, a.uid); err != nil {
 				a.logOnce("check "+o.id().String()+" "+u, "OpenCode server not probed: its listener is not trusted",
 					zap.Int("pid", o.id().PID), zap.String("url", u), zap.Error(err))
@@ -218,7 +218,7 @@ func (a *Adapter) probeServers(ctx context.Context, procs []*ocProc, dirs []stri
 		mu    sync.Mutex
 		out   []*server
 		wg    sync.WaitGroup
-		table []tcpListener
+		table []proc.Listener
 		read  bool
 	)
 	for _, o := range procs {
@@ -230,10 +230,10 @@ func (a *Adapter) probeServers(ctx context.Context, procs []*ocProc, dirs []stri
 				zap.Int("pid", o.id().PID), zap.Int("uid", o.p.UID), zap.Int("sessiond_uid", a.uid))
 			continue
 		}
-		if listenersKnown && !read {
+		if proc.ListenersKnown && !read {
 			read = true
 			var err error
-			if table, err = readListeners(a.cfg.ProcRoot); err != nil {
+			if table, err = a.host.Listeners(); err != nil {
 				// Nothing can be checked, so nothing is dialled.
 				a.logOnce("listeners "+err.Error(), "OpenCode servers not probed: listening sockets unreadable", zap.Error(err))
 			}
