@@ -47,45 +47,87 @@ func (a *Adapter) databases() ([]string, error) {
 func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.Observation, error) {
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
-	var obs adapters.Observation
 	now := a.cfg.Now()
 
 	paths, err := a.databases()
 	if err != nil {
-		return obs, err
+		return adapters.Observation{}, err
 	}
-	inputs, failed := 0, 0
-	sessions := map[string]*sessionData{}
+	g := &gathered{sessions: map[string]*sessionData{}}
+	if err := a.readDatabases(ctx, now, paths, g); err != nil {
+		return adapters.Observation{}, err
+	}
+	if err := a.readLegacy(ctx, g); err != nil {
+		return adapters.Observation{}, err
+	}
+	if err := g.unreadable(); err != nil {
+		return g.obs, err
+	}
+
+	procs := a.inspect(snap, paths)
+	servers := a.probeServers(ctx, procs, statusDirs(g.sessions, now))
+	p := a.newPass(ctx, now, g.sessions, procs, servers, paths)
+	orphans := a.orphans(snap)
+
+	ids := make([]string, 0, len(g.sessions))
+	for id := range g.sessions {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		g.obs.Sessions = append(g.obs.Sessions, p.observe(g.sessions[id], orphans[id]))
+	}
+
+	a.remember(g.obs.Sessions, servers, now)
+	return g.obs, nil
+}
+
+// gathered is what a pass has read: its sessions by id, the observation's
+// errors and warnings so far, and how many inputs it tried and could not
+// read.
+type gathered struct {
+	obs      adapters.Observation
+	sessions map[string]*sessionData
+	inputs   int
+	failed   int
+}
+
+// unreadable is the pass's error when no input at all could be read.
+func (g *gathered) unreadable() error {
+	if g.inputs == 0 || g.failed != g.inputs {
+		return nil
+	}
+	errs := make([]error, len(g.obs.Errors))
+	for i, e := range g.obs.Errors {
+		errs[i] = fmt.Errorf("%s: %w", e.Input, e.Err)
+	}
+	return fmt.Errorf("no OpenCode data could be read: %w", errors.Join(errs...))
+}
+
+// readDatabases reads each database into g (of two copies of a session,
+// the one written last wins) and forgets the databases no longer listed.
+// It fails only when ctx is done.
+func (a *Adapter) readDatabases(ctx context.Context, now time.Time, paths []string, g *gathered) error {
 	keep := map[string]bool{}
 	for _, path := range paths {
 		keep[path] = true
-		r := a.dbs[path]
-		if r == nil {
-			r = &dbReader{path: path, busy: a.cfg.BusyTimeout, log: a.log}
-			a.dbs[path] = r
-		}
-		if d := a.restored[path]; d != nil {
-			delete(a.restored, path)
-			if r.sessions == nil {
-				r.restored = d
-			}
-		}
-		inputs++
+		r := a.reader(path)
+		g.inputs++
 		if err := r.read(ctx, now, a.cfg.FullEvery); err != nil {
 			if ctx.Err() != nil {
-				return adapters.Observation{}, ctx.Err()
+				return ctx.Err()
 			}
-			failed++
-			obs.Errors = append(obs.Errors, adapters.InputError{Input: path, Err: err})
+			g.failed++
+			g.obs.Errors = append(g.obs.Errors, adapters.InputError{Input: path, Err: err})
 			continue
 		}
 		a.published(path, r)
 		if r.warning != nil {
-			obs.Warnings = append(obs.Warnings, adapters.InputError{Input: path, Err: r.warning})
+			g.obs.Warnings = append(g.obs.Warnings, adapters.InputError{Input: path, Err: r.warning})
 		}
 		for id, s := range r.sessions {
-			if old := sessions[id]; old == nil || s.LastWrite.After(old.LastWrite) {
-				sessions[id] = s
+			if old := g.sessions[id]; old == nil || s.LastWrite.After(old.LastWrite) {
+				g.sessions[id] = s
 			}
 		}
 	}
@@ -100,77 +142,74 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		}
 	}
 	a.listed(keep)
-	if a.legacy.present() {
-		inputs++
-		if err := a.legacy.read(ctx); err != nil {
-			if ctx.Err() != nil {
-				return adapters.Observation{}, ctx.Err()
-			}
-			failed++
-			obs.Errors = append(obs.Errors, adapters.InputError{Input: a.legacy.root, Err: err})
-		} else {
-			for id, e := range a.legacy.cache {
-				if sessions[id] == nil { // the database wins: v1.2 migrated these
-					sessions[id] = e.data
-				}
-			}
-			obs.Warnings = append(obs.Warnings, a.legacy.skipped...)
+	return nil
+}
+
+// reader is the database's reader, made on first use, handed what a
+// checkpoint saved of the database if it has read nothing yet.
+func (a *Adapter) reader(path string) *dbReader {
+	r := a.dbs[path]
+	if r == nil {
+		r = &dbReader{path: path, busy: a.cfg.BusyTimeout, log: a.log}
+		a.dbs[path] = r
+	}
+	if d := a.restored[path]; d != nil {
+		delete(a.restored, path)
+		if r.sessions == nil {
+			r.restored = d
 		}
-	} else {
+	}
+	return r
+}
+
+// readLegacy reads the legacy storage, when there is one, into g: its
+// sessions that no database has (v1.2 migrated those). It fails only when
+// ctx is done.
+func (a *Adapter) readLegacy(ctx context.Context, g *gathered) error {
+	if !a.legacy.present() {
 		a.legacy.cache = nil
+		return nil
 	}
-	if inputs > 0 && failed == inputs {
-		errs := make([]error, len(obs.Errors))
-		for i, e := range obs.Errors {
-			errs[i] = fmt.Errorf("%s: %w", e.Input, e.Err)
+	g.inputs++
+	if err := a.legacy.read(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		return obs, fmt.Errorf("no OpenCode data could be read: %w", errors.Join(errs...))
+		g.failed++
+		g.obs.Errors = append(g.obs.Errors, adapters.InputError{Input: a.legacy.root, Err: err})
+		return nil
 	}
+	for id, e := range a.legacy.cache {
+		if g.sessions[id] == nil { // the database wins: v1.2 migrated these
+			g.sessions[id] = e.data
+		}
+	}
+	g.obs.Warnings = append(g.obs.Warnings, a.legacy.skipped...)
+	return nil
+}
 
-	procs := a.inspect(snap, paths)
-	servers := a.probeServers(ctx, procs, statusDirs(sessions, now))
-	p := &pass{a: a, ctx: ctx, now: now, sessions: sessions, procs: procs, servers: servers,
-		dbKeys: map[string]string{}, owners: map[string][]adapters.Owner{}, acts: map[string]*actResult{}, children: map[string][]string{}}
-	for _, path := range paths {
-		p.dbKeys[path] = dbKey(realPath(path))
+// observe reports one session as this pass found it, with the orphaned
+// tool processes attributed to it.
+func (p *pass) observe(s *sessionData, orphans []adapters.Issue) adapters.Observed {
+	o := adapters.Observed{
+		UpstreamID:   s.ID,
+		Source:       s.Source,
+		Root:         p.a.cfg.DataDir,
+		Cwd:          s.Directory,
+		Title:        s.Title,
+		Owners:       p.ownersOf(s, 0),
+		LastActivity: p.lastActivity(s, 0),
 	}
-	for id, s := range sessions {
-		if s.ParentID != "" {
-			p.children[s.ParentID] = append(p.children[s.ParentID], id)
+	act := p.activity(s, 0)
+	o.Activity, o.ActivityEvidence = act.activity, act.evidence
+	if s.inFlight() {
+		o.InFlight = s.issues("")
+		if act.stale {
+			o.Problems = append(o.Problems, s.issues("stale (the live server that owns it reports it idle): ")...)
 		}
 	}
-	orphans := a.orphans(snap)
-
-	ids := make([]string, 0, len(sessions))
-	for id := range sessions {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		s := sessions[id]
-		o := adapters.Observed{
-			UpstreamID:   s.ID,
-			Source:       s.Source,
-			Root:         a.cfg.DataDir,
-			Cwd:          s.Directory,
-			Title:        s.Title,
-			Owners:       p.ownersOf(s, 0),
-			LastActivity: p.lastActivity(s, 0),
-		}
-		act := p.activity(s, 0)
-		o.Activity, o.ActivityEvidence = act.activity, act.evidence
-		if s.inFlight() {
-			o.InFlight = s.issues("")
-			if act.stale {
-				o.Problems = append(o.Problems, s.issues("stale (the live server that owns it reports it idle): ")...)
-			}
-		}
-		o.Problems = append(o.Problems, orphans[id]...)
-		obs.Sessions = append(obs.Sessions, o)
-	}
-
-	a.remember(obs.Sessions, servers, now)
-	return obs, nil
+	o.Problems = append(o.Problems, orphans...)
+	return o
 }
 
 // statusDirs are the directories worth asking servers about: those of

@@ -29,6 +29,22 @@ type pass struct {
 	acts     map[string]*actResult
 }
 
+// newPass starts a pass over sessions, with the processes and servers
+// found this pass and the databases it listed.
+func (a *Adapter) newPass(ctx context.Context, now time.Time, sessions map[string]*sessionData, procs []*ocProc, servers []*server, dbPaths []string) *pass {
+	p := &pass{a: a, ctx: ctx, now: now, sessions: sessions, procs: procs, servers: servers,
+		dbKeys: map[string]string{}, owners: map[string][]adapters.Owner{}, acts: map[string]*actResult{}, children: map[string][]string{}}
+	for _, path := range dbPaths {
+		p.dbKeys[path] = dbKey(realPath(path))
+	}
+	for id, s := range sessions {
+		if s.ParentID != "" {
+			p.children[s.ParentID] = append(p.children[s.ParentID], id)
+		}
+	}
+	return p
+}
+
 // maxDepth bounds parent/child recursion (and breaks cycles in odd data).
 const maxDepth = 8
 
