@@ -36,7 +36,7 @@ func (p *pass) activity(s *sessionData, depth int) *actResult {
 
 func (p *pass) decideActivity(s *sessionData, depth int) *actResult {
 	var busyServer *server
-	var st SessionStatus
+	var st statusEntry
 	for _, sv := range p.servers {
 		if sv.questions[s.ID] {
 			return &actResult{activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": question pending"}

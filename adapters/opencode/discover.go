@@ -301,7 +301,7 @@ func (a *Adapter) remember(obs []adapters.Observed, servers []*server, now time.
 	defer a.mu.Unlock()
 	a.servers = a.servers[:0]
 	for _, s := range servers {
-		a.servers = append(a.servers, s.Server)
+		a.servers = append(a.servers, s.serverInfo)
 	}
 	for _, o := range obs {
 		for _, ow := range o.Owners {

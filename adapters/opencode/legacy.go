@@ -162,7 +162,7 @@ func (r *legacyReader) readLastAssistant(s *sessionData, msgDir string) {
 		if err != nil {
 			continue
 		}
-		m, err := ParseMessage(mb)
+		m, err := parseMessage(mb)
 		if err != nil {
 			r.log.Debug("skipping unparseable legacy message", zap.String("file", mp), zap.Error(err))
 			continue
@@ -192,7 +192,7 @@ func (r *legacyReader) readInFlightParts(s *sessionData) time.Time {
 		if err != nil {
 			continue
 		}
-		p, err := ParsePart(pb)
+		p, err := parsePart(pb)
 		if err != nil || !p.InFlight() {
 			continue
 		}
@@ -200,7 +200,7 @@ func (r *legacyReader) readInFlightParts(s *sessionData) time.Time {
 			p.ID = strings.TrimSuffix(pn, ".json")
 		}
 		p.MessageID, p.SessionID = la.ID, s.ID
-		s.Tools = append(s.Tools, toolCall{Part: p, Created: p.Start, Updated: mod})
+		s.Tools = append(s.Tools, toolCall{ocPart: p, Created: p.Start, Updated: mod})
 	}
 	return partMod
 }

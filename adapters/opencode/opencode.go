@@ -102,15 +102,15 @@ type Config struct {
 
 // Defaults for Config.
 const (
-	DefaultBusyTimeout   = 2 * time.Second
-	DefaultServerTimeout = time.Second
-	DefaultFullEvery     = 10 * time.Minute
-	DefaultStaleAfter    = 10 * time.Second
+	defaultBusyTimeout   = 2 * time.Second
+	defaultServerTimeout = time.Second
+	defaultFullEvery     = 10 * time.Minute
+	defaultStaleAfter    = 10 * time.Second
 
-	DefaultBackupKeep       = 10
+	defaultBackupKeep       = 10
 	DefaultRepairGrace      = 60 * time.Second
-	DefaultWriteBusyTimeout = 250 * time.Millisecond
-	DefaultAbortWait        = 5 * time.Second
+	defaultWriteBusyTimeout = 250 * time.Millisecond
+	defaultAbortWait        = 5 * time.Second
 )
 
 // Adapter observes OpenCode sessions. Safe for concurrent use; Discover
@@ -150,7 +150,7 @@ type Adapter struct {
 	prompts map[string]string
 
 	mu               sync.Mutex // guards the fields below
-	servers          []Server
+	servers          []serverInfo
 	memo             map[int]ownerMemo
 	loggedServerErrs map[string]bool
 	watch            []string
@@ -168,16 +168,16 @@ func New(cfg Config) *Adapter {
 		cfg.HTTPClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}}
 	}
 	if cfg.BusyTimeout <= 0 {
-		cfg.BusyTimeout = DefaultBusyTimeout
+		cfg.BusyTimeout = defaultBusyTimeout
 	}
 	if cfg.ServerTimeout <= 0 {
-		cfg.ServerTimeout = DefaultServerTimeout
+		cfg.ServerTimeout = defaultServerTimeout
 	}
 	if cfg.FullEvery == 0 {
-		cfg.FullEvery = DefaultFullEvery
+		cfg.FullEvery = defaultFullEvery
 	}
 	if cfg.StaleAfter <= 0 {
-		cfg.StaleAfter = DefaultStaleAfter
+		cfg.StaleAfter = defaultStaleAfter
 	}
 	host := &proc.Host{Root: cfg.ProcRoot}
 	if cfg.StartTimer == nil {
@@ -187,16 +187,16 @@ func New(cfg Config) *Adapter {
 		cfg.Now = time.Now
 	}
 	if cfg.BackupKeep <= 0 {
-		cfg.BackupKeep = DefaultBackupKeep
+		cfg.BackupKeep = defaultBackupKeep
 	}
 	if cfg.RepairGrace <= 0 {
 		cfg.RepairGrace = DefaultRepairGrace
 	}
 	if cfg.WriteBusyTimeout <= 0 {
-		cfg.WriteBusyTimeout = DefaultWriteBusyTimeout
+		cfg.WriteBusyTimeout = defaultWriteBusyTimeout
 	}
 	if cfg.AbortWait <= 0 {
-		cfg.AbortWait = DefaultAbortWait
+		cfg.AbortWait = defaultAbortWait
 	}
 	a := &Adapter{
 		cfg:              cfg,
@@ -226,9 +226,9 @@ func (a *Adapter) WatchPaths() []string {
 	return append([]string(nil), a.watch...)
 }
 
-// Servers returns the servers that answered in the last Discover pass.
-func (a *Adapter) Servers() []Server {
+// lastServers returns the servers that answered in the last Discover pass.
+func (a *Adapter) lastServers() []serverInfo {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]Server(nil), a.servers...)
+	return append([]serverInfo(nil), a.servers...)
 }

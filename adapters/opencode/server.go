@@ -20,10 +20,10 @@ import (
 	"github.com/sessiond/sessiond/proc"
 )
 
-// Server is a reachable OpenCode server (`opencode serve`, `web`, or any
+// serverInfo is a reachable OpenCode server (`opencode serve`, `web`, or any
 // opencode given --port) of sessiond's uid, found in the last Discover
 // pass. It is checked again before it is used later (checkServer).
-type Server struct {
+type serverInfo struct {
 	// URL is the base URL, always a loopback address: "http://127.0.0.1:4096".
 	URL string
 	// Owner is the server process.
@@ -31,9 +31,9 @@ type Server struct {
 	Version string
 }
 
-// SessionStatus is one entry of GET /session/status. OpenCode keeps it in
+// statusEntry is one entry of GET /session/status. OpenCode keeps it in
 // memory only, per process: a session absent from the map is idle there.
-type SessionStatus struct {
+type statusEntry struct {
 	// Type is "idle", "busy" or "retry".
 	Type    string
 	Attempt int
@@ -44,11 +44,11 @@ type SessionStatus struct {
 
 // server is a probed server and what it said this pass.
 type server struct {
-	Server
+	serverInfo
 	proc *ocProc
 	// status merges the answers of GET /session/status; statusDirs are the
 	// directories it answered for ("" = its default directory).
-	status     map[string]SessionStatus
+	status     map[string]statusEntry
 	statusDirs map[string]bool
 	// questions and permissions name sessions with a pending request;
 	// askedDirs are the directories whose lists were read.
@@ -272,8 +272,8 @@ func (a *Adapter) probeServer(ctx context.Context, o *ocProc, urls, dirs []strin
 			continue
 		}
 		s := &server{
-			Server: Server{URL: base, Owner: o.id(), Version: h.Version}, proc: o,
-			status: map[string]SessionStatus{}, statusDirs: map[string]bool{},
+			serverInfo: serverInfo{URL: base, Owner: o.id(), Version: h.Version}, proc: o,
+			status: map[string]statusEntry{}, statusDirs: map[string]bool{},
 			questions: map[string]bool{}, permissions: map[string]bool{}, askedDirs: map[string]bool{},
 		}
 		for _, dir := range append([]string{""}, dirs...) {
@@ -307,7 +307,7 @@ func (a *Adapter) probeServer(ctx context.Context, o *ocProc, urls, dirs []strin
 }
 
 // sessionStatus reads GET /session/status for a directory.
-func (a *Adapter) sessionStatus(ctx context.Context, base, dir string) (map[string]SessionStatus, error) {
+func (a *Adapter) sessionStatus(ctx context.Context, base, dir string) (map[string]statusEntry, error) {
 	var raw map[string]struct {
 		Type    string `json:"type"`
 		Attempt int    `json:"attempt"`
@@ -317,9 +317,9 @@ func (a *Adapter) sessionStatus(ctx context.Context, base, dir string) (map[stri
 	if err := a.get(ctx, base, "/session/status", dir, &raw); err != nil {
 		return nil, err
 	}
-	out := make(map[string]SessionStatus, len(raw))
+	out := make(map[string]statusEntry, len(raw))
 	for id, v := range raw {
-		out[id] = SessionStatus{Type: v.Type, Attempt: v.Attempt, Message: v.Message, Next: v.Next.t}
+		out[id] = statusEntry{Type: v.Type, Attempt: v.Attempt, Message: v.Message, Next: v.Next.t}
 	}
 	return out, nil
 }

@@ -19,11 +19,11 @@ import (
 	"modernc.org/sqlite" // pure-Go SQLite, registered as "sqlite"
 )
 
-// SchemaError says an OpenCode database does not have the tables or columns
+// schemaError says an OpenCode database does not have the tables or columns
 // sessiond reads (they were checked on opencode 1.18.33). OpenCode changes
 // its schema often; this error names exactly what is missing so the
 // adapter can be updated instead of silently reading nothing.
-type SchemaError struct {
+type schemaError struct {
 	Path string
 	// MissingTables are tables that do not exist.
 	MissingTables []string
@@ -31,7 +31,7 @@ type SchemaError struct {
 	MissingColumns map[string][]string
 }
 
-func (e *SchemaError) Error() string {
+func (e *schemaError) Error() string {
 	var parts []string
 	for _, t := range e.MissingTables {
 		parts = append(parts, "table "+t+" is missing")
@@ -216,7 +216,7 @@ func explain(err error) error {
 // checkSchema verifies the tables and columns sessiond reads and returns
 // the optional session columns present.
 func checkSchema(ctx context.Context, conn *sql.Conn, path string) (map[string]bool, error) {
-	se := &SchemaError{Path: path, MissingColumns: map[string][]string{}}
+	se := &schemaError{Path: path, MissingColumns: map[string][]string{}}
 	var sessCols map[string]bool
 	for _, table := range []string{"session", "message", "part"} {
 		cols, err := tableColumns(ctx, conn, table)
@@ -288,7 +288,7 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 
 	opt, err := checkSchema(ctx, conn, r.path)
 	if err != nil {
-		var se *SchemaError
+		var se *schemaError
 		if errors.As(err, &se) && len(se.MissingTables) == 3 && noTables(ctx, conn) {
 			// A database with no table at all is one OpenCode is creating
 			// (its first start runs the migrations just after the file
@@ -721,7 +721,7 @@ func (r *dbReader) scanTools(rows *sql.Rows) (map[string][]toolCall, error) {
 		if err := rows.Scan(&id, &mid, &sid, &created, &updated, &data); err != nil {
 			return nil, fmt.Errorf("read part row: %w", err)
 		}
-		p, err := ParsePart(data)
+		p, err := parsePart(data)
 		if err != nil {
 			r.log.Debug("skipping unparseable part", zap.String("db", r.path), zap.String("part", id), zap.Error(err))
 			continue
@@ -730,7 +730,7 @@ func (r *dbReader) scanTools(rows *sql.Rows) (map[string][]toolCall, error) {
 			continue
 		}
 		p.ID, p.MessageID, p.SessionID = id, mid, sid
-		out[sid] = append(out[sid], toolCall{Part: p, Created: msInt(created.Int64), Updated: msInt(updated.Int64)})
+		out[sid] = append(out[sid], toolCall{ocPart: p, Created: msInt(created.Int64), Updated: msInt(updated.Int64)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read parts: %w", err)
@@ -775,7 +775,7 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 			return fmt.Errorf("read message row of %s: %w", s.ID, err)
 		}
 		s.touch(msInt(upd.Int64))
-		m, err := ParseMessage(data)
+		m, err := parseMessage(data)
 		if err != nil {
 			log.Debug("skipping unparseable message", zap.String("session", s.ID), zap.String("message", id), zap.Error(err))
 			continue

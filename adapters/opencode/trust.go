@@ -143,7 +143,7 @@ func serverURL(ap netip.AddrPort) string { return "http://" + ap.String() }
 
 // checkServer is verifyServer for a server found in an earlier pass, with
 // its URL checked first.
-func (a *Adapter) checkServer(s Server) error {
+func (a *Adapter) checkServer(s serverInfo) error {
 	ap, err := loopbackAddr(s.URL)
 	if err != nil {
 		return err
