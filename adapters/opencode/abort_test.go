@@ -22,8 +22,8 @@ func (f *repairFixture) serve(t *testing.T, srv *opencodetest.FakeServer, sessio
 	a := f.adapter(nil)
 	snap := opencodetest.Snapshot(f.server(400, time.Hour, false, "/srv", srv.Port()))
 	mustDiscover(t, a, snap)
-	if len(a.Servers()) != 1 {
-		t.Fatalf("the fake server was not found: %v", a.Servers())
+	if len(a.lastServers()) != 1 {
+		t.Fatalf("the fake server was not found: %v", a.lastServers())
 	}
 	return a
 }
@@ -130,7 +130,7 @@ func TestRepairServerAnswers500(t *testing.T) {
 			if !equalMaps(rows(t, f.dbPath, sh.SessionID), before) {
 				t.Fatal("the database was written")
 			}
-			if bs, _ := a.Backups(f.dbPath); len(bs) != 0 {
+			if bs, _ := a.backups(f.dbPath); len(bs) != 0 {
 				t.Errorf("fell through to the offline rung: backups %v", bs)
 			}
 		})

@@ -349,7 +349,7 @@ func decodeSession(b []byte, path, id string) (*sessionData, error) {
 	s.Archived = r.time()
 	s.LastWrite = r.time()
 	if r.Bool() {
-		m := &Message{}
+		m := &ocMessage{}
 		m.ID = r.Str()
 		m.SessionID = r.Str()
 		m.Role = r.Str()

@@ -632,11 +632,11 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 	at := time.UnixMilli(1750000000123)
 	open := &sessionData{ID: id, Source: path, ProjectID: "prj", ParentID: "ses_parent", Directory: "/w", Title: "fix it", Version: "1.18.33",
 		Created: at, Updated: at.Add(time.Second), LastWrite: at.Add(2 * time.Second),
-		LastAssistant: &Message{ID: "msg_1", SessionID: id, Role: "assistant", Agent: "build", ModelID: "m", Cwd: "/w", Created: at},
-		Tools: []toolCall{{Part: Part{ID: "prt_1", MessageID: "msg_1", SessionID: id, Type: "tool", Tool: "task", CallID: "call_1", Status: "running",
+		LastAssistant: &ocMessage{ID: "msg_1", SessionID: id, Role: "assistant", Agent: "build", ModelID: "m", Cwd: "/w", Created: at},
+		Tools: []toolCall{{ocPart: ocPart{ID: "prt_1", MessageID: "msg_1", SessionID: id, Type: "tool", Tool: "task", CallID: "call_1", Status: "running",
 			Title: "explore", Start: at, ChildSessionID: "ses_child"}, Created: at, Updated: at.Add(2 * time.Second)}}}
 	done := &sessionData{ID: id, Source: path, Directory: "/w", Created: at, Updated: at, LastWrite: at, Archived: at,
-		LastAssistant: &Message{ID: "msg_2", SessionID: id, Role: "assistant", Created: at, Completed: at, ErrorName: "MessageAbortedError", ErrorMessage: "aborted"}}
+		LastAssistant: &ocMessage{ID: "msg_2", SessionID: id, Role: "assistant", Created: at, Completed: at, ErrorName: "MessageAbortedError", ErrorMessage: "aborted"}}
 	for _, b := range [][]byte{
 		encodeSession(open), encodeSession(done), encodeSession(&sessionData{ID: id, Source: path}),
 		encodeCursors(cursors{msgRowid: 100000, msgID: "msg_x", partRowid: 300000, partID: "prt_y", dev: 2049, ino: 1234567, idKnown: true}),

@@ -27,7 +27,7 @@ type sessionData struct {
 
 	// LastAssistant is the session's last assistant message, nil when it
 	// has none (a new session, or only user messages).
-	LastAssistant *Message
+	LastAssistant *ocMessage
 	// Tools are the session's tool parts in pending or running state.
 	Tools []toolCall
 	// LastWrite is the latest time_updated seen among the session row,
@@ -41,7 +41,7 @@ type sessionData struct {
 
 // toolCall is an in-flight tool part with its row times.
 type toolCall struct {
-	Part
+	ocPart
 	Created time.Time
 	Updated time.Time
 }

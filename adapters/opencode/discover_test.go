@@ -256,7 +256,7 @@ func TestDiscoverLockedDatabase(t *testing.T) {
 	if len(obs.Errors) != 1 || obs.Errors[0].Input != filepath.Join(dir, "opencode.db") {
 		t.Fatalf("errors %v", obs.Errors)
 	}
-	if ex, err := a.SessionExists(ctx, lockedSh.SessionID); ex != Unknown || err == nil {
+	if ex, err := a.exists(ctx, lockedSh.SessionID); ex != adapters.ExistenceUnknown || err == nil {
 		t.Fatalf("Exists on a locked database: %v, %v; want unknown with a reason", ex, err)
 	}
 
@@ -354,9 +354,9 @@ func TestDiscoverSchemaChanged(t *testing.T) {
 	}
 	db.Close()
 	_, err = newTestAdapter(t, dir, nil).Discover(context.Background(), nil)
-	var se *SchemaError
+	var se *schemaError
 	if !errors.As(err, &se) {
-		t.Fatalf("err %v, want a SchemaError", err)
+		t.Fatalf("err %v, want a schemaError", err)
 	}
 	msg := err.Error()
 	for _, want := range []string{"table message is missing", "table part lacks column(s) session_id, data", "1.18.33"} {
@@ -432,7 +432,7 @@ func TestDiscoverLegacyOnly(t *testing.T) {
 	if len(watch) < 3 {
 		t.Errorf("watch paths %v: want the data dir and legacy dirs", watch)
 	}
-	if ex, err := a.SessionExists(context.Background(), fin.SessionID); ex != Exists || err != nil {
+	if ex, err := a.exists(context.Background(), fin.SessionID); ex != adapters.Exists || err != nil {
 		t.Errorf("Exists(legacy) = %v, %v", ex, err)
 	}
 	// Unchanged legacy sessions are not parsed again.

@@ -7,33 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sessiond/sessiond/adapters"
 )
-
-// Existence answers "does this OpenCode session exist?" with three values,
-// because resuming must tell a session that is gone from one that could not
-// be checked: only Missing justifies starting over.
-type Existence int
-
-const (
-	// Unknown: it could not be told (a locked or unreadable database, a
-	// server answering 5xx or timing out).
-	Unknown Existence = iota
-	// Exists: a database row, a legacy file or a server has it.
-	Exists
-	// Missing: every input answered, and none has it (no row; a server's
-	// 404 NotFoundError).
-	Missing
-)
-
-func (e Existence) String() string {
-	switch e {
-	case Exists:
-		return "exists"
-	case Missing:
-		return "missing"
-	}
-	return "unknown"
-}
 
 // validID rejects ids that cannot be OpenCode session ids (and could
 // escape the legacy storage directory). `opencode -s` with an unknown id
@@ -45,17 +21,22 @@ func validID(id string) bool {
 	return !strings.ContainsAny(id, "/\\\x00")
 }
 
-// SessionExists checks whether a session exists: in every opencode*.db, in legacy
+// exists checks whether a session exists: in every opencode*.db, in legacy
 // storage, and, when a database could not answer, on the servers found in
-// the last Discover pass that are still this user's. The error explains an
-// Unknown answer.
-func (a *Adapter) SessionExists(ctx context.Context, sessionID string) (Existence, error) {
+// the last Discover pass that are still this user's. Resuming must tell a
+// session that is gone from one that could not be checked: the answer is
+// Exists when a database row, a legacy file or a server has it; Missing
+// only when every input answered and none has it (no row; a server's 404
+// NotFoundError), the one answer that justifies starting over; else
+// ExistenceUnknown (a locked or unreadable database, a server answering
+// 5xx or timing out), which the error explains.
+func (a *Adapter) exists(ctx context.Context, sessionID string) (adapters.Existence, error) {
 	if !validID(sessionID) {
-		return Missing, nil
+		return adapters.Missing, nil
 	}
 	paths, err := a.databases()
 	if err != nil {
-		return Unknown, err
+		return adapters.ExistenceUnknown, err
 	}
 	var errs []error
 	for _, p := range paths {
@@ -65,21 +46,21 @@ func (a *Adapter) SessionExists(ctx context.Context, sessionID string) (Existenc
 			continue
 		}
 		if ok {
-			return Exists, nil
+			return adapters.Exists, nil
 		}
 	}
 	if ok, err := legacyExists(a.legacy.root, sessionID); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", a.legacy.root, err))
 	} else if ok {
-		return Exists, nil
+		return adapters.Exists, nil
 	}
 	if len(errs) == 0 {
-		return Missing, nil
+		return adapters.Missing, nil
 	}
 	// A database could not answer: a server reads the same data, if it is
 	// still this user's.
-	verdict := Unknown
-	for _, s := range a.Servers() {
+	verdict := adapters.ExistenceUnknown
+	for _, s := range a.lastServers() {
 		if err := a.checkServer(s); err != nil {
 			errs = append(errs, err)
 			continue
@@ -88,15 +69,15 @@ func (a *Adapter) SessionExists(ctx context.Context, sessionID string) (Existenc
 		var he *httpError
 		switch {
 		case err == nil:
-			return Exists, nil
+			return adapters.Exists, nil
 		case errors.As(err, &he) && he.Code == http.StatusNotFound && he.Name == "NotFoundError":
-			verdict = Missing
+			verdict = adapters.Missing
 		default:
 			errs = append(errs, fmt.Errorf("server %s: %w", s.URL, err))
 		}
 	}
-	if verdict == Missing {
-		return Missing, nil
+	if verdict == adapters.Missing {
+		return adapters.Missing, nil
 	}
-	return Unknown, errors.Join(errs...)
+	return adapters.ExistenceUnknown, errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 )
 
@@ -17,23 +18,23 @@ func TestExists(t *testing.T) {
 	a := f.adapter(nil)
 	for _, c := range []struct {
 		id   string
-		want Existence
+		want adapters.Existence
 	}{
-		{s.SessionID, Exists},
-		{"ses_doesnotexist", Missing},
-		{"../../etc/passwd", Missing},
-		{"", Missing},
+		{s.SessionID, adapters.Exists},
+		{"ses_doesnotexist", adapters.Missing},
+		{"../../etc/passwd", adapters.Missing},
+		{"", adapters.Missing},
 	} {
-		got, err := a.SessionExists(ctx, c.id)
+		got, err := a.exists(ctx, c.id)
 		if got != c.want || err != nil {
 			t.Errorf("Exists(%q) = %v, %v; want %v", c.id, got, err, c.want)
 		}
 	}
 	none := newTestAdapter(t, filepath.Join(t.TempDir(), "absent"), nil)
-	if got, err := none.SessionExists(ctx, s.SessionID); got != Missing || err != nil {
+	if got, err := none.exists(ctx, s.SessionID); got != adapters.Missing || err != nil {
 		t.Errorf("no data dir: %v, %v", got, err)
 	}
-	if Exists.String() != "exists" || Missing.String() != "missing" || Unknown.String() != "unknown" {
+	if adapters.Exists.String() != "exists" || adapters.Missing.String() != "missing" || adapters.ExistenceUnknown.String() != "unknown" {
 		t.Error("Existence strings")
 	}
 }
@@ -72,16 +73,16 @@ func TestExistsAsksServerWhenDatabaseLocked(t *testing.T) {
 	}
 	defer conn.ExecContext(ctx, "ROLLBACK")
 
-	if got, err := a.SessionExists(ctx, s.SessionID); got != Exists {
+	if got, err := a.exists(ctx, s.SessionID); got != adapters.Exists {
 		t.Errorf("server 200: %v, %v", got, err)
 	}
-	if got, err := a.SessionExists(ctx, "ses_gone"); got != Missing {
+	if got, err := a.exists(ctx, "ses_gone"); got != adapters.Missing {
 		t.Errorf("server 404: %v, %v", got, err)
 	}
 	srv.Lock()
 	srv.Fail["/session/"+s.SessionID] = 500
 	srv.Unlock()
-	if got, err := a.SessionExists(ctx, s.SessionID); got != Unknown || err == nil {
+	if got, err := a.exists(ctx, s.SessionID); got != adapters.ExistenceUnknown || err == nil {
 		t.Errorf("server 500: %v, %v", got, err)
 	}
 }

@@ -59,7 +59,7 @@ func FuzzCommandLine(f *testing.F) {
 		if !ok {
 			args = argv
 		}
-		a := ParseArgs(args)
+		a := parseArgs(args)
 		if a.Port < 0 || a.Port > 65535 || (a.Port != 0 && !a.PortSet) {
 			t.Fatalf("port %d (set %v) from %q", a.Port, a.PortSet, argv)
 		}

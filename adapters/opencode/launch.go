@@ -101,15 +101,9 @@ func sameDir(a, b string) bool {
 
 // Exists answers from the databases, the legacy files, or a server.
 func (a *Adapter) Exists(ctx context.Context, cur session.ResumeCursor) (adapters.Existence, error) {
-	ex, err := a.SessionExists(ctx, cur.UpstreamID)
-	switch ex {
-	case Exists:
-		return adapters.Exists, nil
-	case Missing:
-		if err == nil {
-			err = errors.New("no such session in the database (OpenCode deleted it)")
-		}
-		return adapters.Missing, err
+	ex, err := a.exists(ctx, cur.UpstreamID)
+	if ex == adapters.Missing && err == nil {
+		err = errors.New("no such session in the database (OpenCode deleted it)")
 	}
-	return adapters.ExistenceUnknown, err
+	return ex, err
 }

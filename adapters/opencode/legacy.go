@@ -106,6 +106,9 @@ func modOf(path string) (time.Time, int64) {
 	return fi.ModTime(), fi.Size()
 }
 
+// readSession reads one session file, its last assistant message and that
+// message's in-flight tool calls; the cached entry when nothing its stamp
+// covers changed and it had no work in flight.
 func (r *legacyReader) readSession(id, project, path string) (*legacyEntry, error) {
 	var st legacyStamp
 	st.sessMod, st.sessSize = modOf(path)
@@ -142,18 +145,24 @@ func (r *legacyReader) readSession(id, project, path string) (*legacyEntry, erro
 	s.touch(s.Updated)
 	s.touch(st.sessMod)
 
-	// Message ids ascend with time: walk the newest first to the last
-	// assistant message.
+	r.readLastAssistant(s, msgDir)
+	if s.LastAssistant != nil {
+		st.partMod = r.readInFlightParts(s)
+	}
+	return &legacyEntry{data: s, stamp: st, project: project}, nil
+}
+
+// readLastAssistant finds the session's last assistant message in msgDir.
+// Message ids ascend with time: the newest are walked first.
+func (r *legacyReader) readLastAssistant(s *sessionData, msgDir string) {
 	names, _ := readNames(msgDir)
 	for i, n := len(names)-1, 0; i >= 0 && n < maxAssistantScan; i, n = i-1, n+1 {
 		mp := filepath.Join(msgDir, names[i])
-		mod, _ := modOf(mp)
-		s.touch(mod)
-		mb, err := readSmall(mp)
+		mb, _, err := readTouching(s, mp)
 		if err != nil {
 			continue
 		}
-		m, err := ParseMessage(mb)
+		m, err := parseMessage(mb)
 		if err != nil {
 			r.log.Debug("skipping unparseable legacy message", zap.String("file", mp), zap.Error(err))
 			continue
@@ -164,33 +173,45 @@ func (r *legacyReader) readSession(id, project, path string) (*legacyEntry, erro
 			}
 			m.SessionID = s.ID
 			s.LastAssistant = &m
-			break
+			return
 		}
 	}
-	if la := s.LastAssistant; la != nil {
-		partDir := filepath.Join(r.root, "part", la.ID)
-		st.partMod, _ = modOf(partDir)
-		pnames, _ := readNames(partDir)
-		for _, pn := range pnames {
-			pp := filepath.Join(partDir, pn)
-			mod, _ := modOf(pp)
-			s.touch(mod)
-			pb, err := readSmall(pp)
-			if err != nil {
-				continue
-			}
-			p, err := ParsePart(pb)
-			if err != nil || !p.InFlight() {
-				continue
-			}
-			if p.ID == "" {
-				p.ID = strings.TrimSuffix(pn, ".json")
-			}
-			p.MessageID, p.SessionID = la.ID, s.ID
-			s.Tools = append(s.Tools, toolCall{Part: p, Created: p.Start, Updated: mod})
+}
+
+// readInFlightParts reads the in-flight tool calls among the parts of the
+// session's last assistant message and returns their directory's
+// modification time.
+func (r *legacyReader) readInFlightParts(s *sessionData) time.Time {
+	la := s.LastAssistant
+	partDir := filepath.Join(r.root, "part", la.ID)
+	partMod, _ := modOf(partDir)
+	pnames, _ := readNames(partDir)
+	for _, pn := range pnames {
+		pp := filepath.Join(partDir, pn)
+		pb, mod, err := readTouching(s, pp)
+		if err != nil {
+			continue
 		}
+		p, err := parsePart(pb)
+		if err != nil || !p.InFlight() {
+			continue
+		}
+		if p.ID == "" {
+			p.ID = strings.TrimSuffix(pn, ".json")
+		}
+		p.MessageID, p.SessionID = la.ID, s.ID
+		s.Tools = append(s.Tools, toolCall{ocPart: p, Created: p.Start, Updated: mod})
 	}
-	return &legacyEntry{data: s, stamp: st, project: project}, nil
+	return partMod
+}
+
+// readTouching reads a file of s's storage, whose modification time
+// (returned) counts as a write of s even when the file cannot be read.
+func readTouching(s *sessionData, path string) ([]byte, time.Time, error) {
+	mod, _ := modOf(path)
+	s.touch(mod)
+	b, err := readSmall(path)
+	return b, mod, err
 }
 
 // readNames lists the .json files of a directory, sorted.

@@ -31,7 +31,7 @@ const (
 
 // flightPart is a tool part row left pending or running.
 type flightPart struct {
-	Part
+	ocPart
 	Created int64 // time_created, ms
 	Updated int64 // time_updated, ms
 	Data    []byte
@@ -111,12 +111,12 @@ func readFlight(ctx context.Context, conn *sql.Conn, sessionID string) (*flight,
 			rows.Close()
 			return nil, fmt.Errorf("read part row of %s: %w", sessionID, err)
 		}
-		p, err := ParsePart(fp.Data)
+		p, err := parsePart(fp.Data)
 		if err != nil || !p.InFlight() {
 			continue // the filter's literal matched inside other content
 		}
 		p.ID, p.MessageID, p.SessionID = fp.ID, fp.MessageID, sessionID
-		fp.Part, fp.Created, fp.Updated = p, created.Int64, updated.Int64
+		fp.ocPart, fp.Created, fp.Updated = p, created.Int64, updated.Int64
 		f.parts = append(f.parts, fp)
 	}
 	rows.Close()
@@ -138,7 +138,7 @@ func readFlight(ctx context.Context, conn *sql.Conn, sessionID string) (*flight,
 			rows.Close()
 			return nil, fmt.Errorf("read message row of %s: %w", sessionID, err)
 		}
-		m, err := ParseMessage(fm.Data)
+		m, err := parseMessage(fm.Data)
 		if err != nil || !m.Open() {
 			continue
 		}
@@ -262,7 +262,7 @@ func (a *Adapter) held(dbPath string) (bool, string) {
 // heldByOthers is held, with the known OpenCode servers left out.
 func (a *Adapter) heldByOthers(dbPath string) (bool, string) {
 	servers := map[int]bool{}
-	for _, s := range a.Servers() {
+	for _, s := range a.lastServers() {
 		servers[s.Owner.PID] = true
 	}
 	return a.holders(dbPath, servers)
@@ -525,8 +525,8 @@ func (a *Adapter) pruneBackups(dir string) {
 	}
 }
 
-// Backups lists the backups of one database, newest first.
-func (a *Adapter) Backups(dbPath string) ([]string, error) {
+// backups lists the backups of one database, newest first.
+func (a *Adapter) backups(dbPath string) ([]string, error) {
 	ents, err := os.ReadDir(a.backupDir(dbPath))
 	if err != nil {
 		return nil, err

@@ -18,25 +18,25 @@ import (
 func TestParseArgs(t *testing.T) {
 	for _, c := range []struct {
 		argv []string
-		want Args
+		want ocArgs
 	}{
-		{nil, Args{}},
-		{[]string{"/home/me/project"}, Args{Project: "/home/me/project"}},
-		{[]string{"-s", "ses_1"}, Args{Session: "ses_1"}},
-		{[]string{"--session=ses_2", "--fork"}, Args{Session: "ses_2", Fork: true}},
-		{[]string{"run", "-s", "ses_3", "fix the tests"}, Args{Sub: "run", Session: "ses_3", Message: `"fix the tests"`}},
-		{[]string{"run", "--port", "4096", "msg"}, Args{Sub: "run", Port: 4096, PortSet: true, Message: "msg"}},
-		{[]string{"run", "Run", "the", "job", "--", "-x"}, Args{Sub: "run", Message: "Run the job -x"}},
-		{[]string{"run", "Run the job", `say "hi" now`, "x"}, Args{Sub: "run", Message: `"Run the job" "say \"hi\" now" x`}},
-		{[]string{"serve", "--hostname", "0.0.0.0", "--port=0"}, Args{Sub: "serve", Hostname: "0.0.0.0", PortSet: true}},
-		{[]string{"--print-logs", "-c", "web"}, Args{Sub: "web", Continue: true}},
-		{[]string{"attach", "http://127.0.0.1:4096"}, Args{Sub: "attach"}},
-		{[]string{"run", "--dir", "sub", "-m", "p/m", "go"}, Args{Sub: "run", Dir: "sub", Message: "go"}},
-		{[]string{"--port", "notanumber"}, Args{}},
-		{[]string{"-s"}, Args{}},
+		{nil, ocArgs{}},
+		{[]string{"/home/me/project"}, ocArgs{Project: "/home/me/project"}},
+		{[]string{"-s", "ses_1"}, ocArgs{Session: "ses_1"}},
+		{[]string{"--session=ses_2", "--fork"}, ocArgs{Session: "ses_2", Fork: true}},
+		{[]string{"run", "-s", "ses_3", "fix the tests"}, ocArgs{Sub: "run", Session: "ses_3", Message: `"fix the tests"`}},
+		{[]string{"run", "--port", "4096", "msg"}, ocArgs{Sub: "run", Port: 4096, PortSet: true, Message: "msg"}},
+		{[]string{"run", "Run", "the", "job", "--", "-x"}, ocArgs{Sub: "run", Message: "Run the job -x"}},
+		{[]string{"run", "Run the job", `say "hi" now`, "x"}, ocArgs{Sub: "run", Message: `"Run the job" "say \"hi\" now" x`}},
+		{[]string{"serve", "--hostname", "0.0.0.0", "--port=0"}, ocArgs{Sub: "serve", Hostname: "0.0.0.0", PortSet: true}},
+		{[]string{"--print-logs", "-c", "web"}, ocArgs{Sub: "web", Continue: true}},
+		{[]string{"attach", "http://127.0.0.1:4096"}, ocArgs{Sub: "attach"}},
+		{[]string{"run", "--dir", "sub", "-m", "p/m", "go"}, ocArgs{Sub: "run", Dir: "sub", Message: "go"}},
+		{[]string{"--port", "notanumber"}, ocArgs{}},
+		{[]string{"-s"}, ocArgs{}},
 	} {
-		if got := ParseArgs(c.argv); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("ParseArgs(%q) = %+v, want %+v", c.argv, got, c.want)
+		if got := parseArgs(c.argv); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("parseArgs(%q) = %+v, want %+v", c.argv, got, c.want)
 		}
 	}
 }
@@ -230,7 +230,7 @@ func TestServerReportsBusy(t *testing.T) {
 	if p := find(t, obs, perm.SessionID); p.Activity != session.ActivityWaiting || !strings.Contains(p.ActivityEvidence, "permission") {
 		t.Errorf("permission: %s (%s)", p.Activity, p.ActivityEvidence)
 	}
-	if s := a.Servers(); len(s) != 1 || s[0].URL != srv.URL || s[0].Owner.PID != 400 || s[0].Version != opencodetest.Version {
+	if s := a.lastServers(); len(s) != 1 || s[0].URL != srv.URL || s[0].Owner.PID != 400 || s[0].Version != opencodetest.Version {
 		t.Errorf("servers %+v", s)
 	}
 	asked := strings.Join(srv.RequestLog(), "\n")
@@ -250,8 +250,8 @@ func TestServerBasicAuth(t *testing.T) {
 	snap := opencodetest.Snapshot(f.server(500, time.Hour, false, "/srv", srv.Port()))
 
 	a := f.adapter(nil)
-	if o := find(t, mustDiscover(t, a, snap), s.SessionID); len(o.Owners) != 0 || len(a.Servers()) != 0 {
-		t.Fatalf("without the password: owners %v, servers %v", o.Owners, a.Servers())
+	if o := find(t, mustDiscover(t, a, snap), s.SessionID); len(o.Owners) != 0 || len(a.lastServers()) != 0 {
+		t.Fatalf("without the password: owners %v, servers %v", o.Owners, a.lastServers())
 	}
 	a = f.adapter(func(c *Config) { c.ServerPassword, c.ServerUsername = "s3cret", "me" })
 	if o := find(t, mustDiscover(t, a, snap), s.SessionID); len(o.Owners) != 1 {
@@ -288,8 +288,8 @@ func TestServerErrors(t *testing.T) {
 	if len(o.Owners) != 0 || len(o.Problems) != 0 {
 		t.Fatalf("status 500: owners %v problems %v", o.Owners, o.Problems)
 	}
-	if len(a.Servers()) != 1 {
-		t.Fatalf("a healthy server whose status fails is still a server: %v", a.Servers())
+	if len(a.lastServers()) != 1 {
+		t.Fatalf("a healthy server whose status fails is still a server: %v", a.lastServers())
 	}
 	// A hanging server costs at most the timeout.
 	srv.Lock()
@@ -300,8 +300,8 @@ func TestServerErrors(t *testing.T) {
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("a hanging server held the pass for %s", took)
 	}
-	if len(a.Servers()) != 0 {
-		t.Fatalf("a server that times out is not reachable: %v", a.Servers())
+	if len(a.lastServers()) != 0 {
+		t.Fatalf("a server that times out is not reachable: %v", a.lastServers())
 	}
 }
 

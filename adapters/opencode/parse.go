@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Message is what sessiond needs of one OpenCode message: the `data` column
+// ocMessage is what sessiond needs of one OpenCode message: the `data` column
 // of the message table (or a legacy storage/message file).
-type Message struct {
+type ocMessage struct {
 	ID        string
 	SessionID string
 	Role      string
@@ -28,10 +28,10 @@ type Message struct {
 }
 
 // Assistant reports whether the message is the assistant's.
-func (m *Message) Assistant() bool { return m.Role == "assistant" }
+func (m *ocMessage) Assistant() bool { return m.Role == "assistant" }
 
 // Open reports whether an assistant message never completed.
-func (m *Message) Open() bool { return m.Assistant() && m.Completed.IsZero() }
+func (m *ocMessage) Open() bool { return m.Assistant() && m.Completed.IsZero() }
 
 type rawMessage struct {
 	ID        string `json:"id"`
@@ -55,18 +55,18 @@ type rawMessage struct {
 	} `json:"error"`
 }
 
-// ParseMessage parses a message's JSON. It accepts both the table's data
+// parseMessage parses a message's JSON. It accepts both the table's data
 // column (without id and sessionID) and a legacy file (with them). Unknown
 // fields are ignored; a wrong type in a field sessiond needs is an error.
-func ParseMessage(b []byte) (Message, error) {
+func parseMessage(b []byte) (ocMessage, error) {
 	var r rawMessage
 	if err := json.Unmarshal(b, &r); err != nil {
-		return Message{}, fmt.Errorf("parse message: %w", err)
+		return ocMessage{}, fmt.Errorf("parse message: %w", err)
 	}
 	if r.Role == "" {
-		return Message{}, errors.New("parse message: no role")
+		return ocMessage{}, errors.New("parse message: no role")
 	}
-	m := Message{ID: r.ID, SessionID: r.SessionID, Role: r.Role, Agent: r.Agent, ModelID: r.ModelID}
+	m := ocMessage{ID: r.ID, SessionID: r.SessionID, Role: r.Role, Agent: r.Agent, ModelID: r.ModelID}
 	if m.Agent == "" {
 		m.Agent = r.Mode
 	}
@@ -91,9 +91,9 @@ func ParseMessage(b []byte) (Message, error) {
 	return m, nil
 }
 
-// Part is what sessiond needs of one OpenCode part: the `data` column of
+// ocPart is what sessiond needs of one OpenCode part: the `data` column of
 // the part table (or a legacy storage/part file).
-type Part struct {
+type ocPart struct {
 	ID        string
 	MessageID string
 	SessionID string
@@ -116,7 +116,7 @@ type Part struct {
 }
 
 // InFlight reports whether the part is a tool call that has not finished.
-func (p *Part) InFlight() bool {
+func (p *ocPart) InFlight() bool {
 	return p.Type == "tool" && (p.Status == "pending" || p.Status == "running")
 }
 
@@ -138,16 +138,16 @@ type rawPart struct {
 	} `json:"state"`
 }
 
-// ParsePart parses a part's JSON (the data column or a legacy file).
-func ParsePart(b []byte) (Part, error) {
+// parsePart parses a part's JSON (the data column or a legacy file).
+func parsePart(b []byte) (ocPart, error) {
 	var r rawPart
 	if err := json.Unmarshal(b, &r); err != nil {
-		return Part{}, fmt.Errorf("parse part: %w", err)
+		return ocPart{}, fmt.Errorf("parse part: %w", err)
 	}
 	if r.Type == "" {
-		return Part{}, errors.New("parse part: no type")
+		return ocPart{}, errors.New("parse part: no type")
 	}
-	p := Part{ID: r.ID, MessageID: r.MessageID, SessionID: r.SessionID, Type: r.Type, Tool: r.Tool, CallID: r.CallID}
+	p := ocPart{ID: r.ID, MessageID: r.MessageID, SessionID: r.SessionID, Type: r.Type, Tool: r.Tool, CallID: r.CallID}
 	if r.State != nil {
 		p.Status = r.State.Status
 		if s, ok := r.State.Title.(string); ok {
@@ -170,7 +170,7 @@ func ParsePart(b []byte) (Part, error) {
 		}
 	}
 	if p.Type == "tool" && p.Status == "" {
-		return Part{}, errors.New("parse part: tool part without state.status")
+		return ocPart{}, errors.New("parse part: tool part without state.status")
 	}
 	return p, nil
 }

@@ -12,7 +12,7 @@ import (
 func TestParseMessage(t *testing.T) {
 	at := time.UnixMilli(1750000000123)
 	open := opencodetest.Message{ID: "msg_1", SessionID: "ses_1", Cwd: "/w", Created: at}
-	m, err := ParseMessage([]byte(open.DataJSON()))
+	m, err := parseMessage([]byte(open.DataJSON()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,28 +22,28 @@ func TestParseMessage(t *testing.T) {
 	done := open
 	done.Completed = at.Add(time.Second)
 	done.Error = &opencodetest.MessageError{Name: "MessageAbortedError", Message: "aborted"}
-	m, err = ParseMessage([]byte(done.LegacyJSON()))
+	m, err = parseMessage([]byte(done.LegacyJSON()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Open() || m.ID != "msg_1" || m.SessionID != "ses_1" || m.ErrorName != "MessageAbortedError" || m.ErrorMessage != "aborted" {
 		t.Fatalf("completed message parsed as %+v", m)
 	}
-	user, err := ParseMessage([]byte(opencodetest.Message{Role: "user"}.DataJSON()))
+	user, err := parseMessage([]byte(opencodetest.Message{Role: "user"}.DataJSON()))
 	if err != nil || user.Assistant() || user.Open() {
 		t.Fatalf("user message: %+v %v", user, err)
 	}
 	for _, bad := range []string{``, `{}`, `[]`, `{"role":"assistant","time":{"created":"yesterday"}}`, `{"role":7}`} {
-		if _, err := ParseMessage([]byte(bad)); err == nil {
-			t.Errorf("ParseMessage(%q): no error", bad)
+		if _, err := parseMessage([]byte(bad)); err == nil {
+			t.Errorf("parseMessage(%q): no error", bad)
 		}
 	}
 	// Odd but valid: null times, float milliseconds, huge values.
-	m, err = ParseMessage([]byte(`{"role":"assistant","time":{"created":1.75e12,"completed":null}}`))
+	m, err = parseMessage([]byte(`{"role":"assistant","time":{"created":1.75e12,"completed":null}}`))
 	if err != nil || !m.Open() || m.Created.IsZero() {
 		t.Fatalf("float/null times: %+v %v", m, err)
 	}
-	m, err = ParseMessage([]byte(`{"role":"assistant","time":{"created":1e300,"completed":-5}}`))
+	m, err = parseMessage([]byte(`{"role":"assistant","time":{"created":1e300,"completed":-5}}`))
 	if err != nil || !m.Created.IsZero() || !m.Open() {
 		t.Fatalf("out of range times: %+v %v", m, err)
 	}
@@ -52,7 +52,7 @@ func TestParseMessage(t *testing.T) {
 func TestParsePart(t *testing.T) {
 	at := time.UnixMilli(1750000000000)
 	running := opencodetest.Part{ID: "prt_1", MessageID: "msg_1", SessionID: "ses_1", Tool: "bash", CallID: "call_1", Status: "running", Start: at}
-	p, err := ParsePart([]byte(running.DataJSON()))
+	p, err := parsePart([]byte(running.DataJSON()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,25 +61,25 @@ func TestParsePart(t *testing.T) {
 	}
 	pending := running
 	pending.Status = "pending"
-	if p, err = ParsePart([]byte(pending.LegacyJSON())); err != nil || !p.InFlight() || p.ID != "prt_1" {
+	if p, err = parsePart([]byte(pending.LegacyJSON())); err != nil || !p.InFlight() || p.ID != "prt_1" {
 		t.Fatalf("pending part: %+v %v", p, err)
 	}
 	aborted := running
 	aborted.Status, aborted.Error, aborted.Metadata = "error", "Tool execution aborted", map[string]any{"interrupted": true}
-	if p, err = ParsePart([]byte(aborted.DataJSON())); err != nil || p.InFlight() || !p.Interrupted {
+	if p, err = parsePart([]byte(aborted.DataJSON())); err != nil || p.InFlight() || !p.Interrupted {
 		t.Fatalf("aborted part: %+v %v", p, err)
 	}
 	task := opencodetest.Part{Tool: "task", Status: "running", Metadata: map[string]any{"sessionId": "ses_child"}}
-	if p, err = ParsePart([]byte(task.DataJSON())); err != nil || p.ChildSessionID != "ses_child" {
+	if p, err = parsePart([]byte(task.DataJSON())); err != nil || p.ChildSessionID != "ses_child" {
 		t.Fatalf("task part: %+v %v", p, err)
 	}
 	text := opencodetest.Part{Type: "text", Text: `{"status":"running"}`}
-	if p, err = ParsePart([]byte(text.DataJSON())); err != nil || p.InFlight() {
+	if p, err = parsePart([]byte(text.DataJSON())); err != nil || p.InFlight() {
 		t.Fatalf("text part that mentions running: %+v %v", p, err)
 	}
 	for _, bad := range []string{``, `{}`, `{"type":"tool"}`, `{"type":"tool","state":{"status":3}}`, `{"type":"tool","state":{"status":"running","time":{"start":"x"}}}`} {
-		if _, err := ParsePart([]byte(bad)); err == nil {
-			t.Errorf("ParsePart(%q): no error", bad)
+		if _, err := parsePart([]byte(bad)); err == nil {
+			t.Errorf("parsePart(%q): no error", bad)
 		}
 	}
 }
@@ -92,7 +92,7 @@ func FuzzParseMessage(f *testing.F) {
 	f.Add([]byte(`{"role":"assistant","time":{"created":1e308,"completed":null},"error":{"data":{"message":[1]}}}`))
 	f.Add([]byte(`{"role":"assistant","path":null,"time":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := ParseMessage(b)
+		m, err := parseMessage(b)
 		if err != nil {
 			return
 		}
@@ -114,7 +114,7 @@ func FuzzParsePart(f *testing.F) {
 	f.Add([]byte(opencodetest.Part{Type: "step-start"}.DataJSON()))
 	f.Add([]byte(`{"type":"tool","state":{"status":"running","title":{},"metadata":null,"time":{"start":null}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParsePart(b)
+		p, err := parsePart(b)
 		if err != nil {
 			return
 		}

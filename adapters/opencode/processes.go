@@ -11,8 +11,8 @@ import (
 	"github.com/sessiond/sessiond/proc"
 )
 
-// Args is what sessiond reads from an opencode command line.
-type Args struct {
+// ocArgs is what sessiond reads from an opencode command line.
+type ocArgs struct {
 	// Sub is the subcommand ("run", "serve", "web", "attach", ...), empty
 	// for the TUI.
 	Sub string
@@ -58,9 +58,9 @@ var (
 	}
 )
 
-// ParseArgs parses an opencode command line without argv[0].
-func ParseArgs(args []string) Args {
-	var a Args
+// parseArgs parses an opencode command line without argv[0].
+func parseArgs(args []string) ocArgs {
+	var a ocArgs
 	var words []string
 	positional := 0
 	for i := 0; i < len(args); i++ {
@@ -145,7 +145,7 @@ func commandLine(argv []string) (args []string, wrapper, ok bool) {
 // ocProc is one live opencode process of the snapshot.
 type ocProc struct {
 	p    *proc.Process
-	args Args
+	args ocArgs
 	// dirs are the directories the process works in: its cwd, and a TUI's
 	// project argument or run's --dir resolved against it.
 	dirs []string
@@ -231,7 +231,7 @@ func findOpenCode(snap *proc.Snapshot) []*ocProc {
 				continue
 			}
 		}
-		o := &ocProc{p: c.p, args: ParseArgs(c.args)}
+		o := &ocProc{p: c.p, args: parseArgs(c.args)}
 		if c.p.Cwd != "" {
 			cwd := filepath.Clean(c.p.Cwd)
 			o.dirs = append(o.dirs, cwd)

@@ -145,9 +145,9 @@ func (a *Adapter) locate(ctx context.Context, t adapters.RepairTarget) (string, 
 
 // liveServer is a server that answered for the session.
 type liveServer struct {
-	srv    Server
+	srv    serverInfo
 	url    string
-	status SessionStatus
+	status statusEntry
 }
 
 func (s *liveServer) busy() bool { return s.status.Type != "" && s.status.Type != "idle" }
@@ -161,7 +161,7 @@ func (s *liveServer) busy() bool { return s.status.Type != "" && s.status.Type !
 func (a *Adapter) serverFor(ctx context.Context, id, dir string) (*liveServer, error) {
 	var found *liveServer
 	var failed []error
-	for _, s := range a.Servers() {
+	for _, s := range a.lastServers() {
 		if err := a.checkServer(s); err != nil {
 			a.log.Warn("OpenCode server passed over for a repair: not trusted now", zap.String("url", s.URL), zap.Error(err))
 			continue
@@ -200,7 +200,7 @@ func (a *Adapter) serverFor(ctx context.Context, id, dir string) (*liveServer, e
 // serverPart is a tool part as a server returns it: parsed, and the whole
 // object, which a PATCH sends back with its state replaced.
 type serverPart struct {
-	Part
+	ocPart
 	obj map[string]any
 }
 
@@ -253,7 +253,7 @@ func (a *Adapter) serverParts(ctx context.Context, base, id, dir string, f *flig
 			return nil, fmt.Errorf("GET %s: %w", path, err)
 		}
 		for _, raw := range msg.Parts {
-			p, err := ParsePart(raw)
+			p, err := parsePart(raw)
 			if err != nil || !p.InFlight() {
 				continue
 			}
@@ -264,7 +264,7 @@ func (a *Adapter) serverParts(ctx context.Context, base, id, dir string, f *flig
 			if p.MessageID == "" {
 				p.MessageID = fp.MessageID
 			}
-			out = append(out, serverPart{Part: p, obj: obj})
+			out = append(out, serverPart{ocPart: p, obj: obj})
 		}
 	}
 	return out, nil

@@ -48,7 +48,7 @@ func TestRepairHeldByRealProcess(t *testing.T) {
 	if !equalMaps(rows(t, dbPath, sh.SessionID), before) {
 		t.Fatal("written while held")
 	}
-	if bs, _ := a.Backups(dbPath); len(bs) != 0 {
+	if bs, _ := a.backups(dbPath); len(bs) != 0 {
 		t.Errorf("backups while held: %v", bs)
 	}
 	killAndReap(t, holder)

@@ -190,7 +190,7 @@ func TestOfflineRepair(t *testing.T) {
 	}
 
 	// The backup is the state before, a database that opens and checks.
-	bs, err := a.Backups(f.dbPath)
+	bs, err := a.backups(f.dbPath)
 	if err != nil || len(bs) != 1 || !strings.Contains(done[0].Detail, bs[0]) {
 		t.Fatalf("backups %v (%v); step %+v", bs, err, done[0])
 	}
@@ -284,7 +284,7 @@ func TestOfflineRepairLocked(t *testing.T) {
 		t.Fatalf("took %s with a 200ms busy timeout", took)
 	}
 	t.Logf("locked database: pending after %s", took.Round(time.Millisecond))
-	if bs, _ := a.Backups(f.dbPath); len(bs) != 0 {
+	if bs, _ := a.backups(f.dbPath); len(bs) != 0 {
 		t.Errorf("a locked repair left backups %v", bs)
 	}
 	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
@@ -318,9 +318,9 @@ func TestRepairSchemaChanged(t *testing.T) {
 	}
 	a := newTestAdapter(t, dir, func(c *Config) { c.BackupDir = t.TempDir() })
 	_, err = a.ApplyRepair(context.Background(), adapters.RepairTarget{UpstreamID: "ses_x", Source: dbPath})
-	var se *SchemaError
+	var se *schemaError
 	if err == nil || !strings.Contains(err.Error(), "schema changed") || !strings.Contains(err.Error(), "part lacks column(s) data") {
-		t.Fatalf("err %v (%T), want a SchemaError", err, se)
+		t.Fatalf("err %v (%T), want a schemaError", err, se)
 	}
 }
 
@@ -353,7 +353,7 @@ func TestBackupRetention(t *testing.T) {
 			t.Fatalf("repair %d: %+v %v", i, steps, err)
 		}
 	}
-	bs, err := a.Backups(f.dbPath)
+	bs, err := a.backups(f.dbPath)
 	if err != nil || len(bs) != 2 || !strings.Contains(bs[0], ids[3]) || !strings.Contains(bs[1], ids[2]) {
 		t.Fatalf("backups %v (%v): want the newest two", bs, err)
 	}

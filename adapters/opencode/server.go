@@ -20,10 +20,10 @@ import (
 	"github.com/sessiond/sessiond/proc"
 )
 
-// Server is a reachable OpenCode server (`opencode serve`, `web`, or any
+// serverInfo is a reachable OpenCode server (`opencode serve`, `web`, or any
 // opencode given --port) of sessiond's uid, found in the last Discover
 // pass. It is checked again before it is used later (checkServer).
-type Server struct {
+type serverInfo struct {
 	// URL is the base URL, always a loopback address: "http://127.0.0.1:4096".
 	URL string
 	// Owner is the server process.
@@ -31,9 +31,9 @@ type Server struct {
 	Version string
 }
 
-// SessionStatus is one entry of GET /session/status. OpenCode keeps it in
+// statusEntry is one entry of GET /session/status. OpenCode keeps it in
 // memory only, per process: a session absent from the map is idle there.
-type SessionStatus struct {
+type statusEntry struct {
 	// Type is "idle", "busy" or "retry".
 	Type    string
 	Attempt int
@@ -44,11 +44,11 @@ type SessionStatus struct {
 
 // server is a probed server and what it said this pass.
 type server struct {
-	Server
+	serverInfo
 	proc *ocProc
 	// status merges the answers of GET /session/status; statusDirs are the
 	// directories it answered for ("" = its default directory).
-	status     map[string]SessionStatus
+	status     map[string]statusEntry
 	statusDirs map[string]bool
 	// questions and permissions name sessions with a pending request;
 	// askedDirs are the directories whose lists were read.
@@ -159,7 +159,7 @@ func (a *Adapter) do(ctx context.Context, method, base, path, dir string, body, 
 // uid): the loopback addresses of its --port and of its own listening
 // sockets, each checked against the listening sockets (table) where the
 // platform lists them. See trust.go.
-func (a *Adapter) candidateURLs(o *ocProc, table []tcpListener) []string {
+func (a *Adapter) candidateURLs(o *ocProc, table []proc.Listener) []string {
 	var cands []netip.AddrPort
 	if o.args.PortSet && o.args.Port > 0 {
 		addrs := hostnameAddrs(o.args.Hostname)
@@ -172,14 +172,14 @@ func (a *Adapter) candidateURLs(o *ocProc, table []tcpListener) []string {
 		}
 	}
 	for _, l := range table {
-		if !o.sockets[l.inode] {
+		if !o.sockets[l.Inode] {
 			continue
 		}
-		if ip, ok := dialAddr(l.addr.Addr()); ok {
-			cands = append(cands, netip.AddrPortFrom(ip, l.addr.Port()))
+		if ip, ok := dialAddr(l.Addr.Addr()); ok {
+			cands = append(cands, netip.AddrPortFrom(ip, l.Addr.Port()))
 		} else {
-			a.logOnce("listen "+o.id().String()+" "+l.addr.String(), "OpenCode server socket not probed: it listens off loopback, and sessiond sends its password to loopback only",
-				zap.Int("pid", o.id().PID), zap.Stringer("listen", l.addr))
+			a.logOnce("listen "+o.id().String()+" "+l.Addr.String(), "OpenCode server socket not probed: it listens off loopback, and sessiond sends its password to loopback only",
+				zap.Int("pid", o.id().PID), zap.Stringer("listen", l.Addr))
 		}
 	}
 	seen := map[string]bool{}
@@ -190,7 +190,7 @@ func (a *Adapter) candidateURLs(o *ocProc, table []tcpListener) []string {
 			continue
 		}
 		seen[u] = true
-		if listenersKnown {
+		if proc.ListenersKnown {
 			if err := checkListener(table, ap, a.uid); err != nil {
 				a.logOnce("check "+o.id().String()+" "+u, "OpenCode server not probed: its listener is not trusted",
 					zap.Int("pid", o.id().PID), zap.String("url", u), zap.Error(err))
@@ -218,7 +218,7 @@ func (a *Adapter) probeServers(ctx context.Context, procs []*ocProc, dirs []stri
 		mu    sync.Mutex
 		out   []*server
 		wg    sync.WaitGroup
-		table []tcpListener
+		table []proc.Listener
 		read  bool
 	)
 	for _, o := range procs {
@@ -230,10 +230,10 @@ func (a *Adapter) probeServers(ctx context.Context, procs []*ocProc, dirs []stri
 				zap.Int("pid", o.id().PID), zap.Int("uid", o.p.UID), zap.Int("sessiond_uid", a.uid))
 			continue
 		}
-		if listenersKnown && !read {
+		if proc.ListenersKnown && !read {
 			read = true
 			var err error
-			if table, err = readListeners(a.cfg.ProcRoot); err != nil {
+			if table, err = a.host.Listeners(); err != nil {
 				// Nothing can be checked, so nothing is dialled.
 				a.logOnce("listeners "+err.Error(), "OpenCode servers not probed: listening sockets unreadable", zap.Error(err))
 			}
@@ -272,8 +272,8 @@ func (a *Adapter) probeServer(ctx context.Context, o *ocProc, urls, dirs []strin
 			continue
 		}
 		s := &server{
-			Server: Server{URL: base, Owner: o.id(), Version: h.Version}, proc: o,
-			status: map[string]SessionStatus{}, statusDirs: map[string]bool{},
+			serverInfo: serverInfo{URL: base, Owner: o.id(), Version: h.Version}, proc: o,
+			status: map[string]statusEntry{}, statusDirs: map[string]bool{},
 			questions: map[string]bool{}, permissions: map[string]bool{}, askedDirs: map[string]bool{},
 		}
 		for _, dir := range append([]string{""}, dirs...) {
@@ -307,7 +307,7 @@ func (a *Adapter) probeServer(ctx context.Context, o *ocProc, urls, dirs []strin
 }
 
 // sessionStatus reads GET /session/status for a directory.
-func (a *Adapter) sessionStatus(ctx context.Context, base, dir string) (map[string]SessionStatus, error) {
+func (a *Adapter) sessionStatus(ctx context.Context, base, dir string) (map[string]statusEntry, error) {
 	var raw map[string]struct {
 		Type    string `json:"type"`
 		Attempt int    `json:"attempt"`
@@ -317,9 +317,9 @@ func (a *Adapter) sessionStatus(ctx context.Context, base, dir string) (map[stri
 	if err := a.get(ctx, base, "/session/status", dir, &raw); err != nil {
 		return nil, err
 	}
-	out := make(map[string]SessionStatus, len(raw))
+	out := make(map[string]statusEntry, len(raw))
 	for id, v := range raw {
-		out[id] = SessionStatus{Type: v.Type, Attempt: v.Attempt, Message: v.Message, Next: v.Next.t}
+		out[id] = statusEntry{Type: v.Type, Attempt: v.Attempt, Message: v.Message, Next: v.Next.t}
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,11 +19,11 @@ import (
 	"modernc.org/sqlite" // pure-Go SQLite, registered as "sqlite"
 )
 
-// SchemaError says an OpenCode database does not have the tables or columns
+// schemaError says an OpenCode database does not have the tables or columns
 // sessiond reads (they were checked on opencode 1.18.33). OpenCode changes
 // its schema often; this error names exactly what is missing so the
 // adapter can be updated instead of silently reading nothing.
-type SchemaError struct {
+type schemaError struct {
 	Path string
 	// MissingTables are tables that do not exist.
 	MissingTables []string
@@ -30,7 +31,7 @@ type SchemaError struct {
 	MissingColumns map[string][]string
 }
 
-func (e *SchemaError) Error() string {
+func (e *schemaError) Error() string {
 	var parts []string
 	for _, t := range e.MissingTables {
 		parts = append(parts, "table "+t+" is missing")
@@ -46,12 +47,22 @@ func (e *SchemaError) Error() string {
 	return "OpenCode schema changed (expected opencode 1.18.33's): " + strings.Join(parts, "; ")
 }
 
+// sessionColumns and partColumns are the columns read of a session row
+// and of a part row, in the order scanSession and scanTools take them.
+var (
+	sessionColumns = []string{"id", "directory", "title", "time_created", "time_updated"}
+	partColumns    = []string{"id", "message_id", "session_id", "time_created", "time_updated", "data"}
+)
+
 // requiredColumns are the columns the adapter cannot work without.
 var requiredColumns = map[string][]string{
-	"session": {"id", "directory", "title", "time_created", "time_updated"},
+	"session": sessionColumns,
 	"message": {"id", "session_id", "time_created", "time_updated", "data"},
-	"part":    {"id", "message_id", "session_id", "time_created", "time_updated", "data"},
+	"part":    partColumns,
 }
+
+// partSelect reads part rows for scanTools; each use adds its WHERE.
+var partSelect = "SELECT " + strings.Join(partColumns, ", ") + " FROM part"
 
 // optionalSessionColumns are read when present.
 var optionalSessionColumns = []string{"parent_id", "project_id", "version", "time_archived"}
@@ -205,7 +216,7 @@ func explain(err error) error {
 // checkSchema verifies the tables and columns sessiond reads and returns
 // the optional session columns present.
 func checkSchema(ctx context.Context, conn *sql.Conn, path string) (map[string]bool, error) {
-	se := &SchemaError{Path: path, MissingColumns: map[string][]string{}}
+	se := &schemaError{Path: path, MissingColumns: map[string][]string{}}
 	var sessCols map[string]bool
 	for _, table := range []string{"session", "message", "part"} {
 		cols, err := tableColumns(ctx, conn, table)
@@ -277,7 +288,7 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 
 	opt, err := checkSchema(ctx, conn, r.path)
 	if err != nil {
-		var se *SchemaError
+		var se *schemaError
 		if errors.As(err, &se) && len(se.MissingTables) == 3 && noTables(ctx, conn) {
 			// A database with no table at all is one OpenCode is creating
 			// (its first start runs the migrations just after the file
@@ -396,8 +407,10 @@ func (r *dbReader) mustReadAll(ctx context.Context, conn *sql.Conn, cur cursors,
 	return "", nil
 }
 
+// sessionSelect reads session rows for scanSession: the optional columns
+// the database lacks read as NULL.
 func sessionSelect(opt map[string]bool) string {
-	cols := []string{"id", "directory", "title", "time_created", "time_updated"}
+	cols := slices.Clone(sessionColumns)
 	for _, c := range optionalSessionColumns {
 		if opt[c] {
 			cols = append(cols, c)
@@ -447,7 +460,7 @@ func (r *dbReader) readAll(ctx context.Context, conn *sql.Conn, opt map[string]b
 		return nil, fmt.Errorf("read sessions: %w", err)
 	}
 
-	tools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE "+scanFilter)
+	tools, err := r.queryTools(ctx, conn, partSelect+" WHERE "+scanFilter)
 	if err != nil {
 		return nil, err
 	}
@@ -462,64 +475,38 @@ func (r *dbReader) readAll(ctx context.Context, conn *sql.Conn, opt map[string]b
 	}
 	defer d.close()
 	for _, s := range out {
-		if err := d.read(ctx, s, r.log); err != nil {
+		if err := r.finish(ctx, d, s); err != nil {
 			return nil, err
-		}
-		s.sortTools()
-		for _, t := range s.Tools {
-			s.touch(t.Updated)
 		}
 	}
 	return out, nil
+}
+
+// finish completes a session whose row and in-flight tool calls were
+// read: its newest messages, and its last write among all of them.
+func (r *dbReader) finish(ctx context.Context, d *detailReader, s *sessionData) error {
+	if err := d.read(ctx, s, r.log); err != nil {
+		return err
+	}
+	s.sortTools()
+	for _, t := range s.Tools {
+		s.touch(t.Updated)
+	}
+	return nil
 }
 
 // readChanged re-reads only what changed: sessions whose row is new or has
 // a new time_updated, sessions with new message or part rows (by rowid),
 // and every session with work in flight.
 func (r *dbReader) readChanged(ctx context.Context, conn *sql.Conn, opt map[string]bool) (map[string]*sessionData, error) {
-	changed := map[string]bool{}
-	present := map[string]bool{}
-	rows, err := conn.QueryContext(ctx, "SELECT id, time_updated FROM session")
+	present, changed, err := r.changedSessions(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("read sessions: %w", err)
-	}
-	for rows.Next() {
-		var id string
-		var upd sql.NullInt64
-		if err := rows.Scan(&id, &upd); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read sessions: %w", err)
-		}
-		present[id] = true
-		if old := r.sessions[id]; old == nil || !old.Updated.Equal(msInt(upd.Int64)) {
-			changed[id] = true
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read sessions: %w", err)
-	}
-	// No DISTINCT: with it SQLite walks the whole session index instead
-	// of seeking the rowid range.
-	for _, q := range []struct {
-		sql   string
-		since int64
-	}{
-		{"SELECT session_id FROM message WHERE rowid > ?", r.cur.msgRowid},
-		{"SELECT session_id FROM part WHERE rowid > ?", r.cur.partRowid},
-	} {
-		ids, err := queryStrings(ctx, conn, q.sql, q.since)
-		if err != nil {
-			return nil, err
-		}
-		for _, id := range ids {
-			changed[id] = true
-		}
+		return nil, err
 	}
 	// New in-flight tool parts can only be new rows: a finished part never
 	// goes back to running, and a deletion that could let a rowid be reused
 	// forces a full pass.
-	newTools, err := r.queryTools(ctx, conn, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE rowid > ? AND "+inFlightFilter, r.cur.partRowid)
+	newTools, err := r.queryTools(ctx, conn, partSelect+" WHERE rowid > ? AND "+inFlightFilter, r.cur.partRowid)
 	if err != nil {
 		return nil, err
 	}
@@ -538,29 +525,6 @@ func (r *dbReader) readChanged(ctx context.Context, conn *sql.Conn, opt map[stri
 	if len(changed) == 0 {
 		return next, nil
 	}
-	one, err := conn.PrepareContext(ctx, sessionSelect(opt)+" WHERE id = ?")
-	if err != nil {
-		return nil, fmt.Errorf("read sessions: %w", err)
-	}
-	defer one.Close()
-	d, err := newDetailReader(ctx, conn)
-	if err != nil {
-		return nil, err
-	}
-	defer d.close()
-	// A session seen for the first time has all its parts read; a known one
-	// re-reads the parts that were in flight, by id, plus its new rows.
-	toolStmt, err := conn.PrepareContext(ctx, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE session_id = ? AND "+inFlightFilter)
-	if err != nil {
-		return nil, fmt.Errorf("read parts: %w", err)
-	}
-	defer toolStmt.Close()
-	partStmt, err := conn.PrepareContext(ctx, "SELECT id, message_id, session_id, time_created, time_updated, data FROM part WHERE id = ?")
-	if err != nil {
-		return nil, fmt.Errorf("read parts: %w", err)
-	}
-	defer partStmt.Close()
-
 	ids := make([]string, 0, len(changed))
 	for id := range changed {
 		if present[id] {
@@ -568,63 +532,156 @@ func (r *dbReader) readChanged(ctx context.Context, conn *sql.Conn, opt map[stri
 		}
 	}
 	sort.Strings(ids)
+	if err := r.reread(ctx, conn, opt, ids, newTools, next); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// changedSessions lists the sessions present in the session table and,
+// among the sessions present or known, those changed since the last pass:
+// a new row or a new time_updated, or new message or part rows (by rowid).
+func (r *dbReader) changedSessions(ctx context.Context, conn *sql.Conn) (present, changed map[string]bool, err error) {
+	changed = map[string]bool{}
+	present = map[string]bool{}
+	rows, err := conn.QueryContext(ctx, "SELECT id, time_updated FROM session")
+	if err != nil {
+		return nil, nil, fmt.Errorf("read sessions: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var upd sql.NullInt64
+		if err := rows.Scan(&id, &upd); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("read sessions: %w", err)
+		}
+		present[id] = true
+		if old := r.sessions[id]; old == nil || !old.Updated.Equal(msInt(upd.Int64)) {
+			changed[id] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read sessions: %w", err)
+	}
+	// No DISTINCT: with it SQLite walks the whole session index instead
+	// of seeking the rowid range.
+	for _, q := range []struct {
+		sql   string
+		since int64
+	}{
+		{"SELECT session_id FROM message WHERE rowid > ?", r.cur.msgRowid},
+		{"SELECT session_id FROM part WHERE rowid > ?", r.cur.partRowid},
+	} {
+		ids, err := queryStrings(ctx, conn, q.sql, q.since)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, id := range ids {
+			changed[id] = true
+		}
+	}
+	return present, changed, nil
+}
+
+// reread reads the sessions ids again into next: each one's row, its
+// in-flight tool calls (newTools are its new in-flight part rows) and its
+// newest messages. A session deleted meanwhile is left out.
+func (r *dbReader) reread(ctx context.Context, conn *sql.Conn, opt map[string]bool, ids []string, newTools map[string][]toolCall, next map[string]*sessionData) error {
+	one, err := conn.PrepareContext(ctx, sessionSelect(opt)+" WHERE id = ?")
+	if err != nil {
+		return fmt.Errorf("read sessions: %w", err)
+	}
+	defer one.Close()
+	d, err := newDetailReader(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer d.close()
+	// A session seen for the first time has all its parts read; a known one
+	// re-reads the parts that were in flight, by id, plus its new rows.
+	toolStmt, err := conn.PrepareContext(ctx, partSelect+" WHERE session_id = ? AND "+inFlightFilter)
+	if err != nil {
+		return fmt.Errorf("read parts: %w", err)
+	}
+	defer toolStmt.Close()
+	partStmt, err := conn.PrepareContext(ctx, partSelect+" WHERE id = ?")
+	if err != nil {
+		return fmt.Errorf("read parts: %w", err)
+	}
+	defer partStmt.Close()
+
 	for _, id := range ids {
-		rows, err := one.QueryContext(ctx, id)
+		s, err := r.readSessionRow(ctx, one, id)
 		if err != nil {
-			return nil, fmt.Errorf("read session %s: %w", id, err)
-		}
-		var s *sessionData
-		if rows.Next() {
-			s, err = r.scanSession(rows)
-		}
-		rows.Close()
-		if err != nil {
-			return nil, err
+			return err
 		}
 		if s == nil {
 			continue // deleted meanwhile
 		}
-		if old := r.sessions[id]; old == nil {
-			trows, err := toolStmt.QueryContext(ctx, id)
-			if err != nil {
-				return nil, fmt.Errorf("read parts of %s: %w", id, err)
-			}
-			tools, err := r.scanTools(trows)
-			if err != nil {
-				return nil, err
-			}
-			s.Tools = tools[id]
-		} else {
-			seen := map[string]bool{}
-			for _, t := range newTools[id] {
-				seen[t.ID] = true
-				s.Tools = append(s.Tools, t)
-			}
-			for _, t := range old.Tools {
-				if seen[t.ID] {
-					continue
-				}
-				prows, err := partStmt.QueryContext(ctx, t.ID)
-				if err != nil {
-					return nil, fmt.Errorf("read part %s: %w", t.ID, err)
-				}
-				tools, err := r.scanTools(prows)
-				if err != nil {
-					return nil, err
-				}
-				s.Tools = append(s.Tools, tools[id]...)
-			}
+		if s.Tools, err = r.rereadTools(ctx, id, toolStmt, partStmt, newTools[id]); err != nil {
+			return err
 		}
-		if err := d.read(ctx, s, r.log); err != nil {
-			return nil, err
-		}
-		s.sortTools()
-		for _, t := range s.Tools {
-			s.touch(t.Updated)
+		if err := r.finish(ctx, d, s); err != nil {
+			return err
 		}
 		next[id] = s
 	}
-	return next, nil
+	return nil
+}
+
+// readSessionRow reads one session's row with the statement one (by id);
+// nil when the row is gone.
+func (r *dbReader) readSessionRow(ctx context.Context, one *sql.Stmt, id string) (*sessionData, error) {
+	rows, err := one.QueryContext(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read session %s: %w", id, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, nil
+	}
+	return r.scanSession(rows)
+}
+
+// rereadTools reads a changed session's in-flight tool calls: all of them,
+// with toolStmt (by session), for a session seen for the first time; for a
+// known one, its new in-flight rows (fresh) and, with partStmt (by id), the
+// rows that were in flight.
+func (r *dbReader) rereadTools(ctx context.Context, id string, toolStmt, partStmt *sql.Stmt, fresh []toolCall) ([]toolCall, error) {
+	old := r.sessions[id]
+	if old == nil {
+		trows, err := toolStmt.QueryContext(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read parts of %s: %w", id, err)
+		}
+		tools, err := r.scanTools(trows)
+		if err != nil {
+			return nil, err
+		}
+		return tools[id], nil
+	}
+	var out []toolCall
+	seen := map[string]bool{}
+	for _, t := range fresh {
+		seen[t.ID] = true
+		out = append(out, t)
+	}
+	for _, t := range old.Tools {
+		if seen[t.ID] {
+			continue
+		}
+		prows, err := partStmt.QueryContext(ctx, t.ID)
+		if err != nil {
+			return nil, fmt.Errorf("read part %s: %w", t.ID, err)
+		}
+		tools, err := r.scanTools(prows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, tools[id]...)
+	}
+	return out, nil
 }
 
 func queryStrings(ctx context.Context, conn *sql.Conn, q string, args ...any) ([]string, error) {
@@ -664,7 +721,7 @@ func (r *dbReader) scanTools(rows *sql.Rows) (map[string][]toolCall, error) {
 		if err := rows.Scan(&id, &mid, &sid, &created, &updated, &data); err != nil {
 			return nil, fmt.Errorf("read part row: %w", err)
 		}
-		p, err := ParsePart(data)
+		p, err := parsePart(data)
 		if err != nil {
 			r.log.Debug("skipping unparseable part", zap.String("db", r.path), zap.String("part", id), zap.Error(err))
 			continue
@@ -673,7 +730,7 @@ func (r *dbReader) scanTools(rows *sql.Rows) (map[string][]toolCall, error) {
 			continue
 		}
 		p.ID, p.MessageID, p.SessionID = id, mid, sid
-		out[sid] = append(out[sid], toolCall{Part: p, Created: msInt(created.Int64), Updated: msInt(updated.Int64)})
+		out[sid] = append(out[sid], toolCall{ocPart: p, Created: msInt(created.Int64), Updated: msInt(updated.Int64)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read parts: %w", err)
@@ -718,7 +775,7 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 			return fmt.Errorf("read message row of %s: %w", s.ID, err)
 		}
 		s.touch(msInt(upd.Int64))
-		m, err := ParseMessage(data)
+		m, err := parseMessage(data)
 		if err != nil {
 			log.Debug("skipping unparseable message", zap.String("session", s.ID), zap.String("message", id), zap.Error(err))
 			continue

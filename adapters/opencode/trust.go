@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/sessiond/sessiond/proc"
 )
 
 // Which OpenCode servers sessiond talks to.
@@ -29,14 +31,6 @@ import (
 //
 // A server found in one pass is checked again (verifyServer) before a
 // repair, an abort or an existence check sends it anything.
-
-// tcpListener is one listening TCP socket: its address (a wildcard
-// included), the uid that opened it and its inode.
-type tcpListener struct {
-	addr  netip.AddrPort
-	uid   int
-	inode uint64
-}
 
 var (
 	loopback4 = netip.AddrFrom4([4]byte{127, 0, 0, 1})
@@ -106,14 +100,14 @@ func accepts(l, dst netip.AddrPort) bool {
 // namespace and that every socket that could take the connection is uid's:
 // where two could (a wildcard and a specific address), the kernel picks,
 // and both must be trusted.
-func checkListener(table []tcpListener, dst netip.AddrPort, uid int) error {
+func checkListener(table []proc.Listener, dst netip.AddrPort, uid int) error {
 	found := false
 	for _, l := range table {
-		if !accepts(l.addr, dst) {
+		if !accepts(l.Addr, dst) {
 			continue
 		}
-		if l.uid != uid {
-			return fmt.Errorf("%s is served by a socket of uid %d (listening on %s, inode %d), not of sessiond's uid %d", dst, l.uid, l.addr, l.inode, uid)
+		if l.UID != uid {
+			return fmt.Errorf("%s is served by a socket of uid %d (listening on %s, inode %d), not of sessiond's uid %d", dst, l.UID, l.Addr, l.Inode, uid)
 		}
 		found = true
 	}
@@ -149,7 +143,7 @@ func serverURL(ap netip.AddrPort) string { return "http://" + ap.String() }
 
 // checkServer is verifyServer for a server found in an earlier pass, with
 // its URL checked first.
-func (a *Adapter) checkServer(s Server) error {
+func (a *Adapter) checkServer(s serverInfo) error {
 	ap, err := loopbackAddr(s.URL)
 	if err != nil {
 		return err

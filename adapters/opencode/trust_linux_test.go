@@ -142,8 +142,8 @@ func TestRepairRefusesServerNowOfAnotherUID(t *testing.T) {
 	}
 	a := f.adapter(func(c *Config) { c.ServerPassword = testPassword })
 	mustDiscover(t, a, opencodetest.Snapshot(f.proc(400, time.Hour, false, "/srv", "opencode", "serve", "--port", strconv.Itoa(srv.Port()))))
-	if len(a.Servers()) != 1 {
-		t.Fatalf("the server was not found: %+v", a.Servers())
+	if len(a.lastServers()) != 1 {
+		t.Fatalf("the server was not found: %+v", a.lastServers())
 	}
 
 	// It exits; another user's process listens on its port.
@@ -172,7 +172,7 @@ func TestRepairRefusesServerNowOfAnotherUID(t *testing.T) {
 	if err := os.WriteFile(f.dbPath, []byte("not a database"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := a.SessionExists(ctx, sh.SessionID); got != Unknown {
+	if got, err := a.exists(ctx, sh.SessionID); got != adapters.ExistenceUnknown {
 		t.Errorf("exists: %v, %v; want unknown (no database answers, no trusted server)", got, err)
 	}
 	if got := srv.RequestLog(); len(got) != asked {
@@ -217,8 +217,8 @@ func TestRepairRechecksServerBeforeWriting(t *testing.T) {
 			srv.StuckUntilPatched[sh.SessionID] = true
 			a := f.adapter(func(c *Config) { c.ServerPassword = testPassword })
 			mustDiscover(t, a, opencodetest.Snapshot(f.server(400, time.Hour, false, "/srv", srv.Port())))
-			if len(a.Servers()) != 1 {
-				t.Fatalf("the server was not found: %+v", a.Servers())
+			if len(a.lastServers()) != 1 {
+				t.Fatalf("the server was not found: %+v", a.lastServers())
 			}
 			wantMethod, wantPath := tc.swapAt(sh)
 			swapped := make(chan struct{})

@@ -60,7 +60,7 @@ func untrusted(t *testing.T, a *Adapter, d *redirectDialer, srv *opencodetest.Fa
 	if n := srv.CredentialsSeen(); n != 0 {
 		t.Errorf("the server received the password %d times", n)
 	}
-	if s := a.Servers(); len(s) != 0 {
+	if s := a.lastServers(); len(s) != 0 {
 		t.Errorf("servers %+v, want none", s)
 	}
 }
@@ -160,7 +160,7 @@ func TestServerArgvHostname(t *testing.T) {
 			if got := d.addrs(); len(got) == 0 || got[0] != want {
 				t.Fatalf("dialled %v, want %s first", got, want)
 			}
-			if s := a.Servers(); len(s) != 1 || s[0].URL != "http://"+want {
+			if s := a.lastServers(); len(s) != 1 || s[0].URL != "http://"+want {
 				t.Fatalf("servers %+v, want http://%s", s, want)
 			}
 		})

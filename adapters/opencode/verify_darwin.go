@@ -18,7 +18,7 @@ const sZomb = 5
 // is checked instead: still the one found (same start time), alive, and
 // of this uid. A live server keeps its port, and macOS refuses a bind on a
 // port in use to another non-root uid, so what listens there is still it.
-func verifyServer(_ string, s Server, _ netip.AddrPort, uid int) error {
+func verifyServer(_ string, s serverInfo, _ netip.AddrPort, uid int) error {
 	pid := s.Owner.PID
 	if pid <= 0 {
 		return fmt.Errorf("check server %s: its process is not known", s.URL)

@@ -1,6 +1,4 @@
-//go:build !linux
-
-package opencode
+package proc
 
 import (
 	"bytes"
@@ -13,18 +11,18 @@ import (
 	"strings"
 )
 
-// dbHolders lists the processes (other than self) that hold the database,
-// its -wal or its -shm open. Without /proc it asks lsof (part of macOS);
-// when lsof is missing or its answer is unclear it returns an error, and
-// the caller then assumes the database is held and writes nothing: a
-// repair that waits is better than one that races a live OpenCode.
-func dbHolders(procRoot, dbPath string, self int) ([]int, error) {
+// Holders lists the processes that hold any of paths open, by pid. Without
+// /proc it asks lsof (part of macOS); when lsof is missing or its answer
+// is unclear it returns an error, and the caller must then assume the
+// files are held: a writer that waits is better than one that races
+// another.
+func (h *Host) Holders(paths ...string) ([]int, error) {
+	named := strings.Join(paths, ", ")
 	if _, err := exec.LookPath("lsof"); err != nil {
-		return nil, fmt.Errorf("cannot tell which processes hold %s open: %w", dbPath, err)
+		return nil, fmt.Errorf("cannot tell which processes hold %s open: %w", named, err)
 	}
-	files := []string{dbPath, dbPath + "-wal", dbPath + "-shm"}
 	var existing []string
-	for _, f := range files {
+	for _, f := range paths {
 		if fileExists(f) {
 			existing = append(existing, f)
 		}
@@ -43,13 +41,13 @@ func dbHolders(procRoot, dbPath string, self int) ([]int, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("lsof %s: %v: %s", dbPath, err, strings.TrimSpace(errb.String()))
+		return nil, fmt.Errorf("lsof %s: %v: %s", named, err, strings.TrimSpace(errb.String()))
 	}
 	seen := map[int]bool{}
 	var pids []int
 	for _, line := range strings.Split(out.String(), "\n") {
 		if v, ok := strings.CutPrefix(line, "p"); ok {
-			if pid, err := strconv.Atoi(v); err == nil && pid != self && !seen[pid] {
+			if pid, err := strconv.Atoi(v); err == nil && !seen[pid] {
 				seen[pid] = true
 				pids = append(pids, pid)
 			}
