@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -71,6 +72,12 @@ func TestConcurrentResumesStartOne(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
+	// The answer comes once the agent is started, not once it has run:
+	// give the one resumed (and any wrongly started) time to log its argv
+	// before it is killed, or a loaded machine sees only the launch.
+	if len(started) > 0 {
+		testenv.Eventually(t, 10*time.Second, "the resumed agent logs its argv", func() bool { return len(argvLog(t, argvPath)) >= 2 })
+	}
 	for _, pid := range started {
 		syscall.Kill(-pid, syscall.SIGKILL)
 	}
