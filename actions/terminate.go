@@ -179,14 +179,14 @@ func (t *Terminator) Plan(targets []Target, timeout time.Duration, force bool) [
 		for _, i := range u.idx {
 			tg := targets[i]
 			if r := t.Probe.Probe(tg.ID); r.Liveness != proc.Alive {
-				steps[i] = adapters.Step{Action: "nothing to signal", Target: target(tg), Detail: tg.What + ": " + r.Reason, Outcome: adapters.OutcomeSkipped}
+				steps[i] = adapters.Skipped("nothing to signal", target(tg), tg.What+": "+r.Reason)
 				continue
 			}
 			action := "SIGTERM" + to + ", then SIGKILL after " + timeout.String()
 			if force {
 				action = "SIGKILL" + to
 			}
-			steps[i] = adapters.Step{Action: action, Target: target(tg), Detail: tg.What + note, Outcome: adapters.OutcomePlanned}
+			steps[i] = adapters.Planned(action, target(tg), tg.What+note)
 		}
 	}
 	return steps
@@ -217,30 +217,52 @@ func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout ti
 			}
 		}
 	}
-	deadline := time.Now().Add(timeout)
-	for len(sent) > 0 {
-		for i := range sent {
-			if gone, note := t.gone(targets[i]); gone {
-				steps[i].Detail += note + "; exited"
-				delete(sent, i)
-			}
-		}
-		if len(sent) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(poll)
-	}
+	t.await(ctx, targets, sent, time.Now().Add(timeout), poll, steps, "; exited")
 	if len(sent) == 0 {
 		return steps
 	}
-	// Still alive after the timeout: SIGKILL, a group's survivors together
-	// when they are still all of it.
+	killed := t.killSurvivors(targets, us, sent, timeout, steps)
+	// The wait for the SIGKILLed is short and bounded, and not cut short
+	// by ctx: each of them ends up reported killed or still alive.
+	t.await(context.Background(), targets, killed, time.Now().Add(killWait), poll, steps, "; killed")
+	for i := range killed {
+		what := "process"
+		if targets[i].Group {
+			what = "process group"
+		}
+		steps[i].Outcome, steps[i].Error = adapters.OutcomeFailed, fmt.Sprintf("%s still alive %s after SIGKILL", what, killWait)
+	}
+	return steps
+}
+
+// await waits until the targets in waiting are gone, the deadline passes
+// or ctx ends, polling every poll. Each target found gone leaves waiting,
+// its step's detail ending with note.
+func (t *Terminator) await(ctx context.Context, targets []Target, waiting map[int]bool, deadline time.Time, poll time.Duration, steps []adapters.Step, note string) {
+	for len(waiting) > 0 {
+		for i := range waiting {
+			if gone, why := t.gone(targets[i]); gone {
+				steps[i].Detail += why + note
+				delete(waiting, i)
+			}
+		}
+		if len(waiting) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(poll)
+	}
+}
+
+// killSurvivors SIGKILLs the targets still alive after the timeout, a
+// group's survivors together when they are still all of it, and returns
+// those the SIGKILL reached.
+func (t *Terminator) killSurvivors(targets []Target, us []unit, alive map[int]bool, timeout time.Duration, steps []adapters.Step) map[int]bool {
 	kill := make([]adapters.Step, len(targets))
 	killed := map[int]bool{}
 	for _, u := range us {
 		var left []int
 		for _, i := range u.idx {
-			if sent[i] {
+			if alive[i] {
 				left = append(left, i)
 			}
 		}
@@ -261,25 +283,7 @@ func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout ti
 			}
 		}
 	}
-	for end := time.Now().Add(killWait); len(killed) > 0; time.Sleep(poll) {
-		for i := range killed {
-			if gone, note := t.gone(targets[i]); gone {
-				steps[i].Detail += note + "; killed"
-				delete(killed, i)
-			}
-		}
-		if len(killed) == 0 || time.Now().After(end) {
-			break
-		}
-	}
-	for i := range killed {
-		what := "process"
-		if targets[i].Group {
-			what = "process group"
-		}
-		steps[i].Outcome, steps[i].Error = adapters.OutcomeFailed, fmt.Sprintf("%s still alive %s after SIGKILL", what, killWait)
-	}
-	return steps
+	return killed
 }
 
 // gone reports whether a target is dead: its identity no longer probes
@@ -325,7 +329,7 @@ func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Si
 	serr := t.signal(-u.pgid, sig)
 	for _, i := range idx {
 		tg := targets[i]
-		s := adapters.Step{Action: sigName(sig) + " to process group " + strconv.Itoa(u.pgid), Target: target(tg), Detail: tg.What + wholeGroupNote}
+		s := adapters.Planned(sigName(sig)+" to process group "+strconv.Itoa(u.pgid), target(tg), tg.What+wholeGroupNote)
 		isMember := false
 		for _, m := range live[u.pgid] {
 			isMember = isMember || (m.PID == tg.ID.PID && m.StartTicks == tg.ID.StartTicks)
@@ -336,9 +340,9 @@ func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Si
 			// probe and signal decide.
 			s = t.send(tg, sig)
 		case serr != nil:
-			s.Outcome, s.Error = adapters.OutcomeFailed, serr.Error()
+			s = s.Failed(serr)
 		default:
-			s.Outcome = adapters.OutcomeDone
+			s = s.Done()
 		}
 		steps[i] = s
 	}
@@ -349,15 +353,14 @@ func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Si
 // processes of its group are left: the group's number cannot be given to
 // another group while one of its processes lives.
 func (t *Terminator) send(tg Target, sig syscall.Signal) adapters.Step {
-	s := adapters.Step{Action: sigName(sig), Target: target(tg), Detail: tg.What}
+	s := adapters.Planned(sigName(sig), target(tg), tg.What)
 	pid := tg.ID.PID
 	if tg.Group {
 		pid = -pid
 	}
 	if r := t.Probe.Probe(tg.ID); r.Liveness != proc.Alive {
 		if !tg.Group {
-			s.Outcome, s.Detail = adapters.OutcomeSkipped, tg.What+": not signalled, "+r.Reason
-			return s
+			return s.Skipped(tg.What + ": not signalled, " + r.Reason)
 		}
 		empty, err := groupGone(tg.ID.PID, tg.ID.StartTicks)
 		if err != nil || empty {
@@ -365,15 +368,12 @@ func (t *Terminator) send(tg Target, sig syscall.Signal) adapters.Step {
 			if err != nil {
 				why = err.Error()
 			}
-			s.Outcome, s.Detail = adapters.OutcomeSkipped, tg.What+": not signalled, "+r.Reason+"; "+why
-			return s
+			return s.Skipped(tg.What + ": not signalled, " + r.Reason + "; " + why)
 		}
 		s.Detail += "; leader already exited, signalled the rest of its group"
 	}
 	if err := t.signal(pid, sig); err != nil {
-		s.Outcome, s.Error = adapters.OutcomeFailed, err.Error()
-		return s
+		return s.Failed(err)
 	}
-	s.Outcome = adapters.OutcomeDone
-	return s
+	return s.Done()
 }

@@ -211,32 +211,6 @@ func (e Existence) String() string {
 	return "unknown"
 }
 
-// Step is one step of a repair, abort, reap or stop: planned first (a dry
-// run), then applied, each with its outcome, so the user sees a checklist.
-type Step struct {
-	// Action says what the step does ("remove registry entry", "SIGTERM").
-	Action string `json:"action"`
-	// Target is what it acts on (a path, a pid, a part id).
-	Target string `json:"target"`
-	Detail string `json:"detail,omitempty"`
-	// Outcome is planned, done, skipped, pending or failed.
-	Outcome string `json:"outcome"`
-	Error   string `json:"error,omitempty"`
-}
-
-// Step outcomes.
-const (
-	OutcomePlanned = "planned"
-	OutcomeDone    = "done"
-	// OutcomeSkipped: nothing to do, or deliberately left alone (the
-	// detail says why).
-	OutcomeSkipped = "skipped"
-	// OutcomePending: cannot be done now (e.g. a live process holds the
-	// data); retried when that changes.
-	OutcomePending = "pending"
-	OutcomeFailed  = "failed"
-)
-
 // RepairTarget is the session a repair is about.
 type RepairTarget struct {
 	UpstreamID string

@@ -207,7 +207,7 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 	var steps []adapters.Step
 	switch {
 	case len(targets) == 0:
-		steps = []adapters.Step{{Action: "nothing to reap", Target: rec.ID, Outcome: adapters.OutcomeSkipped, Detail: "no live process is attributed to this session"}}
+		steps = []adapters.Step{adapters.Skipped("nothing to reap", rec.ID, "no live process is attributed to this session")}
 	case req.Apply:
 		steps = s.terminator.Terminate(r.Context(), targets, timeout, req.Force)
 	default:

@@ -129,14 +129,10 @@ func boolCount(b bool) uint64 {
 // buildAll builds every session's observation, sorted by session id, and
 // lists the owners seen alive.
 func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
-	type key struct {
-		root *rootState
-		id   string
-	}
-	builds := map[key]*sessBuild{}
-	var order []key
+	builds := map[buildKey]*sessBuild{}
+	var order []buildKey
 	get := func(r *rootState, id string) *sessBuild {
-		k := key{r, id}
+		k := buildKey{r, id}
 		b := builds[k]
 		if b == nil {
 			b = &sessBuild{id: id, root: r}
@@ -190,9 +186,20 @@ func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
 			b.argv = append(b.argv, cp)
 		}
 	}
+	return a.observeAll(builds, order, v)
+}
 
+// buildKey names one session in one root.
+type buildKey struct {
+	root *rootState
+	id   string
+}
+
+// observeAll observes the sessions of builds, found in that order: a
+// session found in two roots is observed once, its two builds merged.
+func (a *Adapter) observeAll(builds map[buildKey]*sessBuild, order []buildKey, v *procView) ([]adapters.Observed, []liveOwner) {
 	// Sorted by session id now, so the output needs no sort of its own.
-	slices.SortFunc(order, func(x, y key) int { return strings.Compare(x.id, y.id) })
+	slices.SortFunc(order, func(x, y buildKey) int { return strings.Compare(x.id, y.id) })
 	var live []liveOwner
 	out := make([]adapters.Observed, 0, len(order))
 	index := map[string]int{}
@@ -255,6 +262,25 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 			o.LastActivity = b.file.mtime
 		}
 	}
+	live := a.observeEntries(&o, b, v)
+	live = observeArgv(&o, b, live)
+	if len(o.Owners) == 0 && v.snap != nil && sum != nil && sum.Cwd != "" {
+		live = inferCwdOwners(&o, b, v, sum, live)
+	}
+	if o.ActivityEvidence == "" {
+		transcriptActivity(&o, sum, live)
+	}
+	if sum != nil {
+		o.InFlight = append(inFlight(sum), o.InFlight...)
+	}
+	return o, live
+}
+
+// observeEntries adds what the session's registry entries say: an owner
+// each, the cwd, title and last activity the transcript does not give, the
+// status of a valid owner, and busy markers. It lists the owners they
+// validate as alive.
+func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView) []liveOwner {
 	var live []liveOwner
 	sort.Slice(b.entries, func(i, j int) bool { return b.entries[i].entry.PID < b.entries[j].entry.PID })
 	for _, rf := range b.entries {
@@ -304,6 +330,12 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 			})
 		}
 	}
+	return live
+}
+
+// observeArgv adds the live claude processes whose argv names the session
+// as its owners.
+func observeArgv(o *adapters.Observed, b *sessBuild, live []liveOwner) []liveOwner {
 	for _, cp := range b.argv {
 		if o.Cwd == "" {
 			o.Cwd = cp.p.Cwd
@@ -315,49 +347,51 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 		o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Evidence: ev})
 		live = append(live, liveOwner{cp.p.Identity, b.id})
 	}
-	if len(o.Owners) == 0 && v.snap != nil && sum != nil && sum.Cwd != "" {
-		// No process names the session: a live claude in its cwd that
-		// started before its last write may own it. One that started
-		// after is no evidence (an old session in the same directory).
-		last := sum.Last
-		if last.IsZero() {
-			last = b.file.mtime
-		}
-		for _, cp := range v.byCwd[filepath.Clean(sum.Cwd)] {
-			if cp.root != "" && cp.root != b.root.path {
-				continue
-			}
-			st, ok := v.startTime(cp.p.Identity)
-			if !ok || !st.Before(last) {
-				continue
-			}
-			o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Inferred: true, Evidence: EvidenceCwdMatch})
-		}
-		if len(o.Owners) == 1 {
-			live = append(live, liveOwner{o.Owners[0].Identity, b.id})
-		}
+	return live
+}
+
+// inferCwdOwners is for a session no process names: a live claude in its
+// cwd that started before its last write may own it. One that started
+// after is no evidence (an old session in the same directory).
+func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *summary, live []liveOwner) []liveOwner {
+	last := sum.Last
+	if last.IsZero() {
+		last = b.file.mtime
 	}
-	if o.ActivityEvidence == "" {
-		anyLive := len(live) > 0
-		for _, ow := range o.Owners {
-			anyLive = anyLive || ow.Inferred // inferred owners come from the snapshot: alive
+	for _, cp := range v.byCwd[filepath.Clean(sum.Cwd)] {
+		if cp.root != "" && cp.root != b.root.path {
+			continue
 		}
-		switch {
-		case anyLive && sum != nil:
-			o.Activity = tailActivity(sum)
-			o.ActivityEvidence = EvidenceTranscript
-		case anyLive:
-			o.Activity = session.ActivityUnknown
-			o.ActivityEvidence = "no status and no transcript yet"
-		default:
-			o.Activity = session.ActivityUnknown
-			o.ActivityEvidence = EvidenceNoLiveOwner
+		st, ok := v.startTime(cp.p.Identity)
+		if !ok || !st.Before(last) {
+			continue
 		}
+		o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Inferred: true, Evidence: EvidenceCwdMatch})
 	}
-	if sum != nil {
-		o.InFlight = append(inFlight(sum), o.InFlight...)
+	if len(o.Owners) == 1 {
+		live = append(live, liveOwner{o.Owners[0].Identity, b.id})
 	}
-	return o, live
+	return live
+}
+
+// transcriptActivity is the activity of a session no registry status
+// gives: the transcript's tail while an owner lives.
+func transcriptActivity(o *adapters.Observed, sum *summary, live []liveOwner) {
+	anyLive := len(live) > 0
+	for _, ow := range o.Owners {
+		anyLive = anyLive || ow.Inferred // inferred owners come from the snapshot: alive
+	}
+	switch {
+	case anyLive && sum != nil:
+		o.Activity = tailActivity(sum)
+		o.ActivityEvidence = EvidenceTranscript
+	case anyLive:
+		o.Activity = session.ActivityUnknown
+		o.ActivityEvidence = "no status and no transcript yet"
+	default:
+		o.Activity = session.ActivityUnknown
+		o.ActivityEvidence = EvidenceNoLiveOwner
+	}
 }
 
 func appendOwner(owners []adapters.Owner, o adapters.Owner) []adapters.Owner {

@@ -35,7 +35,24 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 		return nil
 	}
 	snap := v.snap
-	// Remember the trees of the owners alive now.
+	a.rememberTrees(v, live)
+
+	out := map[string][]adapters.Issue{}
+	found := orphanSet{out: out, seen: map[int]bool{}}
+	pids := make([]int, 0, len(snap.Procs))
+	for pid := range snap.Procs {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	a.markedOrphans(v, regTicks, pids, found)
+	mcpOrphans(snap, pids, found)
+	a.rememberedOrphans(snap, found)
+	return out
+}
+
+// rememberTrees remembers the trees of the owners alive now.
+func (a *Adapter) rememberTrees(v *procView, live []liveOwner) {
+	snap := v.snap
 	for _, lo := range live {
 		p := snap.Procs[lo.id.PID]
 		if dead(p) || p.Identity != lo.id {
@@ -57,33 +74,37 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 			}
 		}
 	}
+}
 
-	out := map[string][]adapters.Issue{}
-	found := map[int]bool{}
-	add := func(sid string, p *proc.Process, owner int) {
-		if found[p.Identity.PID] {
-			return
-		}
-		found[p.Identity.PID] = true
-		cwd := p.Cwd
-		if cwd == "" {
-			cwd = "?"
-		}
-		id := p.Identity
-		out[sid] = append(out[sid], adapters.Issue{
-			Kind:    session.ProblemOrphanProcesses,
-			Process: &id,
-			Key:     strconv.Itoa(p.Identity.PID),
-			Detail:  fmt.Sprintf("pid %d still runs after its owner pid %d died: %s (cwd %s)", p.Identity.PID, owner, shortArgv(p.Argv), cwd),
-		})
-	}
+// orphanSet is the orphans found, by session id, each process once. It is
+// passed by value: it holds only its two maps.
+type orphanSet struct {
+	out  map[string][]adapters.Issue
+	seen map[int]bool
+}
 
-	// Environment markers: a tool names its owner's pid and its session.
-	pids := make([]int, 0, len(snap.Procs))
-	for pid := range snap.Procs {
-		pids = append(pids, pid)
+func (s orphanSet) add(sid string, p *proc.Process, owner int) {
+	if s.seen[p.Identity.PID] {
+		return
 	}
-	slices.Sort(pids)
+	s.seen[p.Identity.PID] = true
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = "?"
+	}
+	id := p.Identity
+	s.out[sid] = append(s.out[sid], adapters.Issue{
+		Kind:    session.ProblemOrphanProcesses,
+		Process: &id,
+		Key:     strconv.Itoa(p.Identity.PID),
+		Detail:  fmt.Sprintf("pid %d still runs after its owner pid %d died: %s (cwd %s)", p.Identity.PID, owner, shortArgv(p.Argv), cwd),
+	})
+}
+
+// markedOrphans finds tools by their environment markers: a tool names
+// its owner's pid and its session.
+func (a *Adapter) markedOrphans(v *procView, regTicks map[int][]string, pids []int, found orphanSet) {
+	snap := v.snap
 	for _, pid := range pids {
 		p := snap.Procs[pid]
 		if dead(p) || p.Env == nil || p.Env["CLAUDE_PID"] == "" {
@@ -101,14 +122,17 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 			sid = a.sessionOfPID(owner, v)
 		}
 		if sid != "" {
-			add(sid, p, owner)
+			found.add(sid, p, owner)
 		}
 	}
+}
 
-	// MCP stdio servers name their session but no owner pid (no
-	// CLAUDE_PID; checked on 2.1.328). They run in claude's process group
-	// and outlive its kill -9, reparented away: one whose parent is no
-	// live claude and whose group holds no live claude is orphaned.
+// mcpOrphans finds MCP stdio servers left behind. They name their session
+// but no owner pid (no CLAUDE_PID; checked on 2.1.328). They run in
+// claude's process group and outlive its kill -9, reparented away: one
+// whose parent is no live claude and whose group holds no live claude is
+// orphaned.
+func mcpOrphans(snap *proc.Snapshot, pids []int, found orphanSet) {
 	claudeGroups := map[int]bool{}
 	for _, p := range snap.Procs {
 		if !dead(p) && p.PGID > 0 && isClaudeArgv(p.Argv) && !snap.ForkedNotExeced(p) {
@@ -126,10 +150,13 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 		if parent := snap.Procs[p.PPID]; !dead(parent) && isClaudeArgv(parent.Argv) {
 			continue
 		}
-		add(p.Env["CLAUDE_CODE_SESSION_ID"], p, p.PGID)
+		found.add(p.Env["CLAUDE_CODE_SESSION_ID"], p, p.PGID)
 	}
+}
 
-	// Remembered trees of owners that are gone.
+// rememberedOrphans finds the remembered trees of owners that are gone,
+// and forgets what is gone of them.
+func (a *Adapter) rememberedOrphans(snap *proc.Snapshot, found orphanSet) {
 	for oid, m := range a.remembered {
 		if p := snap.Procs[oid.PID]; !dead(p) && p.Identity == oid {
 			continue
@@ -140,13 +167,12 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 				delete(m.desc, dpid)
 				continue
 			}
-			add(m.session, p, oid.PID)
+			found.add(m.session, p, oid.PID)
 		}
 		if len(m.desc) == 0 {
 			delete(a.remembered, oid)
 		}
 	}
-	return out
 }
 
 // ownerAlive reports whether the process a tool names as its owner is

@@ -62,7 +62,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 		path := filepath.Join(dir, de.Name())
 		b, err := os.ReadFile(path)
 		if err != nil {
-			steps = append(steps, adapters.Step{Action: "remove registry entry", Target: path, Outcome: adapters.OutcomeFailed, Error: err.Error()})
+			steps = append(steps, adapters.Failed("remove registry entry", path, "", err))
 			continue
 		}
 		e, err := ParseRegistry(b)
@@ -72,7 +72,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 		keys := keyFiles(ents, dir, e.PID)
 		dead, why := a.entryDead(&e, v)
 		if !dead {
-			steps = append(steps, adapters.Step{Action: "keep registry entry", Target: path, Outcome: adapters.OutcomeSkipped, Detail: why})
+			steps = append(steps, adapters.Skipped("keep registry entry", path, why))
 			continue
 		}
 		detail := fmt.Sprintf("%s; the entry says %q", why, e.Status)
@@ -81,8 +81,8 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 			steps = append(steps, a.removeStep("remove token file (not read)", k, fmt.Sprintf("belongs to dead pid %d", e.PID), apply, &e, v))
 		}
 	}
-	steps = append(steps, adapters.Step{Action: "leave transcript", Target: t.UpstreamID + ".jsonl", Outcome: adapters.OutcomeSkipped,
-		Detail: "Claude drops a dangling tool call when the session is resumed; the transcript is never rewritten"})
+	steps = append(steps, adapters.Skipped("leave transcript", t.UpstreamID+".jsonl",
+		"Claude drops a dangling tool call when the session is resumed; the transcript is never rewritten"))
 	return steps, nil
 }
 
@@ -90,20 +90,17 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 // first, so an entry whose process came back (or a reused pid that now
 // matches) is never removed.
 func (a *Adapter) removeStep(action, path, detail string, apply bool, e *RegistryEntry, v *procView) adapters.Step {
-	s := adapters.Step{Action: action, Target: path, Detail: detail, Outcome: adapters.OutcomePlanned}
+	s := adapters.Planned(action, path, detail)
 	if !apply {
 		return s
 	}
 	if dead, why := a.entryDead(e, v); !dead {
-		s.Outcome, s.Detail = adapters.OutcomeSkipped, "no longer confirmed dead: "+why
-		return s
+		return s.Skipped("no longer confirmed dead: " + why)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.Outcome, s.Error = adapters.OutcomeFailed, err.Error()
-		return s
+		return s.Failed(err)
 	}
-	s.Outcome = adapters.OutcomeDone
-	return s
+	return s.Done()
 }
 
 // entryDead reports whether the owner a registry entry names is confirmed

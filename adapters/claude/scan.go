@@ -282,6 +282,8 @@ func (a *Adapter) hotSet(r *rootState, v *procView) *hot {
 	return h
 }
 
+// scanProjects looks at the root's projects/: lists it again when it
+// changed, then scans each project.
 func (a *Adapter) scanProjects(r *rootState, full bool, h *hot) ([]adapters.InputError, []*job) {
 	dir := filepath.Join(r.path, "projects")
 	fi, err := a.fs.Stat(dir)
@@ -300,35 +302,52 @@ func (a *Adapter) scanProjects(r *rootState, full bool, h *hot) ([]adapters.Inpu
 	}
 	r.projectsDir.exists = true
 	if r.projectsDir.needList(fi, full) {
-		ents, err := a.fs.ReadDir(dir)
-		if err != nil {
+		if err := a.listProjects(r, dir); err != nil {
 			for _, p := range r.projects {
 				p.ok = false
 			}
 			return []adapters.InputError{{Input: dir, Err: err}}, nil
 		}
-		seen := make(map[string]bool, len(ents))
-		r.skipped = nil
-		for _, e := range ents {
-			if e.Type()&fs.ModeSymlink != 0 {
-				r.skipped = append(r.skipped, skippedLink(a.fs, filepath.Join(dir, e.Name())))
-				continue
-			}
-			if !e.IsDir() { // symlinks too: never followed
-				continue
-			}
-			seen[e.Name()] = true
-			if r.projects[e.Name()] == nil {
-				r.projects[e.Name()] = &projectState{serial: nextSerial(), path: filepath.Join(dir, e.Name()), files: map[string]*fileState{}}
-			}
-		}
-		for name := range r.projects {
-			if !seen[name] {
-				delete(r.projects, name)
-			}
-		}
 		r.projectsDir.listedNow(fi)
 	}
+	return a.scanProjectDirs(r, full, h)
+}
+
+// listProjects lists dir, the root's projects/: a state for each project
+// dir new in it, none for one gone from it. Symlinks are never followed:
+// they are kept as skipped.
+func (a *Adapter) listProjects(r *rootState, dir string) error {
+	ents, err := a.fs.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	seen := make(map[string]bool, len(ents))
+	r.skipped = nil
+	for _, e := range ents {
+		if e.Type()&fs.ModeSymlink != 0 {
+			r.skipped = append(r.skipped, skippedLink(a.fs, filepath.Join(dir, e.Name())))
+			continue
+		}
+		if !e.IsDir() { // symlinks too: never followed
+			continue
+		}
+		seen[e.Name()] = true
+		if r.projects[e.Name()] == nil {
+			r.projects[e.Name()] = &projectState{serial: nextSerial(), path: filepath.Join(dir, e.Name()), files: map[string]*fileState{}}
+		}
+	}
+	for name := range r.projects {
+		if !seen[name] {
+			delete(r.projects, name)
+		}
+	}
+	return nil
+}
+
+// scanProjectDirs scans the root's projects, listed, and returns what
+// could not be read and the transcripts to read. A project dir gone since
+// the listing is forgotten.
+func (a *Adapter) scanProjectDirs(r *rootState, full bool, h *hot) ([]adapters.InputError, []*job) {
 	// The projects are looked at on Workers goroutines: a full pass stats
 	// every transcript (10,000 stats were a third of a restart), and each
 	// project's state is its own.

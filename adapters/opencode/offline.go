@@ -220,8 +220,8 @@ func interruptedState(part map[string]any, created, now int64) (map[string]any, 
 
 // offlineStep is the single step that reports why the offline repair
 // cannot run now.
-func offlineStep(dbPath, outcome, detail string) adapters.Step {
-	return adapters.Step{Action: "repair database offline", Target: dbPath, Outcome: outcome, Detail: detail}
+func offlineStep(dbPath, detail string) adapters.Step {
+	return adapters.Pending("repair database offline", dbPath, detail)
 }
 
 // offline is rung 2 of the ladder: no process holds the database, so
@@ -236,20 +236,19 @@ func (a *Adapter) offline(ctx context.Context, dbPath, sessionID string, f *flig
 		if why != "" {
 			detail += "; " + why
 		}
-		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending, "pending: "+detail+"; "+f.describe()+"; nothing written (a live OpenCode rewrites rows from memory and would undo an edit)")}, nil
+		return []adapters.Step{offlineStep(dbPath, "pending: "+detail+"; "+f.describe()+"; nothing written (a live OpenCode rewrites rows from memory and would undo an edit)")}, nil
 	}
 	now := a.cfg.Now()
 	if age := now.Sub(f.lastWrite); age < a.cfg.RepairGrace {
-		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending,
+		return []adapters.Step{offlineStep(dbPath,
 			fmt.Sprintf("pending: %s; the session was written %s ago, and is repaired only once still for %s", f.describe(), age.Round(time.Second), a.cfg.RepairGrace))}, nil
 	}
-	backup := adapters.Step{Action: "back up database", Target: dbPath, Outcome: adapters.OutcomePlanned, Detail: "VACUUM INTO " + a.backupDir(dbPath)}
+	backup := adapters.Planned("back up database", dbPath, "VACUUM INTO "+a.backupDir(dbPath))
 	if a.cfg.BackupDir == "" {
-		backup.Outcome, backup.Error = adapters.OutcomeFailed, "no backup directory configured: sessiond never writes OpenCode's database without a backup"
-		return []adapters.Step{backup}, nil
+		return []adapters.Step{backup.Failed(errors.New("no backup directory configured: sessiond never writes OpenCode's database without a backup"))}, nil
 	}
 	if !apply {
-		return append([]adapters.Step{backup}, flightSteps(f, adapters.OutcomePlanned, "")...), nil
+		return append([]adapters.Step{backup}, adapters.DryRun(flightPlan(f, nil))...), nil
 	}
 	return a.applyOffline(ctx, dbPath, sessionID, backup)
 }
@@ -289,18 +288,20 @@ func (a *Adapter) holders(dbPath string, except map[int]bool) (bool, string) {
 	return true, "held by pid " + strings.Join(s, ", ")
 }
 
-// flightSteps lists one step per in-flight row.
-func flightSteps(f *flight, outcome, errText string) []adapters.Step {
-	var out []adapters.Step
+// flightPlan lists one step per in-flight row, each written by w, the
+// repair's transaction. w is nil for a dry run, which runs no step.
+func flightPlan(f *flight, w *rowWriter) []adapters.PlannedStep {
+	var plan []adapters.PlannedStep
 	for _, p := range f.parts {
 		d := fmt.Sprintf("tool %s (call %s, message %s) is %s: set to error %q, metadata.interrupted, time.end", orDash(p.Tool), orDash(p.CallID), p.MessageID, p.Status, abortedToolError)
-		out = append(out, adapters.Step{Action: "mark tool part interrupted", Target: p.ID, Detail: d, Outcome: outcome, Error: errText})
+		plan = append(plan, adapters.Plan("mark tool part interrupted", p.ID, d,
+			func(ctx context.Context) error { return w.interruptPart(ctx, p) }))
 	}
 	for _, m := range f.msgs {
-		out = append(out, adapters.Step{Action: "complete assistant message", Target: m.ID,
-			Detail: "set time.completed and error " + abortedMsgName, Outcome: outcome, Error: errText})
+		plan = append(plan, adapters.Plan("complete assistant message", m.ID, "set time.completed and error "+abortedMsgName,
+			func(ctx context.Context) error { return w.abortMessage(ctx, m) }))
 	}
-	return out
+	return plan
 }
 
 // writeDSN opens the database read-write with a short busy timeout: a
@@ -338,7 +339,7 @@ func (a *Adapter) applyOffline(ctx context.Context, dbPath, sessionID string, ba
 		return nil, err
 	}
 	locked := func(err error) []adapters.Step {
-		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending,
+		return []adapters.Step{offlineStep(dbPath,
 			fmt.Sprintf("pending: the database is locked by another writer past %s (%v); nothing written", a.cfg.WriteBusyTimeout, err))}
 	}
 	// Probe the write lock before the backup, so a locked database does
@@ -355,8 +356,7 @@ func (a *Adapter) applyOffline(ctx context.Context, dbPath, sessionID string, ba
 
 	path, err := a.backupTo(ctx, conn, dbPath, sessionID)
 	if err != nil {
-		backup.Outcome, backup.Error = adapters.OutcomeFailed, err.Error()
-		return []adapters.Step{backup}, nil
+		return []adapters.Step{backup.Failed(err)}, nil
 	}
 	backup.Outcome, backup.Detail = adapters.OutcomeDone, "to "+path
 
@@ -391,65 +391,21 @@ func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID
 		return nil, err
 	}
 	if f.empty() {
-		return []adapters.Step{{Action: "nothing in flight", Target: sessionID, Outcome: adapters.OutcomeSkipped, Detail: "repaired meanwhile"}}, nil
+		return []adapters.Step{adapters.Skipped("nothing in flight", sessionID, "repaired meanwhile")}, nil
 	}
 	now := a.cfg.Now()
 	if age := now.Sub(f.lastWrite); age < a.cfg.RepairGrace {
-		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending, fmt.Sprintf("pending: written %s ago, meanwhile; nothing written", age.Round(time.Second)))}, nil
+		return []adapters.Step{offlineStep(dbPath, fmt.Sprintf("pending: written %s ago, meanwhile; nothing written", age.Round(time.Second)))}, nil
 	}
-	nowMs := now.UnixMilli()
-	cutoff := now.Add(-a.cfg.RepairGrace).UnixMilli()
-	for _, p := range f.parts {
-		obj, err := decodeObject(p.Data)
-		if err != nil {
-			return nil, fmt.Errorf("part %s: %w", p.ID, err)
-		}
-		st, err := interruptedState(obj, p.Created, nowMs)
-		if err != nil {
-			return nil, fmt.Errorf("part %s: %w", p.ID, err)
-		}
-		b, err := json.Marshal(st)
-		if err != nil {
-			return nil, err
-		}
-		// json_set replaces only the state: every other byte of the row
-		// stays as OpenCode wrote it. time_updated is left alone on purpose:
-		// it is the agent's last activity, and a repair is not activity (a
-		// bumped time would make sessiond see fresh writes by no owner and
-		// call the session unknown for a grace period instead of stopped).
-		res, err := conn.ExecContext(ctx, "UPDATE part SET data = json_set(data, '$.state', json(?)) WHERE id = ? AND time_updated <= ?",
-			string(b), p.ID, cutoff)
-		if err != nil {
-			return nil, fmt.Errorf("update part %s: %w", p.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return nil, fmt.Errorf("update part %s: %d rows changed, want 1", p.ID, n)
-		}
-	}
-	errJSON, _ := json.Marshal(map[string]any{"name": abortedMsgName, "data": map[string]any{"message": abortedMsgText}})
-	for _, m := range f.msgs {
-		obj, err := decodeObject(m.Data)
-		if err != nil {
-			return nil, fmt.Errorf("message %s: %w", m.ID, err)
-		}
-		if _, ok := obj["time"].(map[string]any); !ok {
-			return nil, fmt.Errorf("message %s has no time object (OpenCode's message format changed?)", m.ID)
-		}
-		// json_insert keeps an error the message already has: the first
-		// cause is the truer one.
-		res, err := conn.ExecContext(ctx, "UPDATE message SET data = json_insert(json_set(data, '$.time.completed', ?), '$.error', json(?)) WHERE id = ? AND time_updated <= ?",
-			nowMs, string(errJSON), m.ID, cutoff)
-		if err != nil {
-			return nil, fmt.Errorf("update message %s: %w", m.ID, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return nil, fmt.Errorf("update message %s: %d rows changed, want 1", m.ID, n)
-		}
+	w := &rowWriter{conn: conn, nowMs: now.UnixMilli(), cutoff: now.Add(-a.cfg.RepairGrace).UnixMilli()}
+	steps, err = adapters.Apply(ctx, flightPlan(f, w))
+	if err != nil {
+		return nil, err
 	}
 	// A process that opened the database since the plan could rewrite
 	// these rows from memory: look once more, just before committing.
 	if held, detail := a.held(dbPath); held {
-		return []adapters.Step{offlineStep(dbPath, adapters.OutcomePending, "pending: "+detail+" (opened meanwhile); rolled back, nothing written")}, nil
+		return []adapters.Step{offlineStep(dbPath, "pending: "+detail+" (opened meanwhile); rolled back, nothing written")}, nil
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return nil, fmt.Errorf("commit repair of %s: %w", sessionID, err)
@@ -457,7 +413,71 @@ func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID
 	committed = true
 	a.log.Info("repaired OpenCode session offline", zap.String("db", dbPath), zap.String("session", sessionID),
 		zap.Int("parts", len(f.parts)), zap.Int("messages", len(f.msgs)), zap.Duration("locked_for", time.Since(began)))
-	return flightSteps(f, adapters.OutcomeDone, ""), nil
+	return steps, nil
+}
+
+// rowWriter writes a repair's rows inside its transaction. A row is
+// written only if its time_updated is at most cutoff: one written since
+// then fails the repair, which rolls back.
+type rowWriter struct {
+	conn   *sql.Conn
+	nowMs  int64
+	cutoff int64
+}
+
+// interruptPart sets a tool part's state to the one OpenCode writes when it
+// abandons a call.
+func (w *rowWriter) interruptPart(ctx context.Context, p flightPart) error {
+	obj, err := decodeObject(p.Data)
+	if err != nil {
+		return fmt.Errorf("part %s: %w", p.ID, err)
+	}
+	st, err := interruptedState(obj, p.Created, w.nowMs)
+	if err != nil {
+		return fmt.Errorf("part %s: %w", p.ID, err)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	// json_set replaces only the state: every other byte of the row
+	// stays as OpenCode wrote it. time_updated is left alone on purpose:
+	// it is the agent's last activity, and a repair is not activity (a
+	// bumped time would make sessiond see fresh writes by no owner and
+	// call the session unknown for a grace period instead of stopped).
+	res, err := w.conn.ExecContext(ctx, "UPDATE part SET data = json_set(data, '$.state', json(?)) WHERE id = ? AND time_updated <= ?",
+		string(b), p.ID, w.cutoff)
+	if err != nil {
+		return fmt.Errorf("update part %s: %w", p.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("update part %s: %d rows changed, want 1", p.ID, n)
+	}
+	return nil
+}
+
+// abortMessage completes an assistant message with the error OpenCode
+// writes when it abandons a turn.
+func (w *rowWriter) abortMessage(ctx context.Context, m flightMsg) error {
+	errJSON, _ := json.Marshal(map[string]any{"name": abortedMsgName, "data": map[string]any{"message": abortedMsgText}})
+	obj, err := decodeObject(m.Data)
+	if err != nil {
+		return fmt.Errorf("message %s: %w", m.ID, err)
+	}
+	if _, ok := obj["time"].(map[string]any); !ok {
+		return fmt.Errorf("message %s has no time object (OpenCode's message format changed?)", m.ID)
+	}
+	// json_insert keeps an error the message already has: the first
+	// cause is the truer one.
+	res, err := w.conn.ExecContext(ctx, "UPDATE message SET data = json_insert(json_set(data, '$.time.completed', ?), '$.error', json(?)) WHERE id = ? AND time_updated <= ?",
+		w.nowMs, string(errJSON), m.ID, w.cutoff)
+	if err != nil {
+		return fmt.Errorf("update message %s: %w", m.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("update message %s: %d rows changed, want 1", m.ID, n)
+	}
+	return nil
 }
 
 // backupDir is where one database's backups go: a directory per database

@@ -67,18 +67,18 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 	}
 	if dbPath == "" {
 		if ok, _ := legacyExists(a.legacy.root, id); ok {
-			return []adapters.Step{{Action: "leave legacy storage", Target: a.legacy.root, Outcome: adapters.OutcomeSkipped,
-				Detail: "the session is in the JSON storage of opencode <= 1.1, which sessiond does not rewrite; OpenCode migrates it to SQLite on its next start"}}, nil
+			return []adapters.Step{adapters.Skipped("leave legacy storage", a.legacy.root,
+				"the session is in the JSON storage of opencode <= 1.1, which sessiond does not rewrite; OpenCode migrates it to SQLite on its next start")}, nil
 		}
-		return []adapters.Step{{Action: "find session", Target: id, Outcome: adapters.OutcomeSkipped,
-			Detail: "no OpenCode database in " + a.cfg.DataDir + " has this session (deleted?)"}}, nil
+		return []adapters.Step{adapters.Skipped("find session", id,
+			"no OpenCode database in "+a.cfg.DataDir+" has this session (deleted?)")}, nil
 	}
 	f, err := a.readFlightRO(ctx, dbPath, id)
 	if err != nil {
 		return nil, err
 	}
 	if !f.found {
-		return []adapters.Step{{Action: "find session", Target: id, Outcome: adapters.OutcomeSkipped, Detail: "no longer in " + dbPath}}, nil
+		return []adapters.Step{adapters.Skipped("find session", id, "no longer in "+dbPath)}, nil
 	}
 	why := ""
 	if m.offlineOnly {
@@ -86,8 +86,8 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 	} else {
 		sv, err := a.serverFor(ctx, id, t.Cwd)
 		if err != nil {
-			return []adapters.Step{{Action: "ask OpenCode server", Target: id, Outcome: adapters.OutcomeFailed, Error: err.Error(),
-				Detail: "a server has the session but answers errors; nothing written"}}, nil
+			return []adapters.Step{adapters.Failed("ask OpenCode server", id,
+				"a server has the session but answers errors; nothing written", err)}, nil
 		}
 		if sv != nil {
 			return a.viaServer(ctx, sv, t, dbPath, f, m), nil
@@ -103,8 +103,8 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 }
 
 func nothingInFlight(id string) adapters.Step {
-	return adapters.Step{Action: "nothing in flight", Target: id, Outcome: adapters.OutcomeSkipped,
-		Detail: "no tool part is pending or running and every assistant message is completed"}
+	return adapters.Skipped("nothing in flight", id,
+		"no tool part is pending or running and every assistant message is completed")
 }
 
 // locate finds the database holding the session: the one it was last seen
@@ -151,6 +151,9 @@ type liveServer struct {
 }
 
 func (s *liveServer) busy() bool { return s.status.Type != "" && s.status.Type != "idle" }
+
+// on names the server in a step's detail.
+func (s *liveServer) on() string { return " on " + s.url }
 
 // serverFor finds a reachable server that has the session, preferring one
 // that reports it busy (its owner). A server that cannot be reached (gone
@@ -282,127 +285,101 @@ func (r *rawJSON) UnmarshalJSON(b []byte) error {
 // own API, so every OpenCode client sees it as OpenCode's own events.
 func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.RepairTarget, dbPath string, f *flight, m repairMode) []adapters.Step {
 	id, dir := t.UpstreamID, t.Cwd
-	on := " on " + sv.url
+	if wait := a.serverWait(sv, dbPath, f, m); wait != nil {
+		return wait
+	}
+	reqs, err := a.pendingRequests(ctx, sv.url, id, dir)
+	if err != nil {
+		return []adapters.Step{serverFailed(sv, "list pending questions and permissions", err)}
+	}
+	parts, err := a.serverParts(ctx, sv.url, id, dir, f)
+	if err != nil {
+		return []adapters.Step{serverFailed(sv, "read in-flight tool parts", err)}
+	}
+
+	head := a.rejectPlan(sv, dir, reqs)
+	if sv.busy() {
+		head = append(head, a.abortPlan(sv, id, dir))
+	}
+	patches := a.patchPlan(sv, dir, parts)
+	if len(head) == 0 && len(patches) == 0 && len(f.msgs) == 0 {
+		return []adapters.Step{nothingInFlight(id)}
+	}
+	if !m.apply {
+		return append(adapters.DryRun(append(head, patches...)), openMessageSteps(f)...)
+	}
+	// Checked again right before writing: the reads above take time.
+	if err := a.checkServer(sv.srv); err != nil {
+		return []adapters.Step{serverFailed(sv, "check server", err)}
+	}
+
+	// Apply in order; the first failure stops the rest, which are
+	// reported as not attempted.
+	if !sv.busy() {
+		done, err := adapters.Apply(ctx, append(head, patches...))
+		if err != nil {
+			return done
+		}
+		return a.withOpenMessages(ctx, done, dbPath, id)
+	}
+	done, err := adapters.Apply(ctx, head)
+	if err != nil {
+		return append(done, adapters.NotAttempted(patches)...)
+	}
+	return a.afterAbort(ctx, sv, t, dbPath, f, done)
+}
+
+// serverWait is the pending step of a server repair that must not run
+// now, nil when it may.
+func (a *Adapter) serverWait(sv *liveServer, dbPath string, f *flight, m repairMode) []adapters.Step {
 	// Every server answers for every session of the database, its own or
 	// not. One that is not running this session may sit beside the process
 	// that is (an `opencode run` holds the database and opens no port):
 	// patching through the server would write behind that process's back.
 	if !sv.busy() {
 		if held, who := a.heldByOthers(dbPath); held {
-			return []adapters.Step{{Action: "repair through server", Target: sv.url, Outcome: adapters.OutcomePending,
-				Detail: "pending: " + who + ", not a server; the session may still be running there, so nothing is written"}}
+			return []adapters.Step{adapters.Pending("repair through server", sv.url,
+				"pending: "+who+", not a server; the session may still be running there, so nothing is written")}
 		}
 	}
 	if !m.abort {
 		if age := a.cfg.Now().Sub(f.lastWrite); age < a.cfg.RepairGrace && (sv.busy() || !f.empty()) {
-			return []adapters.Step{{Action: "repair through server", Target: sv.url, Outcome: adapters.OutcomePending,
-				Detail: fmt.Sprintf("pending: the session (server status %s) was written %s ago; it is repaired only once still for %s (sessionctl abort stops a busy turn now)",
-					orDash(sv.status.Type), age.Round(time.Second), a.cfg.RepairGrace)}}
+			return []adapters.Step{adapters.Pending("repair through server", sv.url,
+				fmt.Sprintf("pending: the session (server status %s) was written %s ago; it is repaired only once still for %s (sessionctl abort stops a busy turn now)",
+					orDash(sv.status.Type), age.Round(time.Second), a.cfg.RepairGrace))}
 		}
 	}
-	failed := func(action, target string, err error) adapters.Step {
-		return adapters.Step{Action: action, Target: target, Outcome: adapters.OutcomeFailed, Error: err.Error(), Detail: "through" + on + "; nothing written"}
+	return nil
+}
+
+// afterAbort follows an abort the server took: it waits (bounded) for
+// the session to go idle, patches the tool parts still in flight then,
+// and, when the session stayed busy, waits once more.
+func (a *Adapter) afterAbort(ctx context.Context, sv *liveServer, t adapters.RepairTarget, dbPath string, f *flight, done []adapters.Step) []adapters.Step {
+	id, dir := t.UpstreamID, t.Cwd
+	w := a.waitIdle(ctx, sv.url, id, dir)
+	stillBusy := w.Outcome != adapters.OutcomeDone
+	if stillBusy {
+		w.Detail += "; patching its stuck tool parts"
 	}
-	reqs, err := a.pendingRequests(ctx, sv.url, id, dir)
-	if err != nil {
-		return []adapters.Step{failed("list pending questions and permissions", sv.url, err)}
+	done = append(done, w)
+	// OpenCode marks its own abandoned calls when the abort reaches
+	// them: patch only what is still in flight now.
+	if g, err := a.readFlightRO(ctx, dbPath, id); err == nil {
+		f = g
+	}
+	// The wait may have been long: the server may have gone since.
+	if err := a.checkServer(sv.srv); err != nil {
+		return append(done, serverFailed(sv, "check server", err))
 	}
 	parts, err := a.serverParts(ctx, sv.url, id, dir, f)
 	if err != nil {
-		return []adapters.Step{failed("read in-flight tool parts", sv.url, err)}
+		return append(done, serverFailed(sv, "read in-flight tool parts", err))
 	}
-
-	var steps []adapters.Step
-	for _, r := range reqs {
-		steps = append(steps, adapters.Step{Action: "reject pending " + r.kind, Target: r.id, Detail: "through" + on, Outcome: adapters.OutcomePlanned})
-	}
-	if sv.busy() {
-		steps = append(steps, adapters.Step{Action: "abort turn", Target: id, Detail: "POST /session/" + id + "/abort" + on + " (status " + sv.status.Type + ")", Outcome: adapters.OutcomePlanned})
-	}
-	for _, p := range parts {
-		steps = append(steps, patchStep(p, on, adapters.OutcomePlanned))
-	}
-	if len(steps) == 0 && len(f.msgs) == 0 {
-		return []adapters.Step{nothingInFlight(id)}
-	}
-	if !m.apply {
-		return append(steps, openMessageSteps(f)...)
-	}
-	// Checked again right before writing: the reads above take time.
-	if err := a.checkServer(sv.srv); err != nil {
-		return []adapters.Step{failed("check server", sv.url, err)}
-	}
-
-	// Apply in order; the first failure stops the rest, which are
-	// reported as not attempted.
-	done := steps[:0:0]
-	stop := func(s adapters.Step, rest []adapters.Step) []adapters.Step {
-		done = append(done, s)
-		for _, r := range rest {
-			r.Outcome, r.Detail = adapters.OutcomeSkipped, "not attempted after the failure above"
-			done = append(done, r)
-		}
+	patched, err := adapters.Apply(ctx, a.patchPlan(sv, dir, parts))
+	done = append(done, patched...)
+	if err != nil {
 		return done
-	}
-	i := 0
-	for _, r := range reqs {
-		s := steps[i]
-		i++
-		var err error
-		if r.kind == "question" {
-			err = a.do(ctx, http.MethodPost, sv.url, "/question/"+url.PathEscape(r.id)+"/reject", dir, nil, nil)
-		} else {
-			err = a.do(ctx, http.MethodPost, sv.url, "/permission/"+url.PathEscape(r.id)+"/reply", dir, map[string]string{"reply": "reject"}, nil)
-		}
-		if err != nil {
-			s.Outcome, s.Error = adapters.OutcomeFailed, err.Error()
-			return stop(s, steps[i:])
-		}
-		s.Outcome = adapters.OutcomeDone
-		done = append(done, s)
-	}
-	stillBusy := false
-	if sv.busy() {
-		s := steps[i]
-		i++
-		if err := a.do(ctx, http.MethodPost, sv.url, "/session/"+url.PathEscape(id)+"/abort", dir, nil, nil); err != nil {
-			s.Outcome, s.Error = adapters.OutcomeFailed, err.Error()
-			return stop(s, steps[i:])
-		}
-		s.Outcome = adapters.OutcomeDone
-		done = append(done, s)
-		w := a.waitIdle(ctx, sv.url, id, dir)
-		stillBusy = w.Outcome != adapters.OutcomeDone
-		if stillBusy {
-			w.Detail += "; patching its stuck tool parts"
-		}
-		done = append(done, w)
-		// OpenCode marks its own abandoned calls when the abort reaches
-		// them: patch only what is still in flight now.
-		if g, err := a.readFlightRO(ctx, dbPath, id); err == nil {
-			f = g
-		}
-		// The wait may have been long: the server may have gone since.
-		if err := a.checkServer(sv.srv); err != nil {
-			return append(done, failed("check server", sv.url, err))
-		}
-		fresh, err := a.serverParts(ctx, sv.url, id, dir, f)
-		if err != nil {
-			return append(done, failed("read in-flight tool parts", sv.url, err))
-		}
-		parts = fresh
-	}
-	for j, p := range parts {
-		s := patchStep(p, on, adapters.OutcomeDone)
-		if err := a.patchPart(ctx, sv.url, dir, p); err != nil {
-			s.Outcome, s.Error = adapters.OutcomeFailed, err.Error()
-			var rest []adapters.Step
-			for _, r := range parts[j+1:] {
-				rest = append(rest, patchStep(r, on, adapters.OutcomePlanned))
-			}
-			return stop(s, rest)
-		}
-		done = append(done, s)
 	}
 	if stillBusy {
 		w := a.waitIdle(ctx, sv.url, id, dir)
@@ -413,15 +390,54 @@ func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.Repa
 		}
 		done = append(done, w)
 	}
+	return a.withOpenMessages(ctx, done, dbPath, id)
+}
+
+// serverFailed is a step of a server repair that failed, having written
+// nothing.
+func serverFailed(sv *liveServer, action string, err error) adapters.Step {
+	return adapters.Failed(action, sv.url, "through"+sv.on()+"; nothing written", err)
+}
+
+// rejectPlan rejects the session's pending questions and permissions.
+func (a *Adapter) rejectPlan(sv *liveServer, dir string, reqs []pendingRequest) []adapters.PlannedStep {
+	var plan []adapters.PlannedStep
+	for _, r := range reqs {
+		plan = append(plan, adapters.Plan("reject pending "+r.kind, r.id, "through"+sv.on(), func(ctx context.Context) error {
+			if r.kind == "question" {
+				return a.do(ctx, http.MethodPost, sv.url, "/question/"+url.PathEscape(r.id)+"/reject", dir, nil, nil)
+			}
+			return a.do(ctx, http.MethodPost, sv.url, "/permission/"+url.PathEscape(r.id)+"/reply", dir, map[string]string{"reply": "reject"}, nil)
+		}))
+	}
+	return plan
+}
+
+// abortPlan aborts the session's busy turn.
+func (a *Adapter) abortPlan(sv *liveServer, id, dir string) adapters.PlannedStep {
+	return adapters.Plan("abort turn", id, "POST /session/"+id+"/abort"+sv.on()+" (status "+sv.status.Type+")", func(ctx context.Context) error {
+		return a.do(ctx, http.MethodPost, sv.url, "/session/"+url.PathEscape(id)+"/abort", dir, nil, nil)
+	})
+}
+
+// patchPlan marks the parts interrupted through the server.
+func (a *Adapter) patchPlan(sv *liveServer, dir string, parts []serverPart) []adapters.PlannedStep {
+	var plan []adapters.PlannedStep
+	for _, p := range parts {
+		plan = append(plan, adapters.Plan("mark tool part interrupted", p.ID,
+			fmt.Sprintf("tool %s (call %s, message %s) is %s: PATCH to error %q with metadata.interrupted%s", orDash(p.Tool), orDash(p.CallID), p.MessageID, p.Status, abortedToolError, sv.on()),
+			func(ctx context.Context) error { return a.patchPart(ctx, sv.url, dir, p) }))
+	}
+	return plan
+}
+
+// withOpenMessages ends a server repair's checklist with the assistant
+// messages it leaves open, as the database shows them now.
+func (a *Adapter) withOpenMessages(ctx context.Context, done []adapters.Step, dbPath, id string) []adapters.Step {
 	if g, err := a.readFlightRO(ctx, dbPath, id); err == nil {
 		done = append(done, openMessageSteps(g)...)
 	}
 	return done
-}
-
-func patchStep(p serverPart, on, outcome string) adapters.Step {
-	return adapters.Step{Action: "mark tool part interrupted", Target: p.ID, Outcome: outcome,
-		Detail: fmt.Sprintf("tool %s (call %s, message %s) is %s: PATCH to error %q with metadata.interrupted%s", orDash(p.Tool), orDash(p.CallID), p.MessageID, p.Status, abortedToolError, on)}
 }
 
 // openMessageSteps report assistant messages the server rung cannot
@@ -429,8 +445,8 @@ func patchStep(p serverPart, on, outcome string) adapters.Step {
 func openMessageSteps(f *flight) []adapters.Step {
 	var out []adapters.Step
 	for _, m := range f.msgs {
-		out = append(out, adapters.Step{Action: "leave assistant message open", Target: m.ID, Outcome: adapters.OutcomeSkipped,
-			Detail: "no OpenCode endpoint sets time.completed; an offline repair sets it once no process holds the database"})
+		out = append(out, adapters.Skipped("leave assistant message open", m.ID,
+			"no OpenCode endpoint sets time.completed; an offline repair sets it once no process holds the database"))
 	}
 	return out
 }
@@ -461,7 +477,7 @@ func (a *Adapter) patchPart(ctx context.Context, base, dir string, p serverPart)
 // waitIdle polls the server until it no longer reports the session busy,
 // at most AbortWait.
 func (a *Adapter) waitIdle(ctx context.Context, base, id, dir string) adapters.Step {
-	s := adapters.Step{Action: "wait for idle", Target: id}
+	const action = "wait for idle"
 	start := time.Now()
 	deadline := start.Add(a.cfg.AbortWait)
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -470,21 +486,19 @@ func (a *Adapter) waitIdle(ctx context.Context, base, id, dir string) adapters.S
 		st, err := a.sessionStatus(ctx, base, dir)
 		if err == nil {
 			if v, ok := st[id]; !ok || v.Type == "" || v.Type == "idle" {
-				s.Outcome, s.Detail = adapters.OutcomeDone, fmt.Sprintf("idle after %s", time.Since(start).Round(time.Millisecond))
-				return s
+				return adapters.Done(action, id, fmt.Sprintf("idle after %s", time.Since(start).Round(time.Millisecond)))
 			}
 		}
 		if time.Now().After(deadline) {
-			s.Outcome, s.Detail = adapters.OutcomeSkipped, fmt.Sprintf("still busy after %s", a.cfg.AbortWait)
+			detail := fmt.Sprintf("still busy after %s", a.cfg.AbortWait)
 			if err != nil {
-				s.Detail = fmt.Sprintf("status unknown after %s (%v)", a.cfg.AbortWait, err)
+				detail = fmt.Sprintf("status unknown after %s (%v)", a.cfg.AbortWait, err)
 			}
-			return s
+			return adapters.Skipped(action, id, detail)
 		}
 		select {
 		case <-ctx.Done():
-			s.Outcome, s.Error = adapters.OutcomeFailed, ctx.Err().Error()
-			return s
+			return adapters.Failed(action, id, "", ctx.Err())
 		case <-tick.C:
 		}
 	}
