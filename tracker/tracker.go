@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
@@ -76,21 +77,6 @@ const (
 	DefaultDebounce   = 200 * time.Millisecond
 )
 
-// AdapterHealth is what the last pass learned about one adapter.
-type AdapterHealth struct {
-	Name         string    `json:"name"`
-	LastScan     time.Time `json:"last_scan"`
-	LastDuration string    `json:"last_duration"`
-	Sessions     int       `json:"sessions"`
-	// LastError is the error of the last pass ("" when it looked fine);
-	// InputErrors names each input that could not be read.
-	LastError   string   `json:"last_error,omitempty"`
-	InputErrors []string `json:"input_errors,omitempty"`
-	// InputWarnings names each input read only in part (bad lines, skipped
-	// links, unparseable entries); statuses are unaffected.
-	InputWarnings []string `json:"input_warnings,omitempty"`
-}
-
 // Stats are counters for health and metrics.
 type Stats struct {
 	Passes        uint64
@@ -106,7 +92,7 @@ type Stats struct {
 	// CheckpointErrors those that failed.
 	Checkpoints      uint64
 	CheckpointErrors uint64
-	Adapters         []AdapterHealth
+	Adapters         []api.AdapterHealth
 }
 
 // PassReport summarizes one pass.
@@ -141,7 +127,7 @@ type Tracker struct {
 
 	statsMu sync.Mutex
 	stats   Stats
-	health  map[string]AdapterHealth
+	health  map[string]api.AdapterHealth
 
 	// OnPass, if set before Run, is called after each successful pass (the
 	// daemon sends WATCHDOG=1 and updates metrics from it).
@@ -182,7 +168,7 @@ func New(cfg Config) *Tracker {
 		settledSeed: maphash.MakeSeed(),
 		hint:        make(chan struct{}, 1),
 		kick:        make(chan struct{}, 1),
-		health:      map[string]AdapterHealth{},
+		health:      map[string]api.AdapterHealth{},
 	}
 }
 
@@ -292,7 +278,7 @@ func (t *Tracker) Stats() Stats {
 	for _, a := range t.cfg.Adapters {
 		h, ok := t.health[a.Name()]
 		if !ok {
-			h = AdapterHealth{Name: a.Name()}
+			h = api.AdapterHealth{Name: a.Name()}
 		}
 		s.Adapters = append(s.Adapters, h)
 	}
@@ -624,7 +610,7 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[stri
 		name := a.Name()
 		res, err := results[i].res, results[i].err
 		o := &observation{err: err, badInputs: map[string]bool{}, byUp: make(map[string]*adapters.Observed, len(res.Sessions))}
-		h := AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: results[i].took.String()}
+		h := api.AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: results[i].took.String()}
 		if err != nil {
 			h.LastError = err.Error()
 			t.log.Warn("adapter could not look; statuses kept", zap.String("adapter", name), zap.Error(err))
