@@ -88,16 +88,21 @@ type SessionList struct {
 // also the SSE id, so a client resuming with Last-Event-ID misses nothing.
 type Event = session.Event
 
-// AdapterHealth is one adapter's last scan.
+// AdapterHealth is one adapter's last scan: what the tracker's last pass
+// learned about it. The tracker fills it in (tracker.Stats) and GET
+// /v1/health serves it as is.
 type AdapterHealth struct {
 	Name         string    `json:"name"`
 	LastScan     time.Time `json:"last_scan"`
 	LastDuration string    `json:"last_duration"`
 	Sessions     int       `json:"sessions"`
-	LastError    string    `json:"last_error,omitempty"`
-	InputErrors  []string  `json:"input_errors,omitempty"`
-	// InputWarnings names inputs read only in part: corrupt, glued or
-	// too long lines, skipped links, unparseable entries.
+	// LastError is the error of the last pass ("" when it looked fine);
+	// InputErrors names each input that could not be read.
+	LastError   string   `json:"last_error,omitempty"`
+	InputErrors []string `json:"input_errors,omitempty"`
+	// InputWarnings names each input read only in part (corrupt, glued or
+	// too long lines, skipped links, unparseable entries); statuses are
+	// unaffected.
 	InputWarnings []string `json:"input_warnings,omitempty"`
 }
 

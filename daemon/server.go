@@ -183,9 +183,7 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range recs {
 		h.Sessions[string(rec.Status)]++
 	}
-	for _, a := range ts.Adapters {
-		h.Adapters = append(h.Adapters, api.AdapterHealth(a))
-	}
+	h.Adapters = ts.Adapters
 	writeJSON(w, http.StatusOK, h)
 }
 

@@ -54,113 +54,18 @@ func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event)
 	now := ev.now
 
 	if observed {
-		o := ev.obs
-		t := now
-		out.LastSeenAt = &t
-		if o.Cwd != "" {
-			out.Cwd = o.Cwd
-		}
-		if o.Title != "" {
-			out.Title = o.Title
-		}
-		if o.Source != "" {
-			out.Source = o.Source
-		}
-		if !o.LastActivity.IsZero() && (out.LastActivityAt == nil || o.LastActivity.After(*out.LastActivityAt)) {
-			la := o.LastActivity
-			out.LastActivityAt = &la
-		}
-		// The agent's own data shows this upstream session: that confirms
-		// the resume cursor (a launch's first output alone does not).
-		if o.Root != "" && out.UpstreamID != "" && out.Cwd != "" {
-			cur := session.ResumeCursor{SchemaVersion: session.ResumeCursorVersion, Agent: out.Agent,
-				UpstreamID: out.UpstreamID, Cwd: out.Cwd, Root: o.Root}
-			if out.Resume == nil || *out.Resume != cur {
-				out.Resume = &cur
-			}
-		}
+		applyObserved(out, ev.obs, now)
 	}
 
 	cands := gatherCandidates(rec, ev)
-	var alive, unknown []candidate
-	for _, c := range cands {
-		switch c.result.Liveness {
-		case proc.Alive:
-			alive = append(alive, c)
-		case proc.Unknown:
-			unknown = append(unknown, c)
-		}
-	}
-
-	// Problems the adapter reports whatever the liveness (orphan processes).
-	// When the adapter did not report this pass, the last known ones stay:
-	// in-flight problems count only while the session is dead.
-	var problems, carriedInFlight []session.Problem
-	var inFlight []adapters.Issue
-	if observed {
-		problems = appendIssues(problems, ev.obs.Problems, now)
-		inFlight = ev.obs.InFlight
-	} else {
-		for _, p := range rec.Problems {
-			switch {
-			case p.Kind == session.ProblemOrphanProcesses:
-				problems = append(problems, p)
-			case p.Kind.InFlight():
-				carriedInFlight = append(carriedInFlight, p)
-			}
-		}
-	}
-	if ev.adapterErr != nil {
-		problems = append(problems, session.Problem{Kind: session.ProblemAdapterError, Detail: ev.adapterErr.Error(), Since: now})
-	}
+	alive, unknown := byLiveness(cands)
+	problems, carriedInFlight, inFlight := knownProblems(rec, ev)
 
 	switch {
 	case len(alive) > 0:
 		// Invariant 1: running iff an owner probes Alive. Invariant 4: this
 		// holds for a stopped session too; a live claimant revives it.
-		owner := pickOwner(rec, alive)
-		id := owner.id
-		out.Owner = &id
-		out.OwnerInferred = owner.inferred
-		out.OwnerEvidence = owner.evidence
-		out.Candidates = nil
-		out.StoppedAt = nil
-		if ambiguous(alive) {
-			for _, c := range alive {
-				out.Candidates = append(out.Candidates, c.id)
-			}
-			problems = append(problems, session.Problem{Kind: session.ProblemOwnerAmbiguous, Detail: "several live processes could own this session: " + pidList(alive), Since: now})
-		}
-		// Invariant 3: a launched session is starting inside its grace period
-		// until its agent's data shows it; past it, a live owner keeps it
-		// running, flagged not_discovered if the data never showed it.
-		launchedAt := launchTime(rec)
-		inGrace := rec.Launched && now.Sub(launchedAt) < ev.grace
-		notSeen := out.LastSeenAt == nil || (rec.LaunchedAt != nil && !out.LastSeenAt.After(*rec.LaunchedAt))
-		switch {
-		case rec.Launched && notSeen && inGrace:
-			out.Status = session.StatusStarting
-			out.StatusReason = fmt.Sprintf("launched as pid %d; waiting for the agent's data", id.PID)
-		default:
-			out.Status = session.StatusRunning
-			out.StatusReason = fmt.Sprintf("owner pid %d is alive (%s)", id.PID, owner.evidence)
-			if rec.Launched && notSeen {
-				problems = append(problems, session.Problem{Kind: session.ProblemNotDiscovered, Detail: fmt.Sprintf("owner pid %d is alive but the agent's data has not shown this session", id.PID), Since: launchedAt.Add(ev.grace)})
-			}
-		}
-		switch {
-		case observed && ev.obs.Activity != "":
-			out.Activity = ev.obs.Activity
-		case out.Activity == "":
-			out.Activity = session.ActivityUnknown
-		}
-		// The watchdog: busy with no progress past the threshold, and not
-		// waiting for the user, is stalled. A flag, never a kill.
-		if out.Activity == session.ActivityBusy && out.LastActivityAt != nil && ev.stallAfter > 0 {
-			if now.Sub(*out.LastActivityAt) >= ev.stallAfter {
-				problems = append(problems, session.Problem{Kind: session.ProblemStalled, Detail: fmt.Sprintf("busy with no progress since %s (threshold %s)", out.LastActivityAt.UTC().Format(time.RFC3339), ev.stallAfter), Since: out.LastActivityAt.Add(ev.stallAfter)})
-			}
-		}
+		problems = decideLive(out, rec, ev, alive, problems)
 
 	case len(unknown) > 0:
 		// No candidate alive, and at least one we could not check: we do not
@@ -203,6 +108,128 @@ func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event)
 
 	out.Problems = mergeProblems(rec.Problems, problems)
 	return out, events(rec, out, isNew, now)
+}
+
+// applyObserved copies into out what the agent's data shows of it this
+// pass: when it was seen, its cwd, title, source, last activity and resume
+// cursor.
+func applyObserved(out *session.Record, o *adapters.Observed, now time.Time) {
+	t := now
+	out.LastSeenAt = &t
+	if o.Cwd != "" {
+		out.Cwd = o.Cwd
+	}
+	if o.Title != "" {
+		out.Title = o.Title
+	}
+	if o.Source != "" {
+		out.Source = o.Source
+	}
+	if !o.LastActivity.IsZero() && (out.LastActivityAt == nil || o.LastActivity.After(*out.LastActivityAt)) {
+		la := o.LastActivity
+		out.LastActivityAt = &la
+	}
+	// The agent's own data shows this upstream session: that confirms
+	// the resume cursor (a launch's first output alone does not).
+	if o.Root != "" && out.UpstreamID != "" && out.Cwd != "" {
+		cur := session.ResumeCursor{SchemaVersion: session.ResumeCursorVersion, Agent: out.Agent,
+			UpstreamID: out.UpstreamID, Cwd: out.Cwd, Root: o.Root}
+		if out.Resume == nil || *out.Resume != cur {
+			out.Resume = &cur
+		}
+	}
+}
+
+// byLiveness picks the candidates that probe Alive and those that could
+// not be probed (Unknown); the rest are dead.
+func byLiveness(cands []candidate) (alive, unknown []candidate) {
+	for _, c := range cands {
+		switch c.result.Liveness {
+		case proc.Alive:
+			alive = append(alive, c)
+		case proc.Unknown:
+			unknown = append(unknown, c)
+		}
+	}
+	return alive, unknown
+}
+
+// knownProblems returns the problems that hold whatever the liveness, the
+// in-flight problems carried from the record, and the in-flight work the
+// adapter reports now.
+//
+// Problems the adapter reports whatever the liveness (orphan processes).
+// When the adapter did not report this pass, the last known ones stay:
+// in-flight problems count only while the session is dead.
+func knownProblems(rec *session.Record, ev evidence) (problems, carriedInFlight []session.Problem, inFlight []adapters.Issue) {
+	if ev.obs != nil {
+		problems = appendIssues(problems, ev.obs.Problems, ev.now)
+		inFlight = ev.obs.InFlight
+	} else {
+		for _, p := range rec.Problems {
+			switch {
+			case p.Kind == session.ProblemOrphanProcesses:
+				problems = append(problems, p)
+			case p.Kind.InFlight():
+				carriedInFlight = append(carriedInFlight, p)
+			}
+		}
+	}
+	if ev.adapterErr != nil {
+		problems = append(problems, session.Problem{Kind: session.ProblemAdapterError, Detail: ev.adapterErr.Error(), Since: ev.now})
+	}
+	return problems, carriedInFlight, inFlight
+}
+
+// decideLive makes out owned by one of its live candidates, starting or
+// running, with its activity, and returns problems with those a live
+// session can have added (an ambiguous owner, not discovered, stalled).
+func decideLive(out, rec *session.Record, ev evidence, alive []candidate, problems []session.Problem) []session.Problem {
+	now := ev.now
+	owner := pickOwner(rec, alive)
+	id := owner.id
+	out.Owner = &id
+	out.OwnerInferred = owner.inferred
+	out.OwnerEvidence = owner.evidence
+	out.Candidates = nil
+	out.StoppedAt = nil
+	if ambiguous(alive) {
+		for _, c := range alive {
+			out.Candidates = append(out.Candidates, c.id)
+		}
+		problems = append(problems, session.Problem{Kind: session.ProblemOwnerAmbiguous, Detail: "several live processes could own this session: " + pidList(alive), Since: now})
+	}
+	// Invariant 3: a launched session is starting inside its grace period
+	// until its agent's data shows it; past it, a live owner keeps it
+	// running, flagged not_discovered if the data never showed it.
+	launchedAt := launchTime(rec)
+	inGrace := rec.Launched && now.Sub(launchedAt) < ev.grace
+	notSeen := out.LastSeenAt == nil || (rec.LaunchedAt != nil && !out.LastSeenAt.After(*rec.LaunchedAt))
+	switch {
+	case rec.Launched && notSeen && inGrace:
+		out.Status = session.StatusStarting
+		out.StatusReason = fmt.Sprintf("launched as pid %d; waiting for the agent's data", id.PID)
+	default:
+		out.Status = session.StatusRunning
+		out.StatusReason = fmt.Sprintf("owner pid %d is alive (%s)", id.PID, owner.evidence)
+		if rec.Launched && notSeen {
+			problems = append(problems, session.Problem{Kind: session.ProblemNotDiscovered, Detail: fmt.Sprintf("owner pid %d is alive but the agent's data has not shown this session", id.PID), Since: launchedAt.Add(ev.grace)})
+		}
+	}
+	switch {
+	case ev.obs != nil && ev.obs.Activity != "":
+		out.Activity = ev.obs.Activity
+	case out.Activity == "":
+		out.Activity = session.ActivityUnknown
+	}
+	// The watchdog: busy with no progress past the threshold, and not
+	// waiting for the user, is stalled. A flag, never a kill.
+	if out.Activity == session.ActivityBusy && out.LastActivityAt != nil && ev.stallAfter > 0 {
+		if now.Sub(*out.LastActivityAt) >= ev.stallAfter {
+			problems = append(problems, session.Problem{Kind: session.ProblemStalled, Detail: fmt.Sprintf("busy with no progress since %s (threshold %s)", out.LastActivityAt.UTC().Format(time.RFC3339), ev.stallAfter), Since: out.LastActivityAt.Add(ev.stallAfter)})
+		}
+	}
+	return problems
 }
 
 // gatherCandidates lists every process that may own the session: the stored

@@ -1,14 +1,12 @@
 package tracker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
@@ -200,57 +198,4 @@ func (t *Tracker) LinkUpstream(id, upstreamID, evidence string) error {
 			Activity: r.Activity, Reason: "upstream id " + upstreamID + " linked from " + evidence}}, nil
 	})
 	return err
-}
-
-// Kick asks Run for a pass now, without the hint debounce (an exit the
-// launcher collected). It never blocks.
-func (t *Tracker) Kick() {
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Probe answers liveness through the tracker's host (the API's single
-// writer check uses it).
-func (t *Tracker) Probe(id proc.Identity) proc.Result { return t.cfg.Host.Probe(id) }
-
-// watch asks the exit source for id's exit. Callers hold passMu.
-func (t *Tracker) watch(id proc.Identity) {
-	if t.cfg.Exits == nil || t.watched[id] {
-		return
-	}
-	if err := t.cfg.Exits.Watch(id); err != nil {
-		t.log.Debug("cannot watch owner exit; the periodic probe covers it", zap.Int("pid", id.PID), zap.Error(err))
-		return
-	}
-	t.watched[id] = true
-}
-
-// Observe takes a fresh snapshot and asks the agent's adapter about one
-// session now, for actions that must act on current evidence (reap). It
-// runs under the pass lock: adapters keep state between passes.
-func (t *Tracker) Observe(ctx context.Context, agent, upstreamID string) (*adapters.Observed, error) {
-	t.passMu.Lock()
-	defer t.passMu.Unlock()
-	snap, err := t.cfg.Host.Snapshot()
-	if err != nil {
-		return nil, fmt.Errorf("process snapshot: %w", err)
-	}
-	for _, a := range t.cfg.Adapters {
-		if a.Name() != agent {
-			continue
-		}
-		obs, err := a.Discover(ctx, snap)
-		if err != nil {
-			return nil, fmt.Errorf("%s adapter: %w", agent, err)
-		}
-		for i := range obs.Sessions {
-			if obs.Sessions[i].UpstreamID == upstreamID {
-				return &obs.Sessions[i], nil
-			}
-		}
-		return nil, nil
-	}
-	return nil, fmt.Errorf("no adapter for agent %q", agent)
 }

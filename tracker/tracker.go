@@ -11,16 +11,15 @@ package tracker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
@@ -76,21 +75,6 @@ const (
 	DefaultDebounce   = 200 * time.Millisecond
 )
 
-// AdapterHealth is what the last pass learned about one adapter.
-type AdapterHealth struct {
-	Name         string    `json:"name"`
-	LastScan     time.Time `json:"last_scan"`
-	LastDuration string    `json:"last_duration"`
-	Sessions     int       `json:"sessions"`
-	// LastError is the error of the last pass ("" when it looked fine);
-	// InputErrors names each input that could not be read.
-	LastError   string   `json:"last_error,omitempty"`
-	InputErrors []string `json:"input_errors,omitempty"`
-	// InputWarnings names each input read only in part (bad lines, skipped
-	// links, unparseable entries); statuses are unaffected.
-	InputWarnings []string `json:"input_warnings,omitempty"`
-}
-
 // Stats are counters for health and metrics.
 type Stats struct {
 	Passes        uint64
@@ -106,7 +90,7 @@ type Stats struct {
 	// CheckpointErrors those that failed.
 	Checkpoints      uint64
 	CheckpointErrors uint64
-	Adapters         []AdapterHealth
+	Adapters         []api.AdapterHealth
 }
 
 // PassReport summarizes one pass.
@@ -141,7 +125,7 @@ type Tracker struct {
 
 	statsMu sync.Mutex
 	stats   Stats
-	health  map[string]AdapterHealth
+	health  map[string]api.AdapterHealth
 
 	// OnPass, if set before Run, is called after each successful pass (the
 	// daemon sends WATCHDOG=1 and updates metrics from it).
@@ -182,7 +166,7 @@ func New(cfg Config) *Tracker {
 		settledSeed: maphash.MakeSeed(),
 		hint:        make(chan struct{}, 1),
 		kick:        make(chan struct{}, 1),
-		health:      map[string]AdapterHealth{},
+		health:      map[string]api.AdapterHealth{},
 	}
 }
 
@@ -191,6 +175,15 @@ func New(cfg Config) *Tracker {
 func (t *Tracker) Hint() {
 	select {
 	case t.hint <- struct{}{}:
+	default:
+	}
+}
+
+// Kick asks Run for a pass now, without the hint debounce (an exit the
+// launcher collected). It never blocks.
+func (t *Tracker) Kick() {
+	select {
+	case t.kick <- struct{}{}:
 	default:
 	}
 }
@@ -256,7 +249,8 @@ func (t *Tracker) Reconcile(ctx context.Context, trigger string) (PassReport, er
 		t.restored = true
 		t.restore()
 	}
-	rep, err := t.pass(ctx)
+	p := &pass{t: t}
+	rep, err := p.run(ctx)
 	rep.Trigger = trigger
 	rep.Duration = time.Since(start)
 
@@ -292,396 +286,53 @@ func (t *Tracker) Stats() Stats {
 	for _, a := range t.cfg.Adapters {
 		h, ok := t.health[a.Name()]
 		if !ok {
-			h = AdapterHealth{Name: a.Name()}
+			h = api.AdapterHealth{Name: a.Name()}
 		}
 		s.Adapters = append(s.Adapters, h)
 	}
 	return s
 }
 
-// observation is one adapter's result for this pass.
-type observation struct {
-	err       error           // Discover failed: nothing is known this pass
-	badInputs map[string]bool // inputs that failed while others were read
-	byUp      map[string]*adapters.Observed
-}
+// Probe answers liveness through the tracker's host (the API's single
+// writer check uses it).
+func (t *Tracker) Probe(id proc.Identity) proc.Result { return t.cfg.Host.Probe(id) }
 
-// failedInput returns the failed input that source is, or lies under (a
-// failed root covers every project dir in it), or "".
-func (o *observation) failedInput(source string) string {
-	for in := range o.badInputs {
-		if source == in || strings.HasPrefix(source, strings.TrimSuffix(in, "/")+"/") {
-			return in
-		}
-	}
-	return ""
-}
-
-func (t *Tracker) pass(ctx context.Context) (PassReport, error) {
-	var rep PassReport
-	snap, err := t.cfg.Host.Snapshot()
-	if err != nil {
-		// Adapters still run: they must cope with a nil snapshot (no owners
-		// inferred this pass); stored owners are still probed directly.
-		t.log.Warn("process snapshot failed", zap.Error(err))
-		snap = nil
-	}
-	// The store's records load (once, at the first pass: a restart's
-	// largest cost after discovery) while the adapters look. They are
-	// listed for the pass below, after discovery, as always.
-	loaded := make(chan struct{})
-	go func() { defer close(loaded); _, _ = t.cfg.Store.ListShared() }()
-	obs := t.discoverAll(ctx, snap)
-	<-loaded
-	if ctx.Err() != nil {
-		return rep, ctx.Err()
-	}
-
-	probes := map[proc.Identity]proc.Result{}
-	var unknown uint64
-	probe := func(id proc.Identity) proc.Result {
-		if r, ok := probes[id]; ok {
-			return r
-		}
-		r := t.cfg.Host.Probe(id)
-		probes[id] = r
-		if r.Liveness == proc.Unknown {
-			unknown++
-			t.log.Warn("liveness probe failed", zap.Int("pid", id.PID), zap.String("reason", r.Reason))
-		}
-		return r
-	}
-	defer func() {
-		t.statsMu.Lock()
-		t.stats.Probes += uint64(len(probes))
-		t.stats.ProbeUnknown += unknown
-		t.statsMu.Unlock()
-	}()
-	now := t.cfg.Now()
-	base := evidence{probe: probe, now: now, grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
-
-	// Shared, not copied: the pass only reads them (decide copies the ones
-	// it changes), and the writes below go through Update.
-	recs, err := t.cfg.Store.ListShared()
-	if err != nil {
-		return rep, fmt.Errorf("list sessions: %w", err)
-	}
-	rep.Sessions = len(recs)
-
-	// Match records to observations, and find observations with no record.
-	claimed := map[string]map[string]bool{} // agent -> upstream ids with a record
-	for _, r := range recs {
-		if r.UpstreamID == "" {
-			continue
-		}
-		if claimed[r.Agent] == nil {
-			claimed[r.Agent] = make(map[string]bool, len(recs))
-		}
-		claimed[r.Agent][r.UpstreamID] = true
-	}
-	links := t.linkLaunched(recs, obs, claimed)
-
-	evidenceFor := func(r *session.Record) evidence {
-		ev := base
-		o, ok := obs[r.Agent]
-		if !ok {
-			return ev // no adapter for this agent: nothing is known
-		}
-		up := r.UpstreamID
-		if up == "" {
-			up = links[r.ID]
-		}
-		if up != "" {
-			ev.obs = o.byUp[up]
-		}
-		if ev.obs == nil {
-			switch {
-			case o.err != nil:
-				ev.adapterErr = o.err
-			case r.Source != "":
-				if in := o.failedInput(r.Source); in != "" {
-					ev.adapterErr = fmt.Errorf("cannot read %s", in)
-				}
-			}
-		}
-		return ev
-	}
-
-	// Decide outside the write transaction; re-decide inside it on the fresh
-	// record only for the sessions that change, so the writer lock is short
-	// and a concurrent change (a launch, a link) is never overwritten.
-	var changed []string
-	// Keyed by the record itself (the store replaces a record it
-	// writes, so a pointer names one version of it), which also hashes
-	// faster than an id.
-	settled := make(map[*session.Record]uint64, max(len(t.settled), len(recs)))
-	for _, r := range recs {
-		ev := evidenceFor(r)
-		linked := len(links) > 0 && links[r.ID] != ""
-		print, ok := settledPrint(t.settledSeed, r, ev, linked)
-		if p, hit := t.settled[r]; ok && hit && p == print {
-			settled[r] = p
-			rep.Skipped++
-			continue
-		}
-		next, evs := decide(r, ev)
-		if len(evs) > 0 || recordMoved(r, next) || linked {
-			changed = append(changed, r.ID)
-		} else if ok {
-			settled[r] = print
-		}
-	}
-	t.settled = settled
-	var creates []created
-	for agent, o := range obs {
-		for up, ob := range o.byUp {
-			if claimed[agent][up] {
-				continue
-			}
-			fresh := &session.Record{Agent: agent, UpstreamID: up, CreatedAt: now, Problems: []session.Problem{}}
-			ev := base
-			ev.obs = ob
-			next, evs := decide(fresh, ev)
-			creates = append(creates, created{next, evs[0]})
-		}
-	}
-	if len(changed) == 0 && len(creates) == 0 {
-		t.syncWatches(recs)
-		return rep, nil
-	}
-
-	// The changes, and the creations in chunks of createChunk per
-	// transaction: bbolt keeps a transaction's inserts into a bucket in
-	// one sorted slice per node until the commit splits it, so one
-	// transaction of n inserts at random keys costs O(n²) (a first start
-	// over 40,000 transcripts spent 3 s moving memory). Each creation
-	// stands alone (a crash between chunks leaves the rest for the next
-	// pass), and no client sees any before the startup pass is done.
-	first := min(len(creates), createChunk)
-	err = t.cfg.Store.Batch(func(tx *state.Tx) error {
-		for _, id := range changed {
-			_, err := tx.Update(id, func(r *session.Record) ([]session.Event, error) {
-				if r.UpstreamID == "" && links[id] != "" {
-					r.UpstreamID = links[id]
-				}
-				next, evs := decide(r, evidenceFor(r))
-				*r = *next
-				return evs, nil
-			})
-			if errors.Is(err, state.ErrNotFound) {
-				continue // removed meanwhile
-			}
-			if err != nil {
-				return fmt.Errorf("update session %s: %w", id, err)
-			}
-			rep.Changed++
-		}
-		return createAll(tx, creates[:first], &rep)
-	})
-	for rest := creates[first:]; err == nil && len(rest) > 0; {
-		n := min(len(rest), createChunk)
-		err = t.cfg.Store.Batch(func(tx *state.Tx) error { return createAll(tx, rest[:n], &rep) })
-		rest = rest[n:]
-	}
-	if err != nil {
-		return rep, err
-	}
-	if recs, err = t.cfg.Store.ListShared(); err == nil {
-		t.syncWatches(recs)
-	}
-	return rep, nil
-}
-
-// createChunk bounds the creations per transaction (see pass).
-const createChunk = 2000
-
-// created is a record a pass creates, with its first event.
-type created struct {
-	rec *session.Record
-	ev  session.Event
-}
-
-func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
-	for _, c := range cs {
-		err := tx.Create(c.rec, c.ev)
-		if errors.Is(err, state.ErrConflict) {
-			continue // recorded meanwhile (a launch linked it)
-		}
-		if err != nil {
-			return fmt.Errorf("create session %s/%s: %w", c.rec.Agent, c.rec.UpstreamID, err)
-		}
-		rep.Created++
-	}
-	return nil
-}
-
-// linkLaunched ties a launched record that has no upstream id yet (OpenCode
-// shows its id only in its own data) to the unclaimed observation of its
-// session, so the record never gets a duplicate. The evidence is the owner
-// (the observation names the launched process), else, for an agent that
-// already exited, a session in the launch's cwd first written after the
-// launch. Exactly one match on both sides, or none.
-func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observation, claimed map[string]map[string]bool) map[string]string {
-	links := map[string]string{}
-	claim := func(r *session.Record, up string) {
-		links[r.ID] = up
-		if claimed[r.Agent] == nil {
-			claimed[r.Agent] = map[string]bool{}
-		}
-		claimed[r.Agent][up] = true
-	}
-	var pending []*session.Record
-	for _, r := range recs {
-		if r.UpstreamID != "" || r.Owner == nil || !r.Launched || obs[r.Agent] == nil {
-			continue
-		}
-		var match []string
-		for up, ob := range obs[r.Agent].byUp {
-			if claimed[r.Agent][up] {
-				continue
-			}
-			for _, ow := range ob.Owners {
-				if ow.Identity == *r.Owner {
-					match = append(match, up)
-					break
-				}
-			}
-		}
-		switch len(match) {
-		case 1:
-			claim(r, match[0])
-		case 0:
-			pending = append(pending, r)
-		}
-	}
-	// By cwd and time: only where one record and one session pair up.
-	fits := func(r *session.Record, ob *adapters.Observed) bool {
-		return r.LaunchedAt != nil && ob.Cwd == r.Cwd && !ob.LastActivity.Before(r.LaunchedAt.Add(-time.Second))
-	}
-	for _, r := range pending {
-		var match []string
-		for up, ob := range obs[r.Agent].byUp {
-			if !claimed[r.Agent][up] && fits(r, ob) {
-				match = append(match, up)
-			}
-		}
-		if len(match) != 1 {
-			continue
-		}
-		rivals := 0
-		for _, o := range pending {
-			if o.Agent == r.Agent && fits(o, obs[r.Agent].byUp[match[0]]) {
-				rivals++
-			}
-		}
-		if rivals == 1 {
-			claim(r, match[0])
-		}
-	}
-	return links
-}
-
-// recordMoved reports changes that carry no event (last activity, title,
-// cwd, last seen) but still belong in the record.
-func recordMoved(a, b *session.Record) bool {
-	return !timeEq(a.LastActivityAt, b.LastActivityAt) || a.Title != b.Title || a.Cwd != b.Cwd ||
-		a.Source != b.Source || (a.LastSeenAt == nil) != (b.LastSeenAt == nil) ||
-		a.StatusReason != b.StatusReason && a.Status != b.Status
-}
-
-func timeEq(a, b *time.Time) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Equal(*b)
-}
-
-func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[string]*observation {
-	// The adapters look at once, each on its own goroutine: their inputs
-	// are their own (one reads files, the other a database), and a first
-	// start or a restart waits for the slowest, not for the sum.
-	type result struct {
-		res  adapters.Observation
-		err  error
-		took time.Duration
-	}
-	results := make([]result, len(t.cfg.Adapters))
-	var wg sync.WaitGroup
-	for i, a := range t.cfg.Adapters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dctx, cancel := context.WithTimeout(ctx, t.cfg.DiscoverTimeout)
-			defer cancel()
-			start := time.Now()
-			res, err := a.Discover(dctx, snap)
-			results[i] = result{res, err, time.Since(start)}
-		}()
-	}
-	wg.Wait()
-	out := map[string]*observation{}
-	for i, a := range t.cfg.Adapters {
-		name := a.Name()
-		res, err := results[i].res, results[i].err
-		o := &observation{err: err, badInputs: map[string]bool{}, byUp: make(map[string]*adapters.Observed, len(res.Sessions))}
-		h := AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: results[i].took.String()}
-		if err != nil {
-			h.LastError = err.Error()
-			t.log.Warn("adapter could not look; statuses kept", zap.String("adapter", name), zap.Error(err))
-		} else {
-			for i := range res.Sessions {
-				s := &res.Sessions[i]
-				if s.UpstreamID == "" {
-					continue
-				}
-				o.byUp[s.UpstreamID] = s
-			}
-			for _, ie := range res.Errors {
-				o.badInputs[ie.Input] = true
-				h.InputErrors = append(h.InputErrors, ie.Error())
-				t.log.Warn("adapter input unreadable", zap.String("adapter", name), zap.String("input", ie.Input), zap.Error(ie.Err))
-			}
-			for _, w := range res.Warnings {
-				h.InputWarnings = append(h.InputWarnings, w.Error())
-			}
-			h.Sessions = len(o.byUp)
-		}
-		out[name] = o
-		t.statsMu.Lock()
-		if err != nil || len(res.Errors) > 0 {
-			t.stats.AdapterErrors++
-		}
-		t.health[name] = h
-		t.statsMu.Unlock()
-	}
-	return out
-}
-
-// syncWatches asks the exit source to watch every live owner and candidate
-// of a non-terminal session, and to forget the rest.
-func (t *Tracker) syncWatches(recs []*session.Record) {
-	if t.cfg.Exits == nil {
+// watch asks the exit source for id's exit. Callers hold passMu.
+func (t *Tracker) watch(id proc.Identity) {
+	if t.cfg.Exits == nil || t.watched[id] {
 		return
 	}
-	want := map[proc.Identity]bool{}
-	for _, r := range recs {
-		if r.Status.Terminal() {
+	if err := t.cfg.Exits.Watch(id); err != nil {
+		t.log.Debug("cannot watch owner exit; the periodic probe covers it", zap.Int("pid", id.PID), zap.Error(err))
+		return
+	}
+	t.watched[id] = true
+}
+
+// Observe takes a fresh snapshot and asks the agent's adapter about one
+// session now, for actions that must act on current evidence (reap). It
+// runs under the pass lock: adapters keep state between passes.
+func (t *Tracker) Observe(ctx context.Context, agent, upstreamID string) (*adapters.Observed, error) {
+	t.passMu.Lock()
+	defer t.passMu.Unlock()
+	snap, err := t.cfg.Host.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("process snapshot: %w", err)
+	}
+	for _, a := range t.cfg.Adapters {
+		if a.Name() != agent {
 			continue
 		}
-		if r.Owner != nil {
-			want[*r.Owner] = true
+		obs, err := a.Discover(ctx, snap)
+		if err != nil {
+			return nil, fmt.Errorf("%s adapter: %w", agent, err)
 		}
-		for _, c := range r.Candidates {
-			want[c] = true
+		for i := range obs.Sessions {
+			if obs.Sessions[i].UpstreamID == upstreamID {
+				return &obs.Sessions[i], nil
+			}
 		}
+		return nil, nil
 	}
-	for id := range want {
-		t.watch(id)
-	}
-	for id := range t.watched {
-		if !want[id] {
-			t.cfg.Exits.Unwatch(id)
-			delete(t.watched, id)
-		}
-	}
+	return nil, fmt.Errorf("no adapter for agent %q", agent)
 }

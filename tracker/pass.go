@@ -1,0 +1,471 @@
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/state"
+)
+
+// pass is one reconcile pass and what it gathers on the way: what the
+// adapters and the process table showed, the records it decides, and the
+// changes it then writes. Reconcile makes one per pass, under passMu; run
+// takes it through its steps in order: observe, plan, commit.
+type pass struct {
+	t   *Tracker
+	rep PassReport
+
+	obs map[string]*observation // by agent: each adapter's result
+	// probes memoizes liveness for this pass; unknown counts the probes
+	// that could not answer.
+	probes  map[proc.Identity]proc.Result
+	unknown uint64
+	base    evidence // what every decision of this pass shares
+
+	// Shared, not copied: the pass only reads them (decide copies the ones
+	// it changes), and the writes below go through Update.
+	recs    []*session.Record
+	claimed map[string]map[string]bool // agent -> upstream ids with a record
+	links   map[string]string          // record id -> upstream id (linkLaunched)
+
+	changed []string  // ids of the records that change
+	creates []created // the observations with no record
+}
+
+// run does the pass: observe, decide, record.
+func (p *pass) run(ctx context.Context) (PassReport, error) {
+	if err := p.observe(ctx); err != nil {
+		return p.rep, err
+	}
+	t := p.t
+	p.probes = map[proc.Identity]proc.Result{}
+	defer p.countProbes()
+	p.base = evidence{probe: p.probe, now: t.cfg.Now(), grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
+
+	if err := p.plan(); err != nil {
+		return p.rep, err
+	}
+	if len(p.changed) == 0 && len(p.creates) == 0 {
+		t.syncWatches(p.recs)
+		return p.rep, nil
+	}
+	if err := p.commit(); err != nil {
+		return p.rep, err
+	}
+	if recs, err := t.cfg.Store.ListShared(); err == nil {
+		t.syncWatches(recs)
+	}
+	return p.rep, nil
+}
+
+// observe takes the process snapshot and runs every adapter's Discover.
+func (p *pass) observe(ctx context.Context) error {
+	t := p.t
+	snap, err := t.cfg.Host.Snapshot()
+	if err != nil {
+		// Adapters still run: they must cope with a nil snapshot (no owners
+		// inferred this pass); stored owners are still probed directly.
+		t.log.Warn("process snapshot failed", zap.Error(err))
+		snap = nil
+	}
+	// The store's records load (once, at the first pass: a restart's
+	// largest cost after discovery) while the adapters look. They are
+	// listed for the pass below, after discovery, as always.
+	loaded := make(chan struct{})
+	go func() { defer close(loaded); _, _ = t.cfg.Store.ListShared() }()
+	p.obs = t.discoverAll(ctx, snap)
+	<-loaded
+	return ctx.Err()
+}
+
+// probe answers liveness once per identity per pass.
+func (p *pass) probe(id proc.Identity) proc.Result {
+	if r, ok := p.probes[id]; ok {
+		return r
+	}
+	r := p.t.cfg.Host.Probe(id)
+	p.probes[id] = r
+	if r.Liveness == proc.Unknown {
+		p.unknown++
+		p.t.log.Warn("liveness probe failed", zap.Int("pid", id.PID), zap.String("reason", r.Reason))
+	}
+	return r
+}
+
+// countProbes adds the pass's probes to the stats.
+func (p *pass) countProbes() {
+	t := p.t
+	t.statsMu.Lock()
+	t.stats.Probes += uint64(len(p.probes))
+	t.stats.ProbeUnknown += p.unknown
+	t.statsMu.Unlock()
+}
+
+// plan lists the records, matches them to the observations, and finds
+// what changes: the records whose decision changes them, and the
+// observations with no record. It writes nothing.
+func (p *pass) plan() error {
+	recs, err := p.t.cfg.Store.ListShared()
+	if err != nil {
+		return fmt.Errorf("list sessions: %w", err)
+	}
+	p.recs = recs
+	p.rep.Sessions = len(recs)
+	p.match()
+	p.decideRecords()
+	p.decideCreates()
+	return nil
+}
+
+// match ties records to observations: the upstream ids the records
+// claim, and the launched records that have none yet (linkLaunched).
+func (p *pass) match() {
+	claimed := map[string]map[string]bool{} // agent -> upstream ids with a record
+	for _, r := range p.recs {
+		if r.UpstreamID == "" {
+			continue
+		}
+		if claimed[r.Agent] == nil {
+			claimed[r.Agent] = make(map[string]bool, len(p.recs))
+		}
+		claimed[r.Agent][r.UpstreamID] = true
+	}
+	p.claimed = claimed
+	p.links = p.t.linkLaunched(p.recs, p.obs, claimed)
+}
+
+// evidenceFor is what the pass knows about r: its observation, or why
+// there is none.
+func (p *pass) evidenceFor(r *session.Record) evidence {
+	ev := p.base
+	o, ok := p.obs[r.Agent]
+	if !ok {
+		return ev // no adapter for this agent: nothing is known
+	}
+	up := r.UpstreamID
+	if up == "" {
+		up = p.links[r.ID]
+	}
+	if up != "" {
+		ev.obs = o.byUp[up]
+	}
+	if ev.obs == nil {
+		switch {
+		case o.err != nil:
+			ev.adapterErr = o.err
+		case r.Source != "":
+			if in := o.failedInput(r.Source); in != "" {
+				ev.adapterErr = fmt.Errorf("cannot read %s", in)
+			}
+		}
+	}
+	return ev
+}
+
+// decideRecords finds the records that change, skipping those settled.go
+// proves unchanged.
+//
+// Decide outside the write transaction; re-decide inside it on the fresh
+// record only for the sessions that change, so the writer lock is short
+// and a concurrent change (a launch, a link) is never overwritten.
+func (p *pass) decideRecords() {
+	t := p.t
+	// Keyed by the record itself (the store replaces a record it
+	// writes, so a pointer names one version of it), which also hashes
+	// faster than an id.
+	settled := make(map[*session.Record]uint64, max(len(t.settled), len(p.recs)))
+	for _, r := range p.recs {
+		ev := p.evidenceFor(r)
+		linked := len(p.links) > 0 && p.links[r.ID] != ""
+		print, ok := settledPrint(t.settledSeed, r, ev, linked)
+		if last, hit := t.settled[r]; ok && hit && last == print {
+			settled[r] = last
+			p.rep.Skipped++
+			continue
+		}
+		next, evs := decide(r, ev)
+		if len(evs) > 0 || recordMoved(r, next) || linked {
+			p.changed = append(p.changed, r.ID)
+		} else if ok {
+			settled[r] = print
+		}
+	}
+	t.settled = settled
+}
+
+// decideCreates decides a first record for each observation no record
+// claims.
+func (p *pass) decideCreates() {
+	for agent, o := range p.obs {
+		for up, ob := range o.byUp {
+			if p.claimed[agent][up] {
+				continue
+			}
+			fresh := &session.Record{Agent: agent, UpstreamID: up, CreatedAt: p.base.now, Problems: []session.Problem{}}
+			ev := p.base
+			ev.obs = ob
+			next, evs := decide(fresh, ev)
+			p.creates = append(p.creates, created{next, evs[0]})
+		}
+	}
+}
+
+// commit writes the changes, and the creations in chunks of createChunk
+// per transaction: bbolt keeps a transaction's inserts into a bucket in
+// one sorted slice per node until the commit splits it, so one
+// transaction of n inserts at random keys costs O(n²) (a first start
+// over 40,000 transcripts spent 3 s moving memory). Each creation
+// stands alone (a crash between chunks leaves the rest for the next
+// pass), and no client sees any before the startup pass is done.
+func (p *pass) commit() error {
+	t, creates := p.t, p.creates
+	first := min(len(creates), createChunk)
+	err := t.cfg.Store.Batch(func(tx *state.Tx) error {
+		for _, id := range p.changed {
+			_, err := tx.Update(id, func(r *session.Record) ([]session.Event, error) {
+				if r.UpstreamID == "" && p.links[id] != "" {
+					r.UpstreamID = p.links[id]
+				}
+				next, evs := decide(r, p.evidenceFor(r))
+				*r = *next
+				return evs, nil
+			})
+			if errors.Is(err, state.ErrNotFound) {
+				continue // removed meanwhile
+			}
+			if err != nil {
+				return fmt.Errorf("update session %s: %w", id, err)
+			}
+			p.rep.Changed++
+		}
+		return createAll(tx, creates[:first], &p.rep)
+	})
+	for rest := creates[first:]; err == nil && len(rest) > 0; {
+		n := min(len(rest), createChunk)
+		err = t.cfg.Store.Batch(func(tx *state.Tx) error { return createAll(tx, rest[:n], &p.rep) })
+		rest = rest[n:]
+	}
+	return err
+}
+
+// observation is one adapter's result for this pass.
+type observation struct {
+	err       error           // Discover failed: nothing is known this pass
+	badInputs map[string]bool // inputs that failed while others were read
+	byUp      map[string]*adapters.Observed
+}
+
+// failedInput returns the failed input that source is, or lies under (a
+// failed root covers every project dir in it), or "".
+func (o *observation) failedInput(source string) string {
+	for in := range o.badInputs {
+		if source == in || strings.HasPrefix(source, strings.TrimSuffix(in, "/")+"/") {
+			return in
+		}
+	}
+	return ""
+}
+
+// createChunk bounds the creations per transaction (see commit).
+const createChunk = 2000
+
+// created is a record a pass creates, with its first event.
+type created struct {
+	rec *session.Record
+	ev  session.Event
+}
+
+func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
+	for _, c := range cs {
+		err := tx.Create(c.rec, c.ev)
+		if errors.Is(err, state.ErrConflict) {
+			continue // recorded meanwhile (a launch linked it)
+		}
+		if err != nil {
+			return fmt.Errorf("create session %s/%s: %w", c.rec.Agent, c.rec.UpstreamID, err)
+		}
+		rep.Created++
+	}
+	return nil
+}
+
+// linkLaunched ties a launched record that has no upstream id yet (OpenCode
+// shows its id only in its own data) to the unclaimed observation of its
+// session, so the record never gets a duplicate. The evidence is the owner
+// (the observation names the launched process), else, for an agent that
+// already exited, a session in the launch's cwd first written after the
+// launch. Exactly one match on both sides, or none.
+func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observation, claimed map[string]map[string]bool) map[string]string {
+	links := map[string]string{}
+	claim := func(r *session.Record, up string) {
+		links[r.ID] = up
+		if claimed[r.Agent] == nil {
+			claimed[r.Agent] = map[string]bool{}
+		}
+		claimed[r.Agent][up] = true
+	}
+	var pending []*session.Record
+	for _, r := range recs {
+		if r.UpstreamID != "" || r.Owner == nil || !r.Launched || obs[r.Agent] == nil {
+			continue
+		}
+		var match []string
+		for up, ob := range obs[r.Agent].byUp {
+			if claimed[r.Agent][up] {
+				continue
+			}
+			for _, ow := range ob.Owners {
+				if ow.Identity == *r.Owner {
+					match = append(match, up)
+					break
+				}
+			}
+		}
+		switch len(match) {
+		case 1:
+			claim(r, match[0])
+		case 0:
+			pending = append(pending, r)
+		}
+	}
+	// By cwd and time: only where one record and one session pair up.
+	fits := func(r *session.Record, ob *adapters.Observed) bool {
+		return r.LaunchedAt != nil && ob.Cwd == r.Cwd && !ob.LastActivity.Before(r.LaunchedAt.Add(-time.Second))
+	}
+	for _, r := range pending {
+		var match []string
+		for up, ob := range obs[r.Agent].byUp {
+			if !claimed[r.Agent][up] && fits(r, ob) {
+				match = append(match, up)
+			}
+		}
+		if len(match) != 1 {
+			continue
+		}
+		rivals := 0
+		for _, o := range pending {
+			if o.Agent == r.Agent && fits(o, obs[r.Agent].byUp[match[0]]) {
+				rivals++
+			}
+		}
+		if rivals == 1 {
+			claim(r, match[0])
+		}
+	}
+	return links
+}
+
+// recordMoved reports changes that carry no event (last activity, title,
+// cwd, last seen) but still belong in the record.
+func recordMoved(a, b *session.Record) bool {
+	return !timeEq(a.LastActivityAt, b.LastActivityAt) || a.Title != b.Title || a.Cwd != b.Cwd ||
+		a.Source != b.Source || (a.LastSeenAt == nil) != (b.LastSeenAt == nil) ||
+		a.StatusReason != b.StatusReason && a.Status != b.Status
+}
+
+func timeEq(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[string]*observation {
+	// The adapters look at once, each on its own goroutine: their inputs
+	// are their own (one reads files, the other a database), and a first
+	// start or a restart waits for the slowest, not for the sum.
+	type result struct {
+		res  adapters.Observation
+		err  error
+		took time.Duration
+	}
+	results := make([]result, len(t.cfg.Adapters))
+	var wg sync.WaitGroup
+	for i, a := range t.cfg.Adapters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dctx, cancel := context.WithTimeout(ctx, t.cfg.DiscoverTimeout)
+			defer cancel()
+			start := time.Now()
+			res, err := a.Discover(dctx, snap)
+			results[i] = result{res, err, time.Since(start)}
+		}()
+	}
+	wg.Wait()
+	out := map[string]*observation{}
+	for i, a := range t.cfg.Adapters {
+		name := a.Name()
+		res, err := results[i].res, results[i].err
+		o := &observation{err: err, badInputs: map[string]bool{}, byUp: make(map[string]*adapters.Observed, len(res.Sessions))}
+		h := api.AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: results[i].took.String()}
+		if err != nil {
+			h.LastError = err.Error()
+			t.log.Warn("adapter could not look; statuses kept", zap.String("adapter", name), zap.Error(err))
+		} else {
+			for i := range res.Sessions {
+				s := &res.Sessions[i]
+				if s.UpstreamID == "" {
+					continue
+				}
+				o.byUp[s.UpstreamID] = s
+			}
+			for _, ie := range res.Errors {
+				o.badInputs[ie.Input] = true
+				h.InputErrors = append(h.InputErrors, ie.Error())
+				t.log.Warn("adapter input unreadable", zap.String("adapter", name), zap.String("input", ie.Input), zap.Error(ie.Err))
+			}
+			for _, w := range res.Warnings {
+				h.InputWarnings = append(h.InputWarnings, w.Error())
+			}
+			h.Sessions = len(o.byUp)
+		}
+		out[name] = o
+		t.statsMu.Lock()
+		if err != nil || len(res.Errors) > 0 {
+			t.stats.AdapterErrors++
+		}
+		t.health[name] = h
+		t.statsMu.Unlock()
+	}
+	return out
+}
+
+// syncWatches asks the exit source to watch every live owner and candidate
+// of a non-terminal session, and to forget the rest.
+func (t *Tracker) syncWatches(recs []*session.Record) {
+	if t.cfg.Exits == nil {
+		return
+	}
+	want := map[proc.Identity]bool{}
+	for _, r := range recs {
+		if r.Status.Terminal() {
+			continue
+		}
+		if r.Owner != nil {
+			want[*r.Owner] = true
+		}
+		for _, c := range r.Candidates {
+			want[c] = true
+		}
+	}
+	for id := range want {
+		t.watch(id)
+	}
+	for id := range t.watched {
+		if !want[id] {
+			t.cfg.Exits.Unwatch(id)
+			delete(t.watched, id)
+		}
+	}
+}
