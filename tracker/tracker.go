@@ -3,7 +3,8 @@
 //
 // A pass observes (a process-table snapshot, each adapter's Discover), then
 // decides each session with the pure function decide, then records every
-// change through state in one transaction with its event. Passes run on a
+// change through state with its event, in one transaction (new sessions of
+// a first pass in transactions of 2,000: see pass.go). Passes run on a
 // periodic tick, at once when a watched owner exits, and shortly after an
 // adapter's change hint. The tracker does no I/O of its own: processes are
 // read through Host, agent data through adapters, the store through state.
