@@ -18,13 +18,13 @@ import (
 
 // Evidence strings for owners and activity.
 const (
-	EvidenceRegistry      = "registry"
-	EvidenceArgvResume    = "argv --resume"
-	EvidenceArgvSessionID = "argv --session-id"
-	EvidenceCwdMatch      = "cwd match, started before the session's last write"
-	EvidenceRegistryState = "registry status"
-	EvidenceTranscript    = "transcript tail"
-	EvidenceNoLiveOwner   = "no live owner seen"
+	evidenceRegistry      = "registry"
+	evidenceArgvResume    = "argv --resume"
+	evidenceArgvSessionID = "argv --session-id"
+	evidenceCwdMatch      = "cwd match, started before the session's last write"
+	evidenceRegistryState = "registry status"
+	evidenceTranscript    = "transcript tail"
+	evidenceNoLiveOwner   = "no live owner seen"
 )
 
 // sessBuild gathers one session's evidence in one root.
@@ -289,7 +289,7 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 			o.Cwd = e.Cwd
 		}
 		if o.Title == "" && e.Name != "" {
-			o.Title = Shorten(e.Name, titleMax)
+			o.Title = shorten(e.Name, titleMax)
 		}
 		if b.file == nil {
 			for _, t := range []time.Time{e.UpdatedAt, e.StatusUpdatedAt, e.StartedAt} {
@@ -299,7 +299,7 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 			}
 		}
 		eo := a.registryOwner(e, v)
-		o.Owners = append(o.Owners, adapters.Owner{Identity: eo.id, Evidence: EvidenceRegistry, NoProbe: eo.place.unprobed()})
+		o.Owners = append(o.Owners, adapters.Owner{Identity: eo.id, Evidence: evidenceRegistry, NoProbe: eo.place.unprobed()})
 		if is := eo.place.issue(e); is != nil {
 			o.Problems = append(o.Problems, *is)
 		}
@@ -307,7 +307,7 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 			live = append(live, liveOwner{eo.id, b.id})
 			if act, ok := registryActivity(e.Status); ok && o.ActivityEvidence == "" {
 				o.Activity = act
-				o.ActivityEvidence = EvidenceRegistryState
+				o.ActivityEvidence = evidenceRegistryState
 				if act == session.ActivityWaiting && e.WaitingFor != "" {
 					o.ActivityEvidence += " (waiting for " + e.WaitingFor + ")"
 				}
@@ -340,9 +340,9 @@ func observeArgv(o *adapters.Observed, b *sessBuild, live []liveOwner) []liveOwn
 		if o.Cwd == "" {
 			o.Cwd = cp.p.Cwd
 		}
-		ev := EvidenceArgvResume
+		ev := evidenceArgvResume
 		if cp.argvFlag == "--session-id" {
-			ev = EvidenceArgvSessionID
+			ev = evidenceArgvSessionID
 		}
 		o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Evidence: ev})
 		live = append(live, liveOwner{cp.p.Identity, b.id})
@@ -366,7 +366,7 @@ func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *summar
 		if !ok || !st.Before(last) {
 			continue
 		}
-		o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Inferred: true, Evidence: EvidenceCwdMatch})
+		o.Owners = appendOwner(o.Owners, adapters.Owner{Identity: cp.p.Identity, Inferred: true, Evidence: evidenceCwdMatch})
 	}
 	if len(o.Owners) == 1 {
 		live = append(live, liveOwner{o.Owners[0].Identity, b.id})
@@ -384,13 +384,13 @@ func transcriptActivity(o *adapters.Observed, sum *summary, live []liveOwner) {
 	switch {
 	case anyLive && sum != nil:
 		o.Activity = tailActivity(sum)
-		o.ActivityEvidence = EvidenceTranscript
+		o.ActivityEvidence = evidenceTranscript
 	case anyLive:
 		o.Activity = session.ActivityUnknown
 		o.ActivityEvidence = "no status and no transcript yet"
 	default:
 		o.Activity = session.ActivityUnknown
-		o.ActivityEvidence = EvidenceNoLiveOwner
+		o.ActivityEvidence = evidenceNoLiveOwner
 	}
 }
 
@@ -418,7 +418,7 @@ type entryOwner struct {
 // reused pid: its identity is still reported (it probes Dead), but it is
 // not valid. An entry of another machine or an invisible namespace gets an
 // identity with no boot, which the tracker never probes (place.unprobed).
-func (a *Adapter) registryOwner(e *RegistryEntry, v *procView) entryOwner {
+func (a *Adapter) registryOwner(e *registryEntry, v *procView) entryOwner {
 	pl := v.locate(e)
 	ticks, _ := procStartTicks(e.ProcStart)
 	if pl.pid == 0 || pl.dead() {
@@ -561,7 +561,7 @@ func merge(x, y adapters.Observed) adapters.Observed {
 	}
 	lead.InFlight = appendIssues(lead.InFlight, other.InFlight)
 	lead.Problems = appendIssues(lead.Problems, other.Problems)
-	if lead.ActivityEvidence == EvidenceNoLiveOwner && other.ActivityEvidence != EvidenceNoLiveOwner {
+	if lead.ActivityEvidence == evidenceNoLiveOwner && other.ActivityEvidence != evidenceNoLiveOwner {
 		lead.Activity, lead.ActivityEvidence = other.Activity, other.ActivityEvidence
 	}
 	return lead

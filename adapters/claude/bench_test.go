@@ -118,7 +118,7 @@ func BenchmarkColdDiscovery(b *testing.B) {
 		if err != nil || len(obs.Sessions) != benchFiles {
 			b.Fatalf("discover: %d sessions, %v", len(obs.Sessions), err)
 		}
-		read += a.Stats().BytesRead
+		read += a.counters().BytesRead
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(benchFiles*b.N)/wall.Seconds(), "files/s")
@@ -140,7 +140,7 @@ func BenchmarkSteadyState(b *testing.B) {
 	if _, err := a.Discover(context.Background(), snap); err != nil {
 		b.Fatal(err)
 	}
-	before := a.Stats().BytesRead
+	before := a.counters().BytesRead
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -149,7 +149,7 @@ func BenchmarkSteadyState(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	d := a.Stats().BytesRead - before
+	d := a.counters().BytesRead - before
 	if d != 0 {
 		b.Fatalf("steady-state passes read %d bytes", d)
 	}
@@ -165,7 +165,7 @@ func BenchmarkFullRescanPass(b *testing.B) {
 	if _, err := a.Discover(context.Background(), snap); err != nil {
 		b.Fatal(err)
 	}
-	before := a.Stats().BytesRead
+	before := a.counters().BytesRead
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -175,7 +175,7 @@ func BenchmarkFullRescanPass(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	d := a.Stats().BytesRead - before
+	d := a.counters().BytesRead - before
 	if d != 0 {
 		b.Fatalf("full rescans read %d bytes", d)
 	}
@@ -208,7 +208,7 @@ func BenchmarkIncremental(b *testing.B) {
 	var appended int64
 	b.ReportAllocs()
 	b.ResetTimer()
-	before := a.Stats().BytesRead
+	before := a.counters().BytesRead
 	for range b.N {
 		b.StopTimer()
 		tr := claudetest.NewTranscript(id, "/home/u/src/x", time.Now())
@@ -223,7 +223,7 @@ func BenchmarkIncremental(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	d := a.Stats().BytesRead - before
+	d := a.counters().BytesRead - before
 	if d != appended {
 		b.Fatalf("read %d bytes for %d appended", d, appended)
 	}

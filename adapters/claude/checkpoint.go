@@ -202,7 +202,7 @@ var errOtherConfig = errors.New("saved with another window or line limit")
 // entry is not used (the transcript is read again); it never panics on
 // garbage.
 func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, error) {
-	if !IsTranscriptName(filepath.Base(path)) || !filepath.IsAbs(path) {
+	if !isTranscriptName(filepath.Base(path)) || !filepath.IsAbs(path) {
 		return nil, errors.New("not a transcript path")
 	}
 	r := cpReader{wire.NewReader(b)}
@@ -234,13 +234,13 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 		r.Fail("more pending tool calls than are kept")
 	}
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
-		s.Pending = append(s.Pending, ToolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.time()})
+		s.Pending = append(s.Pending, toolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.time()})
 	}
 	s.pendingDropped = int(r.Uvarint())
 	switch r.Byte() {
 	case 0:
 	case 1:
-		p := &Line{}
+		p := &line{}
 		p.Type = r.Str()
 		p.UUID = r.Str()
 		p.SessionID = r.Str()
@@ -249,11 +249,11 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 		p.GitBranch = r.Str()
 		p.Time = r.time()
 		p.Sidechain = r.Bool()
-		p.Kind = LineKind(r.Uvarint())
+		p.Kind = lineKind(r.Uvarint())
 		p.Prompt = r.Str()
 		p.StopReason = r.Str()
 		p.Title = r.Str()
-		if p.Kind > KindAssistant {
+		if p.Kind > kindAssistant {
 			r.Fail("unknown line kind")
 		}
 		s.Prompt = p

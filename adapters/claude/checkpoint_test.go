@@ -287,22 +287,22 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/home/u/proj", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 	tr.CrashMidTool("run the tests", "go test ./...")
 	var s summary
-	if _, err := list(bytes.NewReader(tr.Bytes()), int64(len(tr.Bytes())), DefaultWindowBytes, &s); err != nil {
+	if _, err := list(bytes.NewReader(tr.Bytes()), int64(len(tr.Bytes())), defaultWindowBytes, &s); err != nil {
 		f.Fatal(err)
 	}
 	fs := &fileState{path: "/r/projects/p/x.jsonl", id: "x", read: true, size: 9, offset: 9, sum: s, hasID: true, dev: 3, ino: 4}
-	f.Add(encodeFileState(fs, DefaultWindowBytes, DefaultMaxLineBytes))
-	s.Prompt = &Line{UUID: "u", Prompt: "p", Kind: KindPrompt, Time: time.Unix(5, 6)}
+	f.Add(encodeFileState(fs, defaultWindowBytes, defaultMaxLineBytes))
+	s.Prompt = &line{UUID: "u", Prompt: "p", Kind: kindPrompt, Time: time.Unix(5, 6)}
 	fs.sum = s
-	f.Add(encodeFileState(fs, DefaultWindowBytes, DefaultMaxLineBytes))
+	f.Add(encodeFileState(fs, defaultWindowBytes, defaultMaxLineBytes))
 	f.Add([]byte{checkpointFormat})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := decodeFileState("/r/projects/p/x.jsonl", b, DefaultWindowBytes, DefaultMaxLineBytes)
+		got, err := decodeFileState("/r/projects/p/x.jsonl", b, defaultWindowBytes, defaultMaxLineBytes)
 		if err != nil {
 			return
 		}
 		// What decodes re-encodes to what decodes the same.
-		again, err := decodeFileState("/r/projects/p/x.jsonl", encodeFileState(got, DefaultWindowBytes, DefaultMaxLineBytes), DefaultWindowBytes, DefaultMaxLineBytes)
+		again, err := decodeFileState("/r/projects/p/x.jsonl", encodeFileState(got, defaultWindowBytes, defaultMaxLineBytes), defaultWindowBytes, defaultMaxLineBytes)
 		if err != nil || !reflect.DeepEqual(again, got) {
 			t.Fatalf("re-encoding changed the state: %v\n%+v\n%+v", err, got, again)
 		}

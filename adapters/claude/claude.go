@@ -72,7 +72,7 @@ type Config struct {
 	// MaxWatches bounds WatchPaths (default 512), so neither inotify nor
 	// kqueue (a descriptor per watch) runs out.
 	MaxWatches int
-	// Workers read transcripts in parallel (default DefaultWorkers, or
+	// Workers read transcripts in parallel (default 8, or
 	// GOMAXPROCS when that is more). More than the cores: a cold read
 	// waits on the disk, not the CPU, and the standard home's first start
 	// went from 400–465 ms to 344–363 ms with 8 reads in flight instead
@@ -106,13 +106,13 @@ type ProcHost interface {
 
 // Defaults for Config.
 const (
-	DefaultFullRescan     = 60 * time.Second
-	DefaultMaxLineBytes   = 8 << 20
-	DefaultWindowBytes    = 64 << 10
-	DefaultMaxAppendBytes = 16 << 20
-	DefaultMaxWatches     = 512
-	DefaultColdAfter      = 10 * time.Minute
-	DefaultWorkers        = 8
+	defaultFullRescan     = 60 * time.Second
+	defaultMaxLineBytes   = 8 << 20
+	defaultWindowBytes    = 64 << 10
+	defaultMaxAppendBytes = 16 << 20
+	defaultMaxWatches     = 512
+	defaultColdAfter      = 10 * time.Minute
+	defaultWorkers        = 8
 	maxLearnedRoots       = 32
 )
 
@@ -132,7 +132,7 @@ type Adapter struct {
 	lastFull   time.Time
 	remembered map[proc.Identity]*ownerMemory
 	lastErrs   map[string]string
-	stats      Stats
+	stats      stats
 	// restored holds saved transcript state (Restore) until the first
 	// pass lists each transcript; saved is the gen of each saved entry.
 	restored   map[string]*fileState
@@ -166,31 +166,31 @@ func New(cfg Config) *Adapter {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.FullRescan <= 0 {
-		cfg.FullRescan = DefaultFullRescan
+		cfg.FullRescan = defaultFullRescan
 	}
 	if cfg.MaxLineBytes <= 0 {
-		cfg.MaxLineBytes = DefaultMaxLineBytes
+		cfg.MaxLineBytes = defaultMaxLineBytes
 	}
 	if cfg.WindowBytes <= 0 {
-		cfg.WindowBytes = DefaultWindowBytes
+		cfg.WindowBytes = defaultWindowBytes
 	}
 	if cfg.MaxAppendBytes <= 0 {
-		cfg.MaxAppendBytes = DefaultMaxAppendBytes
+		cfg.MaxAppendBytes = defaultMaxAppendBytes
 	}
 	if cfg.ColdAfter == 0 {
-		cfg.ColdAfter = DefaultColdAfter
+		cfg.ColdAfter = defaultColdAfter
 	}
 	if cfg.ColdAfter < 0 {
 		cfg.ColdAfter = 1<<63 - 1
 	}
 	if cfg.MaxWatches <= 0 {
-		cfg.MaxWatches = DefaultMaxWatches
+		cfg.MaxWatches = defaultMaxWatches
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = max(runtime.GOMAXPROCS(0), DefaultWorkers)
+		cfg.Workers = max(runtime.GOMAXPROCS(0), defaultWorkers)
 	}
 	if cfg.FS == nil {
-		cfg.FS = OSFS{}
+		cfg.FS = osFS{}
 	}
 	if cfg.Host == nil {
 		cfg.Host = &proc.Host{Root: cfg.ProcRoot}
@@ -242,8 +242,8 @@ func (a *Adapter) Name() string { return "claude" }
 // periodic full rescan does (after a watcher overflow, say).
 func (a *Adapter) RequestRescan() { a.forceFull.Store(true) }
 
-// Stats are counters for health, metrics and tests.
-type Stats struct {
+// stats are counters for health, metrics and tests.
+type stats struct {
 	Passes      uint64
 	FullRescans uint64
 	// BytesRead counts every byte read from agent files (transcripts and
@@ -265,8 +265,8 @@ type Stats struct {
 	Roots           int
 }
 
-// Stats returns the counters so far.
-func (a *Adapter) Stats() Stats {
+// counters returns the counters so far.
+func (a *Adapter) counters() stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.stats
@@ -482,10 +482,10 @@ func (a *Adapter) updateWatch() {
 	a.watchMu.Unlock()
 }
 
-// TranscriptInfo is what the adapter knows of one session's transcript:
+// transcriptInfo is what the adapter knows of one session's transcript:
 // where it lives and what its lines said. Resume needs the root and the
 // recorded cwd (claude --resume looks only in the cwd's project folder).
-type TranscriptInfo struct {
+type transcriptInfo struct {
 	Root      string
 	Path      string
 	Cwd       string
@@ -497,13 +497,13 @@ type TranscriptInfo struct {
 	Size      int64
 }
 
-// Lookup returns what the last pass knew of the transcript of upstreamID.
+// lookup returns what the last pass knew of the transcript of upstreamID.
 // ok is false when no root held it at the last pass (it may have been
 // deleted by Claude's cleanupPeriodDays, or never written).
-func (a *Adapter) Lookup(upstreamID string) (TranscriptInfo, bool) {
+func (a *Adapter) lookup(upstreamID string) (transcriptInfo, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var best TranscriptInfo
+	var best transcriptInfo
 	found := false
 	for _, r := range a.roots {
 		for _, p := range r.projects {
@@ -512,7 +512,7 @@ func (a *Adapter) Lookup(upstreamID string) (TranscriptInfo, bool) {
 					continue
 				}
 				s := f.sum
-				info := TranscriptInfo{Root: r.path, Path: f.path, Cwd: s.Cwd, Version: s.Version, GitBranch: s.GitBranch,
+				info := transcriptInfo{Root: r.path, Path: f.path, Cwd: s.Cwd, Version: s.Version, GitBranch: s.GitBranch,
 					Title: s.Title, First: s.First, Last: s.Last, Size: f.size}
 				if !found || info.Last.After(best.Last) {
 					best, found = info, true

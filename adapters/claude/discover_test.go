@@ -55,21 +55,21 @@ func TestDiscoverWithAndWithoutOwners(t *testing.T) {
 		issue(c.InFlight, session.ProblemStaleBusyMarker, strconv.Itoa(gone.pid)) == nil {
 		t.Fatalf("stale entry of a dead pid: %+v", c)
 	}
-	if info, ok := a.Lookup(owned); !ok || info.Cwd != cwd || info.Root != r.Dir || info.Version != claudetest.Version || info.GitBranch != "main" || info.First.IsZero() {
-		t.Fatalf("Lookup = %+v, %v", info, ok)
+	if info, ok := a.lookup(owned); !ok || info.Cwd != cwd || info.Root != r.Dir || info.Version != claudetest.Version || info.GitBranch != "main" || info.First.IsZero() {
+		t.Fatalf("lookup = %+v, %v", info, ok)
 	}
-	if _, ok := a.Lookup(crashed); ok {
-		t.Fatal("Lookup found a transcript that does not exist")
+	if _, ok := a.lookup(crashed); ok {
+		t.Fatal("lookup found a transcript that does not exist")
 	}
 
 	o := mustFind(t, obs, owned)
-	if len(o.Owners) != 1 || o.Owners[0].Identity.PID != owner.pid || o.Owners[0].Inferred || o.Owners[0].Evidence != EvidenceRegistry {
+	if len(o.Owners) != 1 || o.Owners[0].Identity.PID != owner.pid || o.Owners[0].Inferred || o.Owners[0].Evidence != evidenceRegistry {
 		t.Fatalf("owners = %+v", o.Owners)
 	}
 	if got := probe(o.Owners[0].Identity); got != proc.Alive {
 		t.Fatalf("registry owner probes %v", got)
 	}
-	if o.Activity != session.ActivityIdle || o.ActivityEvidence != EvidenceRegistryState {
+	if o.Activity != session.ActivityIdle || o.ActivityEvidence != evidenceRegistryState {
 		t.Fatalf("activity = %s (%s)", o.Activity, o.ActivityEvidence)
 	}
 	if o.Source != r.ProjectDir(cwd) || o.Cwd != cwd || o.Title != "list the files" {
@@ -144,7 +144,7 @@ func TestPIDReuseWrongProcStart(t *testing.T) {
 		if got.PID != p.pid || got.StartTicks == real.StartTicks || probe(got) != proc.Dead {
 			t.Fatalf("reused pid reported as %v (probe %v)", got, probe(got))
 		}
-		if o.Activity == session.ActivityBusy || o.ActivityEvidence == EvidenceRegistryState {
+		if o.Activity == session.ActivityBusy || o.ActivityEvidence == evidenceRegistryState {
 			t.Fatalf("activity taken from an invalid entry: %s (%s)", o.Activity, o.ActivityEvidence)
 		}
 		if issue(o.InFlight, session.ProblemStaleBusyMarker, strconv.Itoa(p.pid)) == nil {
@@ -170,7 +170,7 @@ func TestKillOwnerMidTool(t *testing.T) {
 	a := newTestAdapter(t, &testFS{}, r.Dir)
 	obs := discover(t, a, snapshot(t))
 	o := mustFind(t, obs, id)
-	if o.Activity != session.ActivityBusy || o.ActivityEvidence != EvidenceRegistryState {
+	if o.Activity != session.ActivityBusy || o.ActivityEvidence != evidenceRegistryState {
 		t.Fatalf("live: activity %s (%s)", o.Activity, o.ActivityEvidence)
 	}
 	if len(o.Problems) != 0 {
@@ -279,7 +279,7 @@ func TestInferredAndArgvOwners(t *testing.T) {
 	o := mustFind(t, obs, cur)
 	pids := map[int]bool{}
 	for _, ow := range o.Owners {
-		if !ow.Inferred || ow.Evidence != EvidenceCwdMatch {
+		if !ow.Inferred || ow.Evidence != evidenceCwdMatch {
 			t.Fatalf("owner %+v not inferred", ow)
 		}
 		pids[ow.Identity.PID] = true
@@ -287,11 +287,11 @@ func TestInferredAndArgvOwners(t *testing.T) {
 	if len(o.Owners) != 2 || !pids[c1.pid] || !pids[c2.pid] {
 		t.Fatalf("candidates = %+v, want pids %d and %d (not the helper %d)", o.Owners, c1.pid, c2.pid, helper.pid)
 	}
-	if o.Activity != session.ActivityIdle || o.ActivityEvidence != EvidenceTranscript {
+	if o.Activity != session.ActivityIdle || o.ActivityEvidence != evidenceTranscript {
 		t.Fatalf("activity %s (%s)", o.Activity, o.ActivityEvidence)
 	}
 	n := mustFind(t, obs, named)
-	if len(n.Owners) != 1 || n.Owners[0].Identity.PID != resumer.pid || n.Owners[0].Inferred || n.Owners[0].Evidence != EvidenceArgvResume {
+	if len(n.Owners) != 1 || n.Owners[0].Identity.PID != resumer.pid || n.Owners[0].Inferred || n.Owners[0].Evidence != evidenceArgvResume {
 		t.Fatalf("argv owner = %+v", n.Owners)
 	}
 	// No snapshot: nothing inferred.
@@ -400,7 +400,7 @@ func TestTranscriptTailActivityAndTrailingPrompt(t *testing.T) {
 
 	a := newTestAdapter(t, &testFS{}, r.Dir)
 	o := mustFind(t, discover(t, a, snapshot(t)), id)
-	if o.Activity != session.ActivityBusy || o.ActivityEvidence != EvidenceTranscript {
+	if o.Activity != session.ActivityBusy || o.ActivityEvidence != evidenceTranscript {
 		t.Fatalf("activity %s (%s)", o.Activity, o.ActivityEvidence)
 	}
 	if issue(o.InFlight, session.ProblemIncompleteMessage, "") == nil {

@@ -93,7 +93,7 @@ type place struct {
 }
 
 // locate places an entry's owner. ns lookups are memoized per pass.
-func (v *procView) locate(e *RegistryEntry) place {
+func (v *procView) locate(e *registryEntry) place {
 	here := place{kind: placeHere, pid: e.PID}
 	d := v.dom
 	if e.PIDDomain != "" && e.PIDDomain != d.domain {
@@ -130,7 +130,7 @@ func (v *procView) locate(e *RegistryEntry) place {
 }
 
 // earlierBoot places an entry written before this boot began.
-func (v *procView) earlierBoot(e *RegistryEntry) *place {
+func (v *procView) earlierBoot(e *registryEntry) *place {
 	if e.StartedAt.IsZero() || v.dom.boot.IsZero() || !e.StartedAt.Before(v.dom.boot) {
 		return nil
 	}
@@ -180,7 +180,7 @@ func splitDomain(s string) (machine, ns string, linux bool) {
 func describeDomain(raw, machine string, linux bool) string {
 	switch {
 	case !linux:
-		return fmt.Sprintf("pidDomain %q, as Claude Code writes it on macOS", Shorten(raw, 40))
+		return fmt.Sprintf("pidDomain %q, as Claude Code writes it on macOS", shorten(raw, 40))
 	case machine == "":
 		return "a machine without a readable machine id"
 	}
@@ -212,7 +212,7 @@ func (p place) unprobed() *proc.Result {
 func (p place) dead() bool { return p.kind == placeEarlierBoot || p.kind == placeGoneFromNamespace }
 
 // issue is the problem a place reports, if any.
-func (p place) issue(e *RegistryEntry) *adapters.Issue {
+func (p place) issue(e *registryEntry) *adapters.Issue {
 	if p.problem == "" {
 		return nil
 	}

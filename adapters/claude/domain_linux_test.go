@@ -85,7 +85,7 @@ func TestPIDDomainMachineIDIsNotABootID(t *testing.T) {
 				if r := h.Probe(o.Owners[0].Identity); r.Liveness != proc.Alive {
 					t.Fatalf("the owner of a live entry probes %v: %s", r.Liveness, r.Reason)
 				}
-				if o.Activity != session.ActivityBusy || o.ActivityEvidence != EvidenceRegistryState {
+				if o.Activity != session.ActivityBusy || o.ActivityEvidence != evidenceRegistryState {
 					t.Fatalf("activity %q (%s), want busy from the registry", o.Activity, o.ActivityEvidence)
 				}
 				if len(o.Problems) != 0 {

@@ -24,20 +24,20 @@ type File interface {
 	io.Closer
 }
 
-// OSFS is the real file system.
-type OSFS struct{}
+// osFS is the real file system.
+type osFS struct{}
 
 // ReadDir implements FS.
-func (OSFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
+func (osFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
 
 // Stat implements FS.
-func (OSFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
 // Open implements FS. The kernel is told the reads will be random: a
 // listing reads a few KiB at each end of a transcript, and the default
 // readahead (128 KiB from the first read) would triple what a cold start
 // reads from disk.
-func (OSFS) Open(name string) (File, error) {
+func (osFS) Open(name string) (File, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err

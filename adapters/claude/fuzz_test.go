@@ -27,7 +27,7 @@ func FuzzParseLine(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ls, err := ParseLine(b)
+		ls, err := parseLine(b)
 		if len(ls) > maxGlued {
 			t.Fatalf("%d records from one line", len(ls))
 		}
@@ -40,7 +40,7 @@ func FuzzParseLine(f *testing.F) {
 			}
 		}
 		for _, l := range ls {
-			if l.Kind == KindPrompt && l.Prompt == "" {
+			if l.Kind == kindPrompt && l.Prompt == "" {
 				t.Fatal("prompt without text")
 			}
 			var s summary
@@ -62,7 +62,7 @@ func FuzzParseRegistry(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := ParseRegistry(b)
+		e, err := parseRegistry(b)
 		if err != nil {
 			return
 		}

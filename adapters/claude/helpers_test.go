@@ -28,7 +28,7 @@ import (
 // opened file (an instrumented reader independent of the adapter's own
 // counter), records what was opened, and fails paths on demand.
 type testFS struct {
-	OSFS
+	osFS
 	read atomic.Int64
 
 	mu     sync.Mutex
@@ -55,7 +55,7 @@ func (f *testFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err := f.failed(name); err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return f.OSFS.ReadDir(name)
+	return f.osFS.ReadDir(name)
 }
 
 func (f *testFS) Open(name string) (File, error) {
@@ -65,7 +65,7 @@ func (f *testFS) Open(name string) (File, error) {
 	if err := f.failed(name); err != nil {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	file, err := f.OSFS.Open(name)
+	file, err := f.osFS.Open(name)
 	if err != nil {
 		return nil, err
 	}

@@ -10,33 +10,33 @@ import (
 	"unicode/utf8"
 )
 
-// LineKind is what a transcript line means for the conversation's state.
-type LineKind int
+// lineKind is what a transcript line means for the conversation's state.
+type lineKind int
 
-// Line kinds. Everything Claude Code writes that is not a conversation turn
+// lineKind values. Everything Claude Code writes that is not a conversation turn
 // (queue-operation, attachment, atis-latch, api-request-*, tools-used,
 // last-prompt, cost-state, summary, system, file-history-snapshot, and any
-// type not known yet) is KindOther: read for its metadata, never for state.
+// type not known yet) is kindOther: read for its metadata, never for state.
 const (
-	KindOther LineKind = iota
-	// KindPrompt is a real user prompt: it starts a turn and expects a reply.
-	KindPrompt
-	// KindToolResult is a user line carrying tool_result blocks.
-	KindToolResult
-	// KindUserOther is a user line that expects no reply (meta lines, local
+	kindOther lineKind = iota
+	// kindPrompt is a real user prompt: it starts a turn and expects a reply.
+	kindPrompt
+	// kindToolResult is a user line carrying tool_result blocks.
+	kindToolResult
+	// kindUserOther is a user line that expects no reply (meta lines, local
 	// slash-command echoes, shell-mode input, compaction summaries).
-	KindUserOther
-	// KindInterrupt is the "[Request interrupted by user]" marker: the turn
+	kindUserOther
+	// kindInterrupt is the "[Request interrupted by user]" marker: the turn
 	// ended on the user's request.
-	KindInterrupt
-	// KindAssistant is an assistant line (text, thinking or tool_use blocks).
-	KindAssistant
+	kindInterrupt
+	// kindAssistant is an assistant line (text, thinking or tool_use blocks).
+	kindAssistant
 )
 
-// Line is what sessiond keeps of one transcript line. The big parts (tool
+// line is what sessiond keeps of one transcript line. The big parts (tool
 // outputs, file contents, thinking) are skipped by the decoder and never
 // copied.
-type Line struct {
+type line struct {
 	Type      string
 	UUID      string
 	SessionID string
@@ -45,11 +45,11 @@ type Line struct {
 	GitBranch string
 	Time      time.Time
 	Sidechain bool
-	Kind      LineKind
-	// Prompt is the text of a KindPrompt line.
+	Kind      lineKind
+	// Prompt is the text of a kindPrompt line.
 	Prompt string
 	// ToolUses are the tool calls an assistant line starts.
-	ToolUses []ToolCall
+	ToolUses []toolCall
 	// ToolResults are the tool_use ids a user line answers.
 	ToolResults []string
 	// StopReason of an assistant message, "" when the line has none (Claude
@@ -59,8 +59,8 @@ type Line struct {
 	Title string
 }
 
-// ToolCall is a tool call started by an assistant line.
-type ToolCall struct {
+// toolCall is a tool call started by an assistant line.
+type toolCall struct {
 	ID   string
 	Name string
 	// Input is a short, one-line summary of the call's input (the command
@@ -69,19 +69,19 @@ type ToolCall struct {
 	At    time.Time
 }
 
-// ErrCorruptLine is wrapped by ParseLine's errors: the line (or a part of
+// errCorruptLine is wrapped by parseLine's errors: the line (or a part of
 // it) is not a JSON object.
-var ErrCorruptLine = errors.New("corrupt transcript line")
+var errCorruptLine = errors.New("corrupt transcript line")
 
-// maxGlued bounds how many records ParseLine recovers from one line, and so
+// maxGlued bounds how many records parseLine recovers from one line, and so
 // the work a hostile line can cause.
 const maxGlued = 8
 
-// ParseLine parses one transcript line (without its newline). A line is
+// parseLine parses one transcript line (without its newline). A line is
 // normally one JSON object. Two records glued together (a write torn by a
 // crash, then the next record) are split and both returned, with an error
-// wrapping ErrCorruptLine when some bytes could not be recovered. Unknown
-// types come back as KindOther. ParseLine never panics on any input.
+// wrapping errCorruptLine when some bytes could not be recovered. Unknown
+// types come back as kindOther. parseLine never panics on any input.
 //
 // Each line is read once, by a scanner (lineScan) that validates the JSON
 // and notes where the few fields sessiond uses lie; only those are then
@@ -90,7 +90,7 @@ const maxGlued = 8
 // the last duplicate winning, a field of the wrong type failing its
 // object): ref_line_test.go keeps that decoder, and the differential tests
 // hold the scanner to it.
-func ParseLine(b []byte) ([]Line, error) {
+func parseLine(b []byte) ([]line, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return nil, nil
@@ -100,11 +100,11 @@ func ParseLine(b []byte) ([]Line, error) {
 	if ok && skipWS(b, end) == len(b) {
 		l := s.line()
 		putScan(s)
-		return []Line{l}, nil
+		return []line{l}, nil
 	}
 	putScan(s)
 	if b[0] != '{' {
-		return nil, fmt.Errorf("%w: not a JSON object", ErrCorruptLine)
+		return nil, fmt.Errorf("%w: not a JSON object", errCorruptLine)
 	}
 	return parseGlued(b)
 }
@@ -112,8 +112,8 @@ func ParseLine(b []byte) ([]Line, error) {
 // parseGlued recovers the records of a line that is not one JSON object:
 // it reads one value at a time and, after a value that fails, resumes at
 // the next place that looks like the start of a record.
-func parseGlued(b []byte) ([]Line, error) {
-	var out []Line
+func parseGlued(b []byte) ([]line, error) {
+	var out []line
 	lost := 0
 	p := 0
 	for attempts := 0; p < len(b) && attempts < maxGlued; attempts++ {
@@ -143,7 +143,7 @@ func parseGlued(b []byte) ([]Line, error) {
 		lost += len(b) - p
 	}
 	if lost > 0 {
-		return out, fmt.Errorf("%w: %d of %d bytes unreadable, %d records recovered", ErrCorruptLine, lost, len(b), len(out))
+		return out, fmt.Errorf("%w: %d of %d bytes unreadable, %d records recovered", errCorruptLine, lost, len(b), len(out))
 	}
 	return out, nil
 }
@@ -179,10 +179,10 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // lineTypes are the record types, returned without allocating.
 var lineTypes = [...]string{"user", "assistant", "queue-operation", "attachment", "atis-latch", "api-request-shape", "api-request-blob", "api-request", "tools-used", "last-prompt", "cost-state", "summary", "system", "file-history-snapshot", "custom-title"}
 
-// line turns the scan into a Line.
-func (s *lineScan) line() Line {
+// line turns the scan into a line.
+func (s *lineScan) line() line {
 	b := s.b
-	l := Line{
+	l := line{
 		UUID:      s.field(lkUUID),
 		SessionID: s.field(lkSessionID),
 		Cwd:       s.field(lkCwd),
@@ -208,7 +208,7 @@ func (s *lineScan) line() Line {
 	}
 	switch l.Type {
 	case "custom-title":
-		l.Title = Shorten(s.field(lkCustomTitle), titleMax)
+		l.Title = shorten(s.field(lkCustomTitle), titleMax)
 	case "user":
 		s.user(&l)
 	case "assistant":
@@ -233,8 +233,8 @@ func (m *msgScan) usable() []blockScan {
 	return m.blocks
 }
 
-func (s *lineScan) user(l *Line) {
-	l.Kind = KindUserOther
+func (s *lineScan) user(l *line) {
+	l.Kind = kindUserOther
 	m := &s.msg
 	if !s.hasMsg || m.bad {
 		return
@@ -255,7 +255,7 @@ func (s *lineScan) user(l *Line) {
 	}
 	switch {
 	case len(l.ToolResults) > 0:
-		l.Kind = KindToolResult
+		l.Kind = kindToolResult
 		return
 	case s.meta || s.compactSummary:
 		return
@@ -282,14 +282,14 @@ func (s *lineScan) user(l *Line) {
 	t := strings.TrimSpace(text)
 	switch {
 	case strings.HasPrefix(t, "[Request interrupted by user"):
-		l.Kind = KindInterrupt
+		l.Kind = kindInterrupt
 	case t == "" && images:
-		l.Kind = KindPrompt
+		l.Kind = kindPrompt
 		l.Prompt = "[image]"
 	case t == "" || noReplyExpected(t):
-		l.Kind = KindUserOther
+		l.Kind = kindUserOther
 	default:
-		l.Kind = KindPrompt
+		l.Kind = kindPrompt
 		l.Prompt = t
 	}
 }
@@ -307,8 +307,8 @@ func noReplyExpected(t string) bool {
 	return false
 }
 
-func (s *lineScan) assistant(l *Line) {
-	l.Kind = KindAssistant
+func (s *lineScan) assistant(l *line) {
+	l.Kind = kindAssistant
 	m := &s.msg
 	if !s.hasMsg || m.bad {
 		return
@@ -324,7 +324,7 @@ func (s *lineScan) assistant(l *Line) {
 		if id.end == id.start || !eqString(b, bl.str[bkType], "tool_use") {
 			continue
 		}
-		tc := ToolCall{ID: str(b, id), Input: summarizeInput(b, &bl.input), At: l.Time}
+		tc := toolCall{ID: str(b, id), Input: summarizeInput(b, &bl.input), At: l.Time}
 		if n := bl.str[bkName]; n.end > n.start {
 			tc.Name = str(b, n)
 		}
@@ -347,7 +347,7 @@ func summarizeInput(b []byte, in *inputScan) string {
 	}
 	for _, sp := range in.keys {
 		if sp.end > sp.start {
-			return Shorten(str(b, sp), inputMax)
+			return shorten(str(b, sp), inputMax)
 		}
 	}
 	return shortenCompact(b[in.start:in.end], inputMax)
@@ -355,9 +355,9 @@ func summarizeInput(b []byte, in *inputScan) string {
 
 const titleMax = 80
 
-// Shorten makes s one line of at most max runes: whitespace runs become a
+// shorten makes s one line of at most max runes: whitespace runs become a
 // space, control characters are dropped, and a cut is marked with "…".
-func Shorten(s string, max int) string {
+func shorten(s string, max int) string {
 	if max <= 0 {
 		return ""
 	}
@@ -370,7 +370,7 @@ func Shorten(s string, max int) string {
 	return sh.String()
 }
 
-// shortenCompact is Shorten of checked JSON with the spaces between its
+// shortenCompact is shorten of checked JSON with the spaces between its
 // tokens removed (json.Compact), without making that copy.
 func shortenCompact(raw []byte, max int) string {
 	if max <= 0 {
@@ -406,7 +406,7 @@ func shortenCompact(raw []byte, max int) string {
 	return sh.String()
 }
 
-// shortener collects the runes of Shorten's result.
+// shortener collects the runes of shorten's result.
 type shortener struct {
 	out   []rune
 	max   int

@@ -123,8 +123,8 @@ func BenchmarkParseLine(b *testing.B) {
 	lines := denseLines()
 	impls := []struct {
 		name  string
-		parse func([]byte) ([]Line, error)
-	}{{"scan", ParseLine}, {"json", refParseLine}}
+		parse func([]byte) ([]line, error)
+	}{{"scan", parseLine}, {"json", refParseLine}}
 	cases := append([]denseLine(nil), lines...)
 	var turn []byte
 	for _, l := range lines {
@@ -173,7 +173,7 @@ func BenchmarkListDense(b *testing.B) {
 	var read int64
 	for b.Loop() {
 		var s summary
-		res, err := list(countingReaderAt{r, &read}, int64(len(file)), DefaultWindowBytes, &s)
+		res, err := list(countingReaderAt{r, &read}, int64(len(file)), defaultWindowBytes, &s)
 		if err != nil || res.c.corrupt != 0 || s.SessionID == "" {
 			b.Fatalf("list: %+v %v", res, err)
 		}

@@ -12,15 +12,15 @@ import (
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 )
 
-// diffParse parses b with ParseLine and with the encoding/json reference
+// diffParse parses b with parseLine and with the encoding/json reference
 // (refParseLine) and says how they differ, "" if they agree: the same
-// lines, an error in the same cases, wrapping ErrCorruptLine the same way,
+// lines, an error in the same cases, wrapping errCorruptLine the same way,
 // and for a line that starts as an object (one read record by record) the
 // same error text.
 func diffParse(b []byte) string {
-	got, gerr := ParseLine(b)
+	got, gerr := parseLine(b)
 	want, werr := refParseLine(b)
-	if (gerr == nil) != (werr == nil) || errors.Is(gerr, ErrCorruptLine) != errors.Is(werr, ErrCorruptLine) {
+	if (gerr == nil) != (werr == nil) || errors.Is(gerr, errCorruptLine) != errors.Is(werr, errCorruptLine) {
 		return fmt.Sprintf("error %v, reference %v", gerr, werr)
 	}
 	if t := bytes.TrimSpace(b); gerr != nil && len(t) > 0 && t[0] == '{' && gerr.Error() != werr.Error() {
@@ -170,13 +170,13 @@ func TestParseLineMatchesReference(t *testing.T) {
 }
 
 // TestShortenCompactMatchesCompact: the summary of an input without the
-// named keys is Shorten of json.Compact of it.
+// named keys is shorten of json.Compact of it.
 func TestShortenCompactMatchesCompact(t *testing.T) {
 	for _, in := range []string{`{}`, `null`, `[ 1 , 2 ]`, `{ "a" : "x  y" , "b" : [ true , null ] }`, `"\u00e9 \" \\ "`,
 		`{"k":"` + strings.Repeat("é ", 200) + `"}`, `{"k":"a\u0000b\u001fc\ud800d"}`, "{\"k\":\"\xff\xfe\"}"} {
 		var s lineScan
 		s.b = []byte(`{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","input":` + in + `}]}}`)
-		got, _ := ParseLine(s.b)
+		got, _ := parseLine(s.b)
 		want := refSummarizeInput([]byte(in))
 		if len(got) != 1 || len(got[0].ToolUses) != 1 || got[0].ToolUses[0].Input != want {
 			t.Errorf("%q: got %+v, want %q", in, got, want)

@@ -17,15 +17,15 @@ func TestParseLineTypes(t *testing.T) {
 	tr.Summary("old summary").FileHistorySnapshot().System("turn_duration", "3s").CustomTitle("my title").Interrupt()
 	tr.Add([]byte(`{"type":"some-future-type","sessionId":"` + id + `","payload":{"x":[1,2,3]}}`))
 
-	kinds := map[string]LineKind{}
+	kinds := map[string]lineKind{}
 	var toolUse, toolResult string
 	for _, raw := range tr.Lines() {
-		ls, err := ParseLine(raw)
+		ls, err := parseLine(raw)
 		if err != nil || len(ls) != 1 {
-			t.Fatalf("ParseLine(%s) = %v, %v", raw, ls, err)
+			t.Fatalf("parseLine(%s) = %v, %v", raw, ls, err)
 		}
 		l := ls[0]
-		if l.Kind != KindOther || kinds[l.Type] == 0 {
+		if l.Kind != kindOther || kinds[l.Type] == 0 {
 			kinds[l.Type] = l.Kind
 		}
 		if len(l.ToolUses) == 1 {
@@ -37,7 +37,7 @@ func TestParseLineTypes(t *testing.T) {
 		if len(l.ToolResults) == 1 {
 			toolResult = l.ToolResults[0]
 		}
-		if l.Type == "user" && l.Kind == KindPrompt && (l.Prompt != "list the files" || l.Cwd != cwd || l.SessionID != id || l.Version != claudetest.Version || l.GitBranch != "main") {
+		if l.Type == "user" && l.Kind == kindPrompt && (l.Prompt != "list the files" || l.Cwd != cwd || l.SessionID != id || l.Version != claudetest.Version || l.GitBranch != "main") {
 			t.Fatalf("prompt line = %+v", l)
 		}
 		if l.Type == "custom-title" && l.Title != "my title" {
@@ -45,11 +45,11 @@ func TestParseLineTypes(t *testing.T) {
 		}
 	}
 	for _, typ := range []string{"queue-operation", "attachment", "atis-latch", "api-request-shape", "api-request", "tools-used", "last-prompt", "cost-state", "summary", "file-history-snapshot", "system", "custom-title", "some-future-type"} {
-		if k, ok := kinds[typ]; !ok || k != KindOther {
+		if k, ok := kinds[typ]; !ok || k != kindOther {
 			t.Errorf("type %s: kind %v (seen %v)", typ, k, ok)
 		}
 	}
-	if kinds["assistant"] != KindAssistant {
+	if kinds["assistant"] != kindAssistant {
 		t.Errorf("assistant kind %v", kinds["assistant"])
 	}
 	if toolUse == "" || toolUse != toolResult {
@@ -60,22 +60,22 @@ func TestParseLineTypes(t *testing.T) {
 func TestParseLineUserKinds(t *testing.T) {
 	cases := []struct {
 		line string
-		kind LineKind
+		kind lineKind
 	}{
-		{`{"type":"user","message":{"role":"user","content":"hello"}}`, KindPrompt},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"hello"}]}}`, KindPrompt},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}`, KindPrompt},
-		{`{"type":"user","isMeta":true,"message":{"role":"user","content":"Caveat: x"}}`, KindUserOther},
-		{`{"type":"user","message":{"role":"user","content":"<command-name>/clear</command-name>"}}`, KindUserOther},
-		{`{"type":"user","message":{"role":"user","content":"<local-command-stdout></local-command-stdout>"}}`, KindUserOther},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user for tool use]"}]}}`, KindInterrupt},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}}`, KindToolResult},
-		{`{"type":"user","message":"not an object"}`, KindUserOther},
-		{`{"type":"user"}`, KindUserOther},
-		{`{"type":"assistant","message":{"content":"odd"}}`, KindAssistant},
+		{`{"type":"user","message":{"role":"user","content":"hello"}}`, kindPrompt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"hello"}]}}`, kindPrompt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}`, kindPrompt},
+		{`{"type":"user","isMeta":true,"message":{"role":"user","content":"Caveat: x"}}`, kindUserOther},
+		{`{"type":"user","message":{"role":"user","content":"<command-name>/clear</command-name>"}}`, kindUserOther},
+		{`{"type":"user","message":{"role":"user","content":"<local-command-stdout></local-command-stdout>"}}`, kindUserOther},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user for tool use]"}]}}`, kindInterrupt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}}`, kindToolResult},
+		{`{"type":"user","message":"not an object"}`, kindUserOther},
+		{`{"type":"user"}`, kindUserOther},
+		{`{"type":"assistant","message":{"content":"odd"}}`, kindAssistant},
 	}
 	for _, c := range cases {
-		ls, err := ParseLine([]byte(c.line))
+		ls, err := parseLine([]byte(c.line))
 		if err != nil || len(ls) != 1 || ls[0].Kind != c.kind {
 			t.Errorf("%s: got %+v %v, want kind %v", c.line, ls, err, c.kind)
 		}
@@ -87,21 +87,21 @@ func TestParseLineGluedAndCorrupt(t *testing.T) {
 	a := tr.UserLine("first")
 	b := tr.UserLine("second")
 
-	ls, err := ParseLine(claudetest.GlueWhole(a, b))
+	ls, err := parseLine(claudetest.GlueWhole(a, b))
 	if err != nil || len(ls) != 2 || ls[0].Prompt != "first" || ls[1].Prompt != "second" {
 		t.Fatalf("glued whole: %+v %v", ls, err)
 	}
-	ls, err = ParseLine(claudetest.Glue(a, b, len(a)/2))
-	if !errors.Is(err, ErrCorruptLine) || len(ls) != 1 || ls[0].Prompt != "second" {
+	ls, err = parseLine(claudetest.Glue(a, b, len(a)/2))
+	if !errors.Is(err, errCorruptLine) || len(ls) != 1 || ls[0].Prompt != "second" {
 		t.Fatalf("torn then whole: %+v %v", ls, err)
 	}
 	for _, bad := range []string{"garbage", "{", `{"type":`, "[1,2]", "\x00\x00\x00", `"str"`} {
-		ls, err := ParseLine([]byte(bad))
+		ls, err := parseLine([]byte(bad))
 		if err == nil || len(ls) != 0 {
 			t.Errorf("%q: %+v %v", bad, ls, err)
 		}
 	}
-	if ls, err := ParseLine([]byte("   ")); err != nil || ls != nil {
+	if ls, err := parseLine([]byte("   ")); err != nil || ls != nil {
 		t.Fatalf("blank: %v %v", ls, err)
 	}
 }
@@ -121,12 +121,12 @@ func TestShorten(t *testing.T) {
 		{"x", 0, ""},
 	}
 	for _, c := range cases {
-		if got := Shorten(c.in, c.max); got != c.want {
-			t.Errorf("Shorten(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		if got := shorten(c.in, c.max); got != c.want {
+			t.Errorf("shorten(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
 		}
 	}
 	long := strings.Repeat("ab ", 1000)
-	if got := Shorten(long, 80); utf8.RuneCountInString(got) != 80 {
+	if got := shorten(long, 80); utf8.RuneCountInString(got) != 80 {
 		t.Fatalf("len %d", utf8.RuneCountInString(got))
 	}
 }

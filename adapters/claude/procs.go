@@ -253,5 +253,5 @@ func argvSession(argv []string) (id, flag string) {
 
 // shortArgv renders argv on one short line for a problem's detail.
 func shortArgv(argv []string) string {
-	return Shorten(strings.Join(argv, " "), inputMax)
+	return shorten(strings.Join(argv, " "), inputMax)
 }

@@ -63,10 +63,10 @@ func TestQuietReuseEqualsFullBuild(t *testing.T) {
 	pass := func() adapters.Observation { return discover(t, a, snapshot(t)) }
 	steady := func(what string) {
 		t.Helper()
-		before := a.Stats().QuietReused
+		before := a.counters().QuietReused
 		pass()
 		pass()
-		if a.Stats().QuietReused < before+1 {
+		if a.counters().QuietReused < before+1 {
 			t.Fatalf("%s: no pass reused the quiet sessions", what)
 		}
 	}

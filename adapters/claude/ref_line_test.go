@@ -52,18 +52,18 @@ type refRawBlock struct {
 // refParseLine parses one transcript line (without its newline). A line is
 // normally one JSON object. Two records glued together (a write torn by a
 // crash, then the next record) are split and both returned, with an error
-// wrapping ErrCorruptLine when some bytes could not be recovered. Unknown
-// types come back as KindOther. refParseLine never panics on any input.
-func refParseLine(b []byte) ([]Line, error) {
+// wrapping errCorruptLine when some bytes could not be recovered. Unknown
+// types come back as kindOther. refParseLine never panics on any input.
+func refParseLine(b []byte) ([]line, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return nil, nil
 	}
 	var r refRawLine
 	if err := json.Unmarshal(b, &r); err == nil {
-		return []Line{refDigest(&r)}, nil
+		return []line{refDigest(&r)}, nil
 	} else if b[0] != '{' {
-		return nil, fmt.Errorf("%w: %v", ErrCorruptLine, err)
+		return nil, fmt.Errorf("%w: %v", errCorruptLine, err)
 	}
 	return refParseGlued(b)
 }
@@ -71,8 +71,8 @@ func refParseLine(b []byte) ([]Line, error) {
 // refParseGlued recovers the records of a line that is not one JSON object:
 // it decodes one value at a time and, after a value that fails, resumes at
 // the next place that looks like the start of a record.
-func refParseGlued(b []byte) ([]Line, error) {
-	var out []Line
+func refParseGlued(b []byte) ([]line, error) {
+	var out []line
 	lost := 0
 	p := 0
 	for attempts := 0; p < len(b) && attempts < maxGlued; attempts++ {
@@ -99,7 +99,7 @@ func refParseGlued(b []byte) ([]Line, error) {
 		lost += len(b) - p
 	}
 	if lost > 0 {
-		return out, fmt.Errorf("%w: %d of %d bytes unreadable, %d records recovered", ErrCorruptLine, lost, len(b), len(out))
+		return out, fmt.Errorf("%w: %d of %d bytes unreadable, %d records recovered", errCorruptLine, lost, len(b), len(out))
 	}
 	return out, nil
 }
@@ -130,9 +130,9 @@ func refNextRecordStart(b []byte, from int) int {
 	return -1
 }
 
-// refDigest turns a decoded line into a Line.
-func refDigest(r *refRawLine) Line {
-	l := Line{
+// refDigest turns a decoded line into a line.
+func refDigest(r *refRawLine) line {
+	l := line{
 		Type:      r.Type,
 		UUID:      r.UUID,
 		SessionID: r.SessionID,
@@ -157,8 +157,8 @@ func refDigest(r *refRawLine) Line {
 	return l
 }
 
-func refDigestUser(l *Line, r *refRawLine) {
-	l.Kind = KindUserOther
+func refDigestUser(l *line, r *refRawLine) {
+	l.Kind = kindUserOther
 	var m refRawMessage
 	if len(r.Message) == 0 || json.Unmarshal(r.Message, &m) != nil {
 		return
@@ -183,21 +183,21 @@ func refDigestUser(l *Line, r *refRawLine) {
 	}
 	switch {
 	case len(l.ToolResults) > 0:
-		l.Kind = KindToolResult
+		l.Kind = kindToolResult
 	case r.IsMeta || r.IsCompactSummary:
-		l.Kind = KindUserOther
+		l.Kind = kindUserOther
 	default:
 		t := strings.TrimSpace(text)
 		switch {
 		case strings.HasPrefix(t, "[Request interrupted by user"):
-			l.Kind = KindInterrupt
+			l.Kind = kindInterrupt
 		case t == "" && images:
-			l.Kind = KindPrompt
+			l.Kind = kindPrompt
 			l.Prompt = "[image]"
 		case t == "" || refNoReplyExpected(t):
-			l.Kind = KindUserOther
+			l.Kind = kindUserOther
 		default:
-			l.Kind = KindPrompt
+			l.Kind = kindPrompt
 			l.Prompt = t
 		}
 	}
@@ -216,8 +216,8 @@ func refNoReplyExpected(t string) bool {
 	return false
 }
 
-func refDigestAssistant(l *Line, r *refRawLine) {
-	l.Kind = KindAssistant
+func refDigestAssistant(l *line, r *refRawLine) {
+	l.Kind = kindAssistant
 	var m refRawMessage
 	if len(r.Message) == 0 || json.Unmarshal(r.Message, &m) != nil {
 		return
@@ -228,7 +228,7 @@ func refDigestAssistant(l *Line, r *refRawLine) {
 	_, blocks := refContent(m.Content)
 	for _, b := range blocks {
 		if b.Type == "tool_use" && b.ID != "" {
-			l.ToolUses = append(l.ToolUses, ToolCall{ID: b.ID, Name: b.Name, Input: refSummarizeInput(b.Input), At: l.Time})
+			l.ToolUses = append(l.ToolUses, toolCall{ID: b.ID, Name: b.Name, Input: refSummarizeInput(b.Input), At: l.Time})
 		}
 	}
 }

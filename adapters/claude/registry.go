@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// RegistryEntry is one <root>/sessions/<pid>.json file: what a top-level
+// registryEntry is one <root>/sessions/<pid>.json file: what a top-level
 // claude process says about itself while it runs. It is evidence, never
 // truth: after kill -9 the file stays forever, often saying "busy".
-type RegistryEntry struct {
+type registryEntry struct {
 	PID       int
 	SessionID string
 	Cwd       string
@@ -38,35 +38,35 @@ type RegistryEntry struct {
 	StatusUpdatedAt time.Time
 }
 
-// ErrBadRegistry is wrapped by ParseRegistry's errors.
-var ErrBadRegistry = errors.New("bad registry entry")
+// errBadRegistry is wrapped by parseRegistry's errors.
+var errBadRegistry = errors.New("bad registry entry")
 
 // registryName matches the only file names that are registry entries. The
 // <pid>.<hash>.key files beside them hold secrets and are never opened.
 var registryName = regexp.MustCompile(`^[0-9]+\.json$`)
 
-// IsRegistryName reports whether a file name in <root>/sessions/ is a
+// isRegistryName reports whether a file name in <root>/sessions/ is a
 // registry entry.
-func IsRegistryName(name string) bool { return registryName.MatchString(name) }
+func isRegistryName(name string) bool { return registryName.MatchString(name) }
 
 // maxRegistryBytes bounds a registry file; real ones are under 1 KB.
 const maxRegistryBytes = 1 << 20
 
-// ParseRegistry parses one registry file. Fields it does not know are
+// parseRegistry parses one registry file. Fields it does not know are
 // ignored; numbers written as strings (or the reverse) are accepted. Only a
 // file that is not a JSON object or names no positive pid is an error.
-func ParseRegistry(b []byte) (RegistryEntry, error) {
+func parseRegistry(b []byte) (registryEntry, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return RegistryEntry{}, fmt.Errorf("%w: %v", ErrBadRegistry, err)
+		return registryEntry{}, fmt.Errorf("%w: %v", errBadRegistry, err)
 	}
 	if raw == nil {
-		return RegistryEntry{}, fmt.Errorf("%w: not an object", ErrBadRegistry)
+		return registryEntry{}, fmt.Errorf("%w: not an object", errBadRegistry)
 	}
-	var e RegistryEntry
+	var e registryEntry
 	pid, ok := flexInt(raw["pid"])
 	if !ok || pid <= 0 || pid > 1<<31-1 {
-		return RegistryEntry{}, fmt.Errorf("%w: no valid pid", ErrBadRegistry)
+		return registryEntry{}, fmt.Errorf("%w: no valid pid", errBadRegistry)
 	}
 	e.PID = int(pid)
 	e.SessionID = flexString(raw["sessionId"])
@@ -82,11 +82,11 @@ func ParseRegistry(b []byte) (RegistryEntry, error) {
 	e.StatusUpdatedAt = flexTime(raw["statusUpdatedAt"])
 	if w := raw["waitingFor"]; len(w) > 0 {
 		if s := flexString(w); s != "" {
-			e.WaitingFor = Shorten(s, inputMax)
+			e.WaitingFor = shorten(s, inputMax)
 		} else {
 			var buf bytes.Buffer
 			if json.Compact(&buf, w) == nil && buf.String() != "null" {
-				e.WaitingFor = Shorten(buf.String(), inputMax)
+				e.WaitingFor = shorten(buf.String(), inputMax)
 			}
 		}
 	}

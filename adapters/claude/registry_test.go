@@ -13,7 +13,7 @@ const factSheetEntry = `{"pid":6925,"sessionId":"3ab8568e-0000-4000-8000-0000000
  "name":"proj-48","status":"busy","updatedAt":1795346466061,"statusUpdatedAt":1795346466061}`
 
 func TestParseRegistry(t *testing.T) {
-	e, err := ParseRegistry([]byte(factSheetEntry))
+	e, err := parseRegistry([]byte(factSheetEntry))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,12 +30,12 @@ func TestParseRegistry(t *testing.T) {
 
 	// Other hosts and versions: numbers as strings, no status, waitingFor
 	// as an object, unknown fields.
-	e, err = ParseRegistry([]byte(`{"pid":"42","procStart":99240,"status":"Waiting","waitingFor":{"tool":"Bash"},"extra":[1]}`))
+	e, err = parseRegistry([]byte(`{"pid":"42","procStart":99240,"status":"Waiting","waitingFor":{"tool":"Bash"},"extra":[1]}`))
 	if err != nil || e.PID != 42 || e.ProcStart != "99240" || e.Status != "waiting" || e.WaitingFor != `{"tool":"Bash"}` {
 		t.Fatalf("flexible entry = %+v, %v", e, err)
 	}
 	for _, bad := range []string{``, `null`, `[]`, `{"pid":0}`, `{"pid":-1}`, `{"sessionId":"x"}`, `{"pid":"abc"}`, `{"pid":1e99}`, `{"pid":6925,`} {
-		if _, err := ParseRegistry([]byte(bad)); !errors.Is(err, ErrBadRegistry) {
+		if _, err := parseRegistry([]byte(bad)); !errors.Is(err, errBadRegistry) {
 			t.Errorf("%q: err %v", bad, err)
 		}
 	}
@@ -64,13 +64,13 @@ func TestProcStartMatches(t *testing.T) {
 
 func TestRegistryNames(t *testing.T) {
 	for name, want := range map[string]bool{"6925.json": true, "1.json": true, "6925.ab12cd34.key": false, "6925.json.tmp": false, "x.json": false, ".json": false} {
-		if IsRegistryName(name) != want {
-			t.Errorf("IsRegistryName(%q) != %v", name, want)
+		if isRegistryName(name) != want {
+			t.Errorf("isRegistryName(%q) != %v", name, want)
 		}
 	}
 	for name, want := range map[string]bool{"3ab8568e-0000-4000-8000-000000000001.jsonl": true, "agent-1234.jsonl": false, "3ab8568e-0000-4000-8000-000000000001.json": false} {
-		if IsTranscriptName(name) != want {
-			t.Errorf("IsTranscriptName(%q) != %v", name, want)
+		if isTranscriptName(name) != want {
+			t.Errorf("isTranscriptName(%q) != %v", name, want)
 		}
 	}
 }

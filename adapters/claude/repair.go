@@ -56,7 +56,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 		if ctx.Err() != nil {
 			return steps, ctx.Err()
 		}
-		if !IsRegistryName(de.Name()) {
+		if !isRegistryName(de.Name()) {
 			continue
 		}
 		path := filepath.Join(dir, de.Name())
@@ -65,7 +65,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 			steps = append(steps, adapters.Failed("remove registry entry", path, "", err))
 			continue
 		}
-		e, err := ParseRegistry(b)
+		e, err := parseRegistry(b)
 		if err != nil || e.SessionID != t.UpstreamID {
 			continue
 		}
@@ -89,7 +89,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 // removeStep plans or applies one removal; applying re-probes the pid
 // first, so an entry whose process came back (or a reused pid that now
 // matches) is never removed.
-func (a *Adapter) removeStep(action, path, detail string, apply bool, e *RegistryEntry, v *procView) adapters.Step {
+func (a *Adapter) removeStep(action, path, detail string, apply bool, e *registryEntry, v *procView) adapters.Step {
 	s := adapters.Planned(action, path, detail)
 	if !apply {
 		return s
@@ -108,7 +108,7 @@ func (a *Adapter) removeStep(action, path, detail string, apply bool, e *Registr
 // short of a confirmed death keeps the entry: an entry of another machine
 // or of an invisible PID namespace (never probed here), a probe that
 // failed, and a live pid whose entry records no procStart to compare.
-func (a *Adapter) entryDead(e *RegistryEntry, v *procView) (bool, string) {
+func (a *Adapter) entryDead(e *registryEntry, v *procView) (bool, string) {
 	pl := v.locate(e)
 	switch {
 	case pl.dead():

@@ -127,7 +127,7 @@ type regFile struct {
 	dev    uint64
 	ino    uint64
 	readAt time.Time
-	entry  *RegistryEntry
+	entry  *registryEntry
 	// bad is why the content was not used (unparseable, names another
 	// pid), nil when it was.
 	bad error
@@ -178,7 +178,7 @@ func (a *Adapter) scanRegistry(r *rootState, full bool) []adapters.InputError {
 		for _, e := range ents {
 			name := e.Name()
 			// Only <pid>.json; the <pid>.<hash>.key secrets never match.
-			if !IsRegistryName(name) || !e.Type().IsRegular() {
+			if !isRegistryName(name) || !e.Type().IsRegular() {
 				continue
 			}
 			seen[name] = true
@@ -234,7 +234,7 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 	if err != nil {
 		return err
 	}
-	e, err := ParseRegistry(buf[:n])
+	e, err := parseRegistry(buf[:n])
 	if err != nil {
 		// Probably caught mid-write: the next write changes the stat. Named
 		// as a warning once it stays so (see warnings).
@@ -403,7 +403,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 		p.skipped = nil
 		for _, e := range ents {
 			name := e.Name()
-			if !IsTranscriptName(name) {
+			if !isTranscriptName(name) {
 				continue
 			}
 			if e.Type()&fs.ModeSymlink != 0 {
@@ -586,7 +586,7 @@ func (a *Adapter) runJob(j *job) (counts, error) {
 		sum.resetTurn()
 		err = tail(r, size, a.cfg.WindowBytes, &sum, &res)
 	case jobAppend:
-		sum.Pending = append([]ToolCall(nil), sum.Pending...)
+		sum.Pending = append([]toolCall(nil), sum.Pending...)
 		res, err = appendRead(r, f.offset, size, f.skipPartial, a.cfg.MaxLineBytes, &sum)
 	}
 	if err != nil {

@@ -18,10 +18,10 @@ import (
 // (agent-*.jsonl) and the <uuid>/subagents/ folders are not sessions.
 var transcriptName = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.jsonl$`)
 
-// IsTranscriptName reports whether a file name in a project folder is a
+// isTranscriptName reports whether a file name in a project folder is a
 // session transcript: what transcriptName matches, checked by hand, since
 // every listing asks it of every file (the regexp was 6 % of a restart).
-func IsTranscriptName(name string) bool {
+func isTranscriptName(name string) bool {
 	const uuidLen = 36
 	if len(name) != uuidLen+len(".jsonl") || name[uuidLen:] != ".jsonl" {
 		return false
@@ -66,11 +66,11 @@ type summary struct {
 	Last      time.Time
 	// Pending are tool calls of the last turn that have no result yet,
 	// the newest maxPending of them.
-	Pending []ToolCall
+	Pending []toolCall
 	// pendingDropped counts older calls without results that did not fit.
 	pendingDropped int
 	// Prompt is the last turn's prompt while it has no reply.
-	Prompt *Line
+	Prompt *line
 
 	customTitle bool
 	state       turnState
@@ -130,7 +130,7 @@ func (s *summary) headDone() bool {
 
 // meta takes a line's metadata. Applied in file order: the latest version
 // and branch win, the first cwd and prompt stay.
-func (s *summary) meta(l *Line) {
+func (s *summary) meta(l *line) {
 	if s.SessionID == "" {
 		s.SessionID = l.SessionID
 	}
@@ -155,35 +155,35 @@ func (s *summary) meta(l *Line) {
 		s.Title = l.Title
 		s.customTitle = true
 	}
-	if l.Kind == KindPrompt && !l.Sidechain && s.Title == "" {
-		s.Title = Shorten(l.Prompt, titleMax)
+	if l.Kind == kindPrompt && !l.Sidechain && s.Title == "" {
+		s.Title = shorten(l.Prompt, titleMax)
 	}
 }
 
 // turn moves the last turn's state by one line, in file order.
-func (s *summary) turn(l *Line) {
+func (s *summary) turn(l *line) {
 	if l.Sidechain {
 		return
 	}
 	switch l.Kind {
-	case KindPrompt:
+	case kindPrompt:
 		s.Pending, s.pendingDropped = nil, 0
 		p := *l
-		p.Prompt = Shorten(l.Prompt, inputMax)
+		p.Prompt = shorten(l.Prompt, inputMax)
 		p.ToolUses, p.ToolResults = nil, nil
 		s.Prompt = &p
 		s.set(turnPrompt, l)
-	case KindToolResult:
+	case kindToolResult:
 		for _, id := range l.ToolResults {
 			s.resolve(id)
 		}
 		s.Prompt = nil
 		s.set(turnToolResult, l)
-	case KindInterrupt:
+	case kindInterrupt:
 		s.Pending, s.pendingDropped = nil, 0
 		s.Prompt = nil
 		s.set(turnInterrupted, l)
-	case KindAssistant:
+	case kindAssistant:
 		for _, tc := range l.ToolUses {
 			s.resolve(tc.ID) // one call written twice counts once
 			if len(s.Pending) == maxPending {
@@ -202,7 +202,7 @@ func (s *summary) turn(l *Line) {
 // maxPending bounds the tool calls remembered per session.
 const maxPending = 64
 
-func (s *summary) set(st turnState, l *Line) {
+func (s *summary) set(st turnState, l *line) {
 	s.state = st
 	s.stateAt = l.Time
 	s.stateUUID = l.UUID
@@ -232,15 +232,15 @@ func (s *summary) resetTurn() {
 type parsedLines struct {
 	raw    [][]byte
 	done   []bool
-	parsed [][]Line
+	parsed [][]line
 	c      counts
 }
 
 func newParsed(raw [][]byte) *parsedLines {
-	return &parsedLines{raw: raw, done: make([]bool, len(raw)), parsed: make([][]Line, len(raw))}
+	return &parsedLines{raw: raw, done: make([]bool, len(raw)), parsed: make([][]line, len(raw))}
 }
 
-func (p *parsedLines) get(i int) []Line {
+func (p *parsedLines) get(i int) []line {
 	if !p.done[i] {
 		p.done[i] = true
 		p.parsed[i] = parseCounted(p.raw[i], &p.c)
@@ -249,9 +249,9 @@ func (p *parsedLines) get(i int) []Line {
 }
 
 // parseCounted parses one line, counting corrupt and glued lines.
-func parseCounted(b []byte, c *counts) []Line {
+func parseCounted(b []byte, c *counts) []line {
 	c.lines++
-	ls, err := ParseLine(b)
+	ls, err := parseLine(b)
 	if err != nil {
 		c.corrupt++
 	}
@@ -310,9 +310,9 @@ func readTail(s *summary, p *parsedLines, from int) {
 	}
 }
 
-func isTurnStart(ls []Line) bool {
+func isTurnStart(ls []line) bool {
 	for _, l := range ls {
-		if l.Kind == KindPrompt && !l.Sidechain {
+		if l.Kind == kindPrompt && !l.Sidechain {
 			return true
 		}
 	}
@@ -411,7 +411,7 @@ func (v *view) bytes(from, to int64) []byte { return v.buf[from-v.base : to-v.ba
 // headLine is a line the head parsed, by its start in the file.
 type headLine struct {
 	start int64
-	ls    []Line
+	ls    []line
 }
 
 // listChunked is list without the fallback: ok is false if the file
@@ -499,7 +499,7 @@ func readHeadChunked(v *view, limit int64, s *summary, c *counts) (h headRead, o
 // if the file ended before size (s is then untouched).
 func readTailChunked(v *view, size, ws int64, head []headLine, s *summary, res *listResult) (ok bool, err error) {
 	var c counts
-	var lines [][]Line // newest first
+	var lines [][]line // newest first
 	var nl []int64     // the newlines in [lo, size), newest first
 	lo := size         // bytes [lo, size) are read
 	i := 0             // nl[i] ends the next line back
@@ -586,7 +586,7 @@ func appendNewlinesBackwards(nl []int64, v *view, from, to int64) []int64 {
 }
 
 // headParsed is the line the head parsed at start, if it did.
-func headParsed(head []headLine, have, start int64) ([]Line, bool) {
+func headParsed(head []headLine, have, start int64) ([]line, bool) {
 	if start >= have {
 		return nil, false
 	}
@@ -760,12 +760,12 @@ func getBuf(n int) *[]byte {
 	if p, ok := bufPool.Get().(*[]byte); ok && cap(*p) >= n {
 		return p
 	}
-	b := make([]byte, max(n, 2*DefaultWindowBytes+1))
+	b := make([]byte, max(n, 2*defaultWindowBytes+1))
 	return &b
 }
 
 func putBuf(p *[]byte) {
-	if cap(*p) <= 4*DefaultWindowBytes+1 {
+	if cap(*p) <= 4*defaultWindowBytes+1 {
 		bufPool.Put(p)
 	}
 }

@@ -184,9 +184,9 @@ func TestChunkedReadMatchesWholeWindows(t *testing.T) {
 		// Sizes from a few bytes to 2 MB, log-uniform.
 		target := int(10 * math.Pow(2, rng.Float64()*18))
 		data := genDense(rng, target)
-		for _, window := range []int{DefaultWindowBytes, 4 << 10, 1000, 97} {
+		for _, window := range []int{defaultWindowBytes, 4 << 10, 1000, 97} {
 			g, w := compareReads(t, data, window)
-			if window == DefaultWindowBytes {
+			if window == defaultWindowBytes {
 				got += g
 				want += w
 			}
@@ -194,7 +194,7 @@ func TestChunkedReadMatchesWholeWindows(t *testing.T) {
 		chunks := [][2]int64{{1, 1}, {7, 13}, {100, 64}, {1 << 10, 3 << 10}}
 		c := chunks[i%len(chunks)]
 		withChunks(c[0], c[1], func() {
-			for _, window := range []int{DefaultWindowBytes, 16 << 10, 333} {
+			for _, window := range []int{defaultWindowBytes, 16 << 10, 333} {
 				compareReads(t, data, window)
 			}
 		})

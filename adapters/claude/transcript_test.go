@@ -37,10 +37,10 @@ func TestHugeTranscriptListedFromItsEnds(t *testing.T) {
 	a := newTestAdapter(t, fsys, r.Dir)
 	obs := discover(t, a, nil)
 	read := fsys.read.Load()
-	if read > 2*DefaultWindowBytes+1 {
-		t.Fatalf("listing a 1 GB file read %d bytes, want <= %d", read, 2*DefaultWindowBytes+1)
+	if read > 2*defaultWindowBytes+1 {
+		t.Fatalf("listing a 1 GB file read %d bytes, want <= %d", read, 2*defaultWindowBytes+1)
 	}
-	if got := a.Stats().BytesRead; got != read {
+	if got := a.counters().BytesRead; got != read {
 		t.Fatalf("adapter counted %d bytes, the instrumented reader %d", got, read)
 	}
 	o := mustFind(t, obs, id)
@@ -127,7 +127,7 @@ func TestShrunkAndReplacedTranscript(t *testing.T) {
 	if o.Title != "replaced!" || issue(o.InFlight, session.ProblemOrphanedToolCall, call2) == nil || issue(o.InFlight, session.ProblemOrphanedToolCall, call) != nil {
 		t.Fatalf("after replace: title %q in flight %+v", o.Title, o.InFlight)
 	}
-	if st := a.Stats(); st.FilesRestarted != 2 {
+	if st := a.counters(); st.FilesRestarted != 2 {
 		t.Fatalf("restarts = %d, want 2", st.FilesRestarted)
 	}
 }
@@ -158,7 +158,7 @@ func TestCorruptAndOverlongLines(t *testing.T) {
 	claudetest.Append(t, path, glued, []byte("\x00\x01garbage{"), whole, long, last)
 
 	o := mustFind(t, discover(t, a, nil), id)
-	st := a.Stats()
+	st := a.counters()
 	// The default cap is 8 MiB: the 20 MB line is skipped. The torn line
 	// and the garbage are corrupt; two whole records on one line are glued.
 	if st.LinesTooLong != 1 || st.LinesCorrupt != 2 || st.LinesGlued != 1 {
@@ -175,7 +175,7 @@ func TestCorruptAndOverlongLines(t *testing.T) {
 	fsys := &testFS{}
 	b := newTestAdapter(t, fsys, r.Dir)
 	discover(t, b, nil)
-	if got := fsys.read.Load(); got > 2*DefaultWindowBytes+1 {
+	if got := fsys.read.Load(); got > 2*defaultWindowBytes+1 {
 		t.Fatalf("cold listing read %d bytes", got)
 	}
 }
@@ -197,14 +197,14 @@ func TestRetailAfterHugeGrowth(t *testing.T) {
 	claudetest.Append(t, path, append([][]byte{big}, more.Lines()[1:]...)...)
 	before := fsys.read.Load()
 	o := mustFind(t, discover(t, a, nil), id)
-	if d := fsys.read.Load() - before; d > DefaultWindowBytes+1 {
+	if d := fsys.read.Load() - before; d > defaultWindowBytes+1 {
 		t.Fatalf("read %d bytes after huge growth", d)
 	}
 	if o.Title != "the beginning" || issue(o.InFlight, session.ProblemOrphanedToolCall, call) == nil {
 		t.Fatalf("title %q in flight %+v", o.Title, o.InFlight)
 	}
-	if a.Stats().FilesRetailed != 1 {
-		t.Fatalf("stats %+v", a.Stats())
+	if a.counters().FilesRetailed != 1 {
+		t.Fatalf("stats %+v", a.counters())
 	}
 }
 
@@ -316,7 +316,7 @@ func TestColdTranscriptsCheckedAtFullRescan(t *testing.T) {
 	}
 }
 
-// IsTranscriptName is a hand-written transcriptName: they agree.
+// isTranscriptName is a hand-written transcriptName: they agree.
 func FuzzIsTranscriptName(f *testing.F) {
 	for _, s := range []string{"3f2a9c1e-1234-4abc-8def-0123456789ab.jsonl", "3F2A9C1E-1234-4ABC-8DEF-0123456789AB.jsonl",
 		"agent-3f2a9c1e.jsonl", "3f2a9c1e-1234-4abc-8def-0123456789ab.json", "3f2a9c1e_1234-4abc-8def-0123456789ab.jsonl",
@@ -324,8 +324,8 @@ func FuzzIsTranscriptName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if got, want := IsTranscriptName(name), transcriptName.MatchString(name); got != want {
-			t.Fatalf("IsTranscriptName(%q) = %v, the pattern says %v", name, got, want)
+		if got, want := isTranscriptName(name), transcriptName.MatchString(name); got != want {
+			t.Fatalf("isTranscriptName(%q) = %v, the pattern says %v", name, got, want)
 		}
 	})
 }
