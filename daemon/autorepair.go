@@ -19,16 +19,17 @@ import (
 // Auto-repair policies: each names one safe action the watchdog may apply
 // on its own. Nothing is automatic unless named.
 const (
-	// PolicyClaudeRegistry removes Claude Code registry entries of dead
+	// policyClaudeRegistry removes Claude Code registry entries of dead
 	// processes.
-	PolicyClaudeRegistry = "claude-registry"
-	// PolicyOpenCodeOffline repairs OpenCode data no process holds open.
-	PolicyOpenCodeOffline = "opencode-offline"
-	// PolicyReap terminates orphaned tool processes of dead sessions.
-	PolicyReap = "reap"
+	policyClaudeRegistry = "claude-registry"
+	// policyOpenCodeOffline repairs OpenCode data no process holds open.
+	policyOpenCodeOffline = "opencode-offline"
+	// policyReap terminates orphaned tool processes of dead sessions.
+	policyReap = "reap"
 )
 
-// ParsePolicies checks a comma-separated --auto-repair value.
+// ParsePolicies checks a comma-separated --auto-repair value: the policies
+// claude-registry, opencode-offline and reap; "", "off" and "none" name none.
 func ParsePolicies(v string) ([]string, error) {
 	var out []string
 	for _, p := range strings.Split(v, ",") {
@@ -36,17 +37,17 @@ func ParsePolicies(v string) ([]string, error) {
 		switch p {
 		case "", "off", "none":
 			continue
-		case PolicyClaudeRegistry, PolicyOpenCodeOffline, PolicyReap:
+		case policyClaudeRegistry, policyOpenCodeOffline, policyReap:
 			out = append(out, p)
 		default:
-			return nil, fmt.Errorf("unknown auto-repair policy %q (want %s, %s or %s)", p, PolicyClaudeRegistry, PolicyOpenCodeOffline, PolicyReap)
+			return nil, fmt.Errorf("unknown auto-repair policy %q (want %s, %s or %s)", p, policyClaudeRegistry, policyOpenCodeOffline, policyReap)
 		}
 	}
 	return out, nil
 }
 
-// DefaultAutoRepairRetry is how often a session is tried again.
-const DefaultAutoRepairRetry = time.Minute
+// defaultAutoRepairRetry is how often a session is tried again.
+const defaultAutoRepairRetry = time.Minute
 
 // autoRepair applies the enabled policies to sessions interrupted longer
 // than the grace period, after passes. Each applied action is planned
@@ -78,7 +79,7 @@ func startAutoRepair(ctx context.Context, wg *sync.WaitGroup, cfg Config, st *st
 	}
 	retry := cfg.AutoRepairRetry
 	if retry <= 0 {
-		retry = DefaultAutoRepairRetry
+		retry = defaultAutoRepairRetry
 	}
 	ar := &autoRepair{policies: map[string]bool{}, grace: grace, retry: retry, store: st, tracker: tr, server: d, log: log.Named("auto-repair"), tried: map[string]time.Time{}}
 	for _, p := range cfg.AutoRepair {
@@ -115,10 +116,10 @@ func (a *autoRepair) once(ctx context.Context) {
 			continue
 		}
 		a.tried[rec.ID] = now
-		if (rec.Agent == "claude" && a.policies[PolicyClaudeRegistry]) || (rec.Agent == "opencode" && a.policies[PolicyOpenCodeOffline]) {
+		if (rec.Agent == "claude" && a.policies[policyClaudeRegistry]) || (rec.Agent == "opencode" && a.policies[policyOpenCodeOffline]) {
 			a.repair(ctx, rec)
 		}
-		if a.policies[PolicyReap] && rec.Problem(session.ProblemOrphanProcesses) != nil {
+		if a.policies[policyReap] && rec.Problem(session.ProblemOrphanProcesses) != nil {
 			a.reap(ctx, rec)
 		}
 	}

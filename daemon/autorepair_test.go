@@ -74,7 +74,7 @@ func TestAutoRepairRetriesPending(t *testing.T) {
 	ready := make(chan struct{})
 	cfg := Config{
 		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "run", "s.sock"),
-		Adapters: []adapters.Adapter{rp}, AutoRepair: []string{PolicyOpenCodeOffline}, AutoRepairRetry: 50 * time.Millisecond,
+		Adapters: []adapters.Adapter{rp}, AutoRepair: []string{policyOpenCodeOffline}, AutoRepairRetry: 50 * time.Millisecond,
 		Interval: 20 * time.Millisecond, Grace: 10 * time.Millisecond, Version: "test", Logger: zaptest.NewLogger(t), Ready: ready,
 	}
 	ctx, cancel := context.WithCancel(context.Background())

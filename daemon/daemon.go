@@ -82,8 +82,8 @@ func (e *AlreadyRunningError) Error() string {
 	return fmt.Sprintf("another sessiond is already running (%s: %s); stop it first (`systemctl --user stop sessiond`), or give this one its own --state-dir and --socket", e.What, e.Detail)
 }
 
-// StorePath is the store's file inside a state directory.
-func StorePath(stateDir string) string { return filepath.Join(stateDir, "sessiond.db") }
+// storeFile is the store's file inside a state directory.
+func storeFile(stateDir string) string { return filepath.Join(stateDir, "sessiond.db") }
 
 // Run runs the daemon until ctx is done. A cancelled ctx is a normal stop
 // and returns nil: cancellation is not an error.
@@ -96,7 +96,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	defer closeStore(st, StorePath(cfg.StateDir), log)
+	defer closeStore(st, storeFile(cfg.StateDir), log)
 
 	// 2-3. The socket: replace a stale one only if nothing answers on it.
 	ln, err := listenSocket(cfg.Socket)
@@ -173,7 +173,7 @@ func openStore(stateDir string, log *zap.Logger) (*state.Store, error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory %s: %w", stateDir, err)
 	}
-	storePath := StorePath(stateDir)
+	storePath := storeFile(stateDir)
 	st, err := state.Open(storePath, state.Options{Logger: log.Named("state")})
 	if errors.Is(err, state.ErrLocked) {
 		return nil, &AlreadyRunningError{What: "store " + storePath, Detail: "its lock is held"}
@@ -283,7 +283,7 @@ func announceReady(cfg Config, n *notifier, log *zap.Logger) {
 	if err := n.send("READY=1\nSTATUS=serving on " + cfg.Socket); err != nil {
 		log.Warn("sd_notify READY failed", zap.Error(err))
 	}
-	log.Info("sessiond ready", zap.String("socket", cfg.Socket), zap.String("store", StorePath(cfg.StateDir)),
+	log.Info("sessiond ready", zap.String("socket", cfg.Socket), zap.String("store", storeFile(cfg.StateDir)),
 		zap.String("version", cfg.Version), zap.Int("adapters", len(cfg.Adapters)))
 	if cfg.Ready != nil {
 		close(cfg.Ready)

@@ -88,7 +88,7 @@ func (r *running) stop(t *testing.T) {
 // seed writes records into a store that no daemon holds.
 func seed(t *testing.T, stateDir string, recs ...*session.Record) {
 	t.Helper()
-	st, err := state.Open(StorePath(stateDir), state.Options{})
+	st, err := state.Open(storeFile(stateDir), state.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestServesHealthAndStopsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Version != "test" || h.StorePath != StorePath(r.cfg.StateDir) {
+	if h.Version != "test" || h.StorePath != storeFile(r.cfg.StateDir) {
 		t.Errorf("health = %+v", h)
 	}
 	fi, err := os.Stat(r.cfg.Socket)
@@ -122,7 +122,7 @@ func TestServesHealthAndStopsCleanly(t *testing.T) {
 	}
 	r.stop(t)
 	// The store lock is released and the socket file is gone.
-	st, err := state.Open(StorePath(r.cfg.StateDir), state.Options{Timeout: 100 * time.Millisecond})
+	st, err := state.Open(storeFile(r.cfg.StateDir), state.Options{Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("store not released after stop: %v", err)
 	}
