@@ -37,8 +37,8 @@ const (
 	ModeTmux     = "tmux"
 )
 
-// DefaultLogCap is the size past which a session's log is cut to its tail.
-const DefaultLogCap = 8 << 20
+// defaultLogCap is the size past which a session's log is cut to its tail.
+const defaultLogCap = 8 << 20
 
 // Identifier gives a live process's identity (proc.Host).
 type Identifier interface {
@@ -49,7 +49,7 @@ type Identifier interface {
 type Config struct {
 	// LogDir holds one log per launched session (<state-dir>/logs).
 	LogDir string
-	// LogCap bounds each log (default DefaultLogCap).
+	// LogCap bounds each log (default 8 MiB).
 	LogCap int64
 	Host   Identifier
 	// Tmux is the tmux binary (default "tmux" from PATH).
@@ -66,7 +66,7 @@ type Launcher struct {
 // New returns a Launcher.
 func New(cfg Config) *Launcher {
 	if cfg.LogCap <= 0 {
-		cfg.LogCap = DefaultLogCap
+		cfg.LogCap = defaultLogCap
 	}
 	if cfg.Tmux == "" {
 		cfg.Tmux = "tmux"
@@ -229,7 +229,7 @@ func (l *Launcher) Wait(s *Started) (st session.ExitStatus, ok bool) {
 		return st, false
 	}
 	err := s.cmd.Wait()
-	st = session.ExitStatus{PID: s.Identity.PID, At: time.Now(), LogTail: LogTail(s.LogPath, 2048)}
+	st = session.ExitStatus{PID: s.Identity.PID, At: time.Now(), LogTail: logTail(s.LogPath, 2048)}
 	st.Code = s.cmd.ProcessState.ExitCode()
 	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		st.Signal = ws.Signal().String()
@@ -306,8 +306,8 @@ func redactArgv(argv []string) []string {
 	return out
 }
 
-// LogTail returns up to n bytes of the end of a log, from a line start.
-func LogTail(path string, n int64) string {
+// logTail returns up to n bytes of the end of a log, from a line start.
+func logTail(path string, n int64) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -337,7 +337,7 @@ func (l *Launcher) CapLog(path string) error {
 	if err != nil || fi.Size() <= l.cfg.LogCap {
 		return nil
 	}
-	keep := LogTail(path, l.cfg.LogCap/4)
+	keep := logTail(path, l.cfg.LogCap/4)
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err

@@ -130,7 +130,7 @@ func TestLogTailAndCap(t *testing.T) {
 		b.WriteString("line " + itoa(i) + "\n")
 	}
 	os.WriteFile(path, []byte(b.String()), 0o600)
-	tail := LogTail(path, 30)
+	tail := logTail(path, 30)
 	if !strings.HasSuffix(tail, "line 1999") || strings.HasPrefix(tail, "ine") {
 		t.Errorf("tail %q does not start at a line", tail)
 	}
@@ -142,7 +142,7 @@ func TestLogTailAndCap(t *testing.T) {
 	if len(got) > 4096 || !strings.Contains(string(got), "log cut at") || !strings.HasSuffix(strings.TrimSpace(string(got)), "line 1999") {
 		t.Errorf("capped log (%d bytes): %.80q...", len(got), got)
 	}
-	if LogTail(filepath.Join(dir, "none"), 10) != "" {
+	if logTail(filepath.Join(dir, "none"), 10) != "" {
 		t.Error("tail of a missing log")
 	}
 }
