@@ -18,8 +18,8 @@ type Prober interface {
 
 var _ Prober = (*Host)(nil)
 
-// ErrWatcherClosed is returned by Watch after Close.
-var ErrWatcherClosed = errors.New("exit watcher closed")
+// errWatcherClosed is returned by Watch after Close.
+var errWatcherClosed = errors.New("exit watcher closed")
 
 // exitBuffer is the capacity of the Exits channel. Exits beyond it wait in
 // an unbounded internal queue, so a slow consumer never stalls the kernel
@@ -120,7 +120,7 @@ func (w *ExitWatcher) Watch(id Identity) error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return fmt.Errorf("watch %v: %w", id, ErrWatcherClosed)
+		return fmt.Errorf("watch %v: %w", id, errWatcherClosed)
 	}
 	if _, ok := w.watched[id]; ok {
 		w.mu.Unlock()

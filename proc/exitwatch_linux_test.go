@@ -224,8 +224,8 @@ func TestExitWatcherClose(t *testing.T) {
 	if _, ok := <-w.Exits(); ok {
 		t.Fatal("Exits not closed after Close")
 	}
-	if err := w.Watch(ids[0]); !errors.Is(err, ErrWatcherClosed) {
-		t.Fatalf("Watch after Close: %v, want ErrWatcherClosed", err)
+	if err := w.Watch(ids[0]); !errors.Is(err, errWatcherClosed) {
+		t.Fatalf("Watch after Close: %v, want errWatcherClosed", err)
 	}
 	w.Unwatch(ids[1]) // harmless
 }

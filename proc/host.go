@@ -29,7 +29,7 @@ type Host struct {
 	// effects. Nil means unix.Kill(pid, 0); tests on fixture trees replace it
 	// because the fixture's pids are not real processes.
 	Signal0 func(pid int) error
-	// MachineIDFile is the machine-id file (DefaultMachineIDFile when
+	// MachineIDFile is the machine-id file (/etc/machine-id when
 	// empty); tests point it at a fixture.
 	MachineIDFile string
 

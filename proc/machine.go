@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// DefaultMachineIDFile is where systemd (and dbus-less distributions)
+// defaultMachineIDFile is where systemd (and dbus-less distributions)
 // keep the machine id.
-const DefaultMachineIDFile = "/etc/machine-id"
+const defaultMachineIDFile = "/etc/machine-id"
 
 // machine holds the host facts read once per Host: they cannot change
 // while this process runs (a machine id is set at install time, a PID
@@ -45,7 +45,7 @@ func (h *Host) readMachine() {
 	h.m.once.Do(func() {
 		path := h.MachineIDFile
 		if path == "" {
-			path = DefaultMachineIDFile
+			path = defaultMachineIDFile
 		}
 		if b, err := os.ReadFile(path); err == nil {
 			// JavaScript's trim(): Claude strips whitespace at both ends.
