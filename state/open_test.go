@@ -66,9 +66,9 @@ func checkLocked(t *testing.T, path string, err error) {
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("second open: %v, want ErrLocked", err)
 	}
-	var le *LockedError
+	var le *lockedError
 	if !errors.As(err, &le) || le.Path != path {
-		t.Fatalf("second open: %#v, want *LockedError for %s", err, path)
+		t.Fatalf("second open: %#v, want *lockedError for %s", err, path)
 	}
 	if want := "another sessiond holds " + path + " (store lock timed out)"; err.Error() != want {
 		t.Fatalf("message %q, want %q", err, want)

@@ -15,7 +15,7 @@ import (
 // there is none.
 func (s *Store) Get(id string) (rec *session.Record, err error) {
 	err = s.view(func(tx *Tx) error {
-		rec, err = tx.Get(id)
+		rec, err = tx.get(id)
 		return err
 	})
 	return rec, err
@@ -25,7 +25,7 @@ func (s *Store) Get(id string) (rec *session.Record, err error) {
 // so an observation is matched to its record without a scan.
 func (s *Store) ByUpstream(agent, upstreamID string) (rec *session.Record, err error) {
 	err = s.view(func(tx *Tx) error {
-		rec, err = tx.ByUpstream(agent, upstreamID)
+		rec, err = tx.byUpstream(agent, upstreamID)
 		return err
 	})
 	return rec, err
@@ -72,7 +72,7 @@ func (s *Store) Lookup(ref string) (rec *session.Record, err error) {
 			return fmt.Errorf("look up session %q: %w", ref, ErrNotFound)
 		case 1:
 			for id := range cands {
-				rec, err = tx.Get(id)
+				rec, err = tx.get(id)
 			}
 			return err
 		}

@@ -52,21 +52,21 @@ import (
 // so the daemon can exit with its distinct code instead of restart-looping.
 var ErrLocked = errors.New("store is locked by another sessiond")
 
-// LockedError is returned by Open when the store's file lock could not be
+// lockedError is returned by Open when the store's file lock could not be
 // taken within Options.Timeout. It names the file so the user knows which
 // daemon to look for.
-type LockedError struct {
+type lockedError struct {
 	// Path is the store file another process holds.
 	Path string
 }
 
 // Error says which file is held and that the lock wait timed out.
-func (e *LockedError) Error() string {
+func (e *lockedError) Error() string {
 	return fmt.Sprintf("another sessiond holds %s (store lock timed out)", e.Path)
 }
 
-// Is makes errors.Is(err, ErrLocked) true for a *LockedError.
-func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+// Is makes errors.Is(err, ErrLocked) true for a *lockedError.
+func (e *lockedError) Is(target error) bool { return target == ErrLocked }
 
 // ErrNotFound means no session matches the id or reference asked for; the
 // API turns it into a 404 rather than a server error.
@@ -180,12 +180,13 @@ func (s *Store) CommitStats() CommitStats {
 // Open opens (creating if needed) the store file at path, takes its lock,
 // checks it and migrates it to the current schema.
 //
-// A lock timeout returns a *LockedError. An OS error (permission, a missing
-// or unreadable directory) is returned as is and the file is left alone. A
-// file bbolt cannot read or that fails the consistency check is renamed to
-// <path>.corrupt-<UTC time>, logged at Error level, and a fresh store is
-// started; Recovered returns where the file went. A file whose schema is
-// newer than this build knows is refused and left untouched.
+// A lock timeout returns an error that is ErrLocked (errors.Is) and names
+// the file. An OS error (permission, a missing or unreadable directory) is
+// returned as is and the file is left alone. A file bbolt cannot read or
+// that fails the consistency check is renamed to <path>.corrupt-<UTC time>,
+// logged at Error level, and a fresh store is started; Recovered returns
+// where the file went. A file whose schema is newer than this build knows
+// is refused and left untouched.
 func Open(path string, opts Options) (*Store, error) {
 	s := &Store{
 		path:      path,
@@ -267,7 +268,7 @@ func (e *corruptError) Error() string { return e.err.Error() }
 func (e *corruptError) Unwrap() error { return e.err }
 
 // openChecked opens path with bbolt and runs the consistency check. Errors
-// are a *LockedError, an OS error, or a *corruptError.
+// are a *lockedError, an OS error, or a *corruptError.
 func openChecked(path string, timeout time.Duration) (db *bolt.DB, err error) {
 	// Keep the file, so a panic inside bolt.Open (a corrupt freelist page)
 	// does not leak the descriptor and with it the lock.
@@ -298,7 +299,7 @@ func openChecked(path string, timeout time.Duration) (db *bolt.DB, err error) {
 		case errors.As(err, &ce):
 			return nil, err
 		case errors.Is(err, berrors.ErrTimeout):
-			return nil, &LockedError{Path: path}
+			return nil, &lockedError{Path: path}
 		case isOSError(err):
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		default:

@@ -429,7 +429,7 @@ func TestBatch(t *testing.T) {
 	var actionSeq uint64
 	err := st.Batch(func(tx *Tx) error {
 		n := 0
-		err := tx.ForEach(func(r *session.Record) error {
+		err := tx.forEach(func(r *session.Record) error {
 			n++
 			_, err := tx.Update(r.ID, func(r *session.Record) ([]session.Event, error) {
 				r.Activity = session.ActivityBusy
@@ -450,7 +450,7 @@ func TestBatch(t *testing.T) {
 		if err := tx.Create(rec("claude", "c"), session.Event{}); err != nil {
 			t.Error(err)
 		}
-		if got, err := tx.ByUpstream("claude", "c"); err != nil || got.Agent != "claude" {
+		if got, err := tx.byUpstream("claude", "c"); err != nil || got.Agent != "claude" {
 			t.Errorf("batch does not see its own create: %v", err)
 		}
 		actionSeq, err = tx.Append(session.Event{Type: session.EventAction, SessionID: a.ID, Reason: "repair"})

@@ -123,9 +123,9 @@ func (s *Store) Update(id string, fn func(rec *session.Record) ([]session.Event,
 	return out, nil
 }
 
-// Get returns the session with the id; an error wrapping ErrNotFound if
+// get returns the session with the id; an error wrapping ErrNotFound if
 // there is none.
-func (tx *Tx) Get(id string) (*session.Record, error) {
+func (tx *Tx) get(id string) (*session.Record, error) {
 	v := tx.sessions.Get([]byte(id))
 	if v == nil {
 		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
@@ -133,9 +133,9 @@ func (tx *Tx) Get(id string) (*session.Record, error) {
 	return decodeRecord(id, v)
 }
 
-// ByUpstream returns the session recorded for the agent's own session id;
+// byUpstream returns the session recorded for the agent's own session id;
 // an error wrapping ErrNotFound if there is none.
-func (tx *Tx) ByUpstream(agent, upstreamID string) (*session.Record, error) {
+func (tx *Tx) byUpstream(agent, upstreamID string) (*session.Record, error) {
 	id := tx.upstream.Get(upstreamKey(agent, upstreamID))
 	if id == nil {
 		return nil, fmt.Errorf("session %s/%s: %w", agent, upstreamID, ErrNotFound)
@@ -147,10 +147,10 @@ func (tx *Tx) ByUpstream(agent, upstreamID string) (*session.Record, error) {
 	return decodeRecord(string(id), v)
 }
 
-// ForEach calls fn with every session, in id order, stopping at the first
+// forEach calls fn with every session, in id order, stopping at the first
 // error. The records are read before fn is first called, so fn may Update
 // or Create through the same Tx.
-func (tx *Tx) ForEach(fn func(rec *session.Record) error) error {
+func (tx *Tx) forEach(fn func(rec *session.Record) error) error {
 	recs, err := tx.all()
 	if err != nil {
 		return err
