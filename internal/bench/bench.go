@@ -129,12 +129,12 @@ type Result struct {
 	How string
 }
 
-// Runner runs scenarios and collects their results.
-type Runner struct {
+// runner runs scenarios and collects their results.
+type runner struct {
 	opt Options
 	res []Result
 
-	tenk     *Daemon
+	tenk     *daemon
 	tenkRoot string
 	tenkN    int
 	tenkCold time.Duration
@@ -160,7 +160,7 @@ type Runner struct {
 }
 
 // later runs f when Run returns.
-func (r *Runner) later(f func()) { r.deferred = append(r.deferred, f) }
+func (r *runner) later(f func()) { r.deferred = append(r.deferred, f) }
 
 // Run runs the selected scenarios and returns their rows. A failing
 // scenario adds an ERROR row and the others still run.
@@ -168,7 +168,7 @@ func Run(ctx context.Context, opt Options) []Result {
 	if opt.Log == nil {
 		opt.Log = func(string, ...any) {}
 	}
-	r := &Runner{opt: opt}
+	r := &runner{opt: opt}
 	// A closure: r.tenk is started later, by the first scenario needing it.
 	defer func() { r.tenk.Stop() }()
 	defer func() {
@@ -207,7 +207,7 @@ func oneLine(s string) string {
 	return s
 }
 
-func (r *Runner) add(scn, metric, value, target string, ok *bool, how string) {
+func (r *runner) add(scn, metric, value, target string, ok *bool, how string) {
 	v := ""
 	if ok != nil {
 		v = "MISSED"
@@ -221,13 +221,13 @@ func (r *Runner) add(scn, metric, value, target string, ok *bool, how string) {
 func ptr(b bool) *bool { return &b }
 
 // dir makes a fresh directory under the work dir.
-func (r *Runner) dir(name string) (string, error) {
+func (r *runner) dir(name string) (string, error) {
 	return os.MkdirTemp(r.opt.Work, name)
 }
 
 // ownersWorld makes a scenario's directory with a Claude root for owner
 // processes; done kills the owners and removes the directory.
-func (r *Runner) ownersWorld(name string) (dir string, owners *Owners, done func(), err error) {
+func (r *runner) ownersWorld(name string) (dir string, owners *Owners, done func(), err error) {
 	if dir, err = r.dir(name); err != nil {
 		return "", nil, nil, err
 	}
@@ -238,33 +238,33 @@ func (r *Runner) ownersWorld(name string) (dir string, owners *Owners, done func
 	return dir, owners, func() { owners.KillAll(); r.cleanup(dir) }, nil
 }
 
-func (r *Runner) cleanup(dir string) {
+func (r *runner) cleanup(dir string) {
 	if !r.opt.Keep {
 		os.RemoveAll(dir)
 	}
 }
 
-func (r *Runner) dropCaches() string {
+func (r *runner) dropCaches() string {
 	// Write the generated data back first: else the daemon's first fsync
 	// (its store's) may wait for the file system to flush our writes.
 	syscall.Sync()
 	if !r.opt.DropCaches {
 		return "page cache warm (data just written, then synced)"
 	}
-	if err := DropCaches(); err != nil {
+	if err := dropCaches(); err != nil {
 		return "page cache NOT dropped: " + err.Error()
 	}
 	return "page cache dropped before start"
 }
 
 // startDaemon starts a daemon and stops it when the caller's cleanup runs.
-func (r *Runner) startDaemon(dir string, cfg DaemonConfig) (*Daemon, error) {
+func (r *runner) startDaemon(dir string, cfg daemonConfig) (*daemon, error) {
 	cfg.Dir = dir
-	return StartDaemon(r.opt.Bins, cfg)
+	return spawnDaemon(r.opt.Bins, cfg)
 }
 
-func procStats(d *Daemon) (ProcStats, error) {
-	s, err := ReadProcStats(d.PID())
+func procStats(d *daemon) (processStats, error) {
+	s, err := readProcessStats(d.PID())
 	if err != nil {
 		return s, fmt.Errorf("read /proc of sessiond %d: %w", d.PID(), err)
 	}

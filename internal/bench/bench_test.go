@@ -14,14 +14,14 @@ func TestPercentile(t *testing.T) {
 	for i := 100; i >= 1; i-- {
 		ds = append(ds, time.Duration(i)*time.Millisecond)
 	}
-	p := Percentile(ds)
+	p := percentile(ds)
 	if p.N != 100 || p.P50 != 50*time.Millisecond || p.P99 != 99*time.Millisecond || p.Max != 100*time.Millisecond {
 		t.Errorf("got %+v", p)
 	}
-	if p := Percentile([]time.Duration{7}); p.P50 != 7 || p.P99 != 7 {
+	if p := percentile([]time.Duration{7}); p.P50 != 7 || p.P99 != 7 {
 		t.Errorf("one sample: %+v", p)
 	}
-	if p := Percentile(nil); p.N != 0 {
+	if p := percentile(nil); p.N != 0 {
 		t.Errorf("no samples: %+v", p)
 	}
 }
@@ -48,7 +48,7 @@ func TestAccessWatch(t *testing.T) {
 	if err := os.WriteFile(f, []byte("{}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w, err := WatchAccess([]string{dir})
+	w, err := watchAccess([]string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestReadProcStats(t *testing.T) {
 	if !Supported {
 		t.Skip("/proc")
 	}
-	s, err := ReadProcStats(os.Getpid())
+	s, err := readProcessStats(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}

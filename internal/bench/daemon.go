@@ -28,8 +28,8 @@ type Bins struct {
 	Sessionctl string
 }
 
-// DaemonConfig says how to start one sessiond for a benchmark.
-type DaemonConfig struct {
+// daemonConfig says how to start one sessiond for a benchmark.
+type daemonConfig struct {
 	// Dir holds the daemon's state dir, socket and home. Keep it short:
 	// socket paths are capped at 104 bytes on macOS.
 	Dir string
@@ -41,8 +41,8 @@ type DaemonConfig struct {
 	Args []string
 }
 
-// Daemon is a sessiond process started by a benchmark.
-type Daemon struct {
+// daemon is a sessiond process started by a benchmark.
+type daemon struct {
 	Cmd      *exec.Cmd
 	Socket   string
 	StateDir string
@@ -55,10 +55,10 @@ type Daemon struct {
 	client  *http.Client
 }
 
-// StartDaemon starts sessiond and returns at once; see WaitComplete and
+// spawnDaemon starts sessiond and returns at once; see WaitComplete and
 // WaitReady.
-func StartDaemon(bins Bins, cfg DaemonConfig) (*Daemon, error) {
-	d := &Daemon{
+func spawnDaemon(bins Bins, cfg daemonConfig) (*daemon, error) {
+	d := &daemon{
 		Socket:   filepath.Join(cfg.Dir, "run", "s.sock"),
 		StateDir: filepath.Join(cfg.Dir, "state"),
 		Home:     filepath.Join(cfg.Dir, "home"),
@@ -96,13 +96,13 @@ func StartDaemon(bins Bins, cfg DaemonConfig) (*Daemon, error) {
 }
 
 // PID is the daemon's process id.
-func (d *Daemon) PID() int { return d.Cmd.Process.Pid }
+func (d *daemon) PID() int { return d.Cmd.Process.Pid }
 
 // Stderr is the tail of the daemon's log.
-func (d *Daemon) Stderr() string { return d.stderr.String() }
+func (d *daemon) Stderr() string { return d.stderr.String() }
 
 // Exited reports whether the daemon has exited, and how.
-func (d *Daemon) Exited() (bool, error) {
+func (d *daemon) Exited() (bool, error) {
 	select {
 	case <-d.done:
 		return true, d.err
@@ -112,7 +112,7 @@ func (d *Daemon) Exited() (bool, error) {
 }
 
 // Stop sends SIGTERM and waits (SIGKILL after 10 s).
-func (d *Daemon) Stop() {
+func (d *daemon) Stop() {
 	if d == nil || d.Cmd.Process == nil {
 		return
 	}
@@ -127,7 +127,7 @@ func (d *Daemon) Stop() {
 }
 
 // Kill sends SIGKILL, as a crash would end the daemon, and waits.
-func (d *Daemon) Kill() {
+func (d *daemon) Kill() {
 	if d == nil || d.Cmd.Process == nil {
 		return
 	}
@@ -137,7 +137,7 @@ func (d *Daemon) Kill() {
 }
 
 // Client is an API client for the daemon (the api package's).
-func (d *Daemon) Client() *api.Client { return api.NewClient(d.Socket) }
+func (d *daemon) Client() *api.Client { return api.NewClient(d.Socket) }
 
 // unixClient is an HTTP client over a Unix socket.
 func unixClient(socket string, keepAlive bool) *http.Client {
@@ -152,7 +152,7 @@ func unixClient(socket string, keepAlive bool) *http.Client {
 }
 
 // Get fetches path and returns the body, failing on any status but 200.
-func (d *Daemon) Get(ctx context.Context, path string) ([]byte, error) {
+func (d *daemon) Get(ctx context.Context, path string) ([]byte, error) {
 	return get(ctx, d.client, path)
 }
 
@@ -177,7 +177,7 @@ func get(ctx context.Context, c *http.Client, path string) ([]byte, error) {
 }
 
 // Sessions lists every session (all=true).
-func (d *Daemon) Sessions(ctx context.Context) ([]api.Session, error) {
+func (d *daemon) Sessions(ctx context.Context) ([]api.Session, error) {
 	b, err := d.Get(ctx, "/v1/sessions?all=true")
 	if err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ func (d *Daemon) Sessions(ctx context.Context) ([]api.Session, error) {
 // start to that answer. sessiond answers nothing before its startup
 // reconciliation (a full discovery of every adapter) has been committed,
 // so the first answer is already the complete one; the count checks it.
-func (d *Daemon) WaitComplete(ctx context.Context, want int, timeout time.Duration) (time.Duration, error) {
+func (d *daemon) WaitComplete(ctx context.Context, want int, timeout time.Duration) (time.Duration, error) {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for time.Now().Before(deadline) {
@@ -216,7 +216,7 @@ func (d *Daemon) WaitComplete(ctx context.Context, want int, timeout time.Durati
 }
 
 // WaitReady waits until the daemon answers /v1/health.
-func (d *Daemon) WaitReady(ctx context.Context, timeout time.Duration) error {
+func (d *daemon) WaitReady(ctx context.Context, timeout time.Duration) error {
 	if err := d.Client().WaitReady(ctx, timeout); err != nil {
 		return fmt.Errorf("sessiond not ready: %v\n%s", err, d.Stderr())
 	}
@@ -224,7 +224,7 @@ func (d *Daemon) WaitReady(ctx context.Context, timeout time.Duration) error {
 }
 
 // WaitStatus waits until n sessions have the status.
-func (d *Daemon) WaitStatus(ctx context.Context, status string, n int, timeout time.Duration) ([]api.Session, error) {
+func (d *daemon) WaitStatus(ctx context.Context, status string, n int, timeout time.Duration) ([]api.Session, error) {
 	deadline := time.Now().Add(timeout)
 	got := 0
 	for time.Now().Before(deadline) {
@@ -245,10 +245,10 @@ func (d *Daemon) WaitStatus(ctx context.Context, status string, n int, timeout t
 	return nil, fmt.Errorf("%d of %d sessions %s after %s\n%s", got, n, status, timeout, d.Stderr())
 }
 
-// Metrics scrapes /metrics over a fresh connection (so the scrape leaves
+// metrics scrapes /metrics over a fresh connection (so the scrape leaves
 // no connection open behind it) and returns the unlabelled samples and the
 // labelled ones by their full name ("name{labels}").
-func Metrics(ctx context.Context, socket string) (map[string]float64, error) {
+func metrics(ctx context.Context, socket string) (map[string]float64, error) {
 	c := unixClient(socket, false)
 	b, err := get(ctx, c, "/metrics")
 	if err != nil {
@@ -275,9 +275,9 @@ func Metrics(ctx context.Context, socket string) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// Goroutines is the daemon's go_goroutines gauge.
-func Goroutines(ctx context.Context, socket string) (int, error) {
-	m, err := Metrics(ctx, socket)
+// goroutines is the daemon's go_goroutines gauge.
+func goroutines(ctx context.Context, socket string) (int, error) {
+	m, err := metrics(ctx, socket)
 	if err != nil {
 		return 0, err
 	}
@@ -288,13 +288,13 @@ func Goroutines(ctx context.Context, socket string) (int, error) {
 	return int(v), nil
 }
 
-// OpenFDs counts the process's open descriptors from /proc/<pid>/fd, or,
+// openFDs counts the process's open descriptors from /proc/<pid>/fd, or,
 // where there is no /proc, from the daemon's process_open_fds gauge.
-func OpenFDs(ctx context.Context, pid int, socket string) (int, error) {
-	if s, err := ReadProcStats(pid); err == nil {
+func openFDs(ctx context.Context, pid int, socket string) (int, error) {
+	if s, err := readProcessStats(pid); err == nil {
 		return s.FDs, nil
 	}
-	m, err := Metrics(ctx, socket)
+	m, err := metrics(ctx, socket)
 	if err != nil {
 		return 0, err
 	}
@@ -305,8 +305,8 @@ func OpenFDs(ctx context.Context, pid int, socket string) (int, error) {
 	return int(v), nil
 }
 
-// ProcStats are a process's figures as the kernel accounts them.
-type ProcStats struct {
+// processStats are a process's figures as the kernel accounts them.
+type processStats struct {
 	RSS     uint64 // VmRSS
 	PeakRSS uint64 // VmHWM: the peak resident set since start
 	Threads int

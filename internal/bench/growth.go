@@ -21,7 +21,7 @@ import (
 // transcripts: the steady pass, the list, idle CPU and RSS, and the pass
 // after 10 transcripts change. The point to show: the cost grows with what
 // changed, not with what exists.
-func (r *Runner) growth(ctx context.Context) error {
+func (r *runner) growth(ctx context.Context) error {
 	var got []growthFigures
 	for _, n := range r.opt.GrowthScales {
 		if ctx.Err() != nil {
@@ -59,7 +59,7 @@ type growthFigures struct {
 	rss       uint64
 }
 
-func (r *Runner) growthScale(ctx context.Context, n int) (growthFigures, error) {
+func (r *runner) growthScale(ctx context.Context, n int) (growthFigures, error) {
 	g := growthFigures{n: n}
 	dir, err := r.dir("growth")
 	if err != nil {
@@ -80,7 +80,7 @@ func (r *Runner) growthScale(ctx context.Context, n int) (growthFigures, error) 
 	r.add("growth", label+": data", fmt.Sprintf("%d transcripts of 3-6 KiB (one or two small turns; %s in all, every byte real lines) in %d project folders; %d end mid tool call",
 		n, Bytes(hist.Bytes), r.opt.HomeProjects, len(hist.MidTool)), "", nil, "claudetest.WriteHistory with Dense, the standard home's line shapes")
 	r.dropCaches()
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{root.Dir}})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{root.Dir}})
 	if err != nil {
 		return g, err
 	}
@@ -93,14 +93,14 @@ func (r *Runner) growthScale(ctx context.Context, n int) (growthFigures, error) 
 	if err != nil {
 		return g, err
 	}
-	r.add("growth", label+": first start, empty store", fmt.Sprintf("%s (%.2f s CPU)", Dur(first), st.CPUSeconds), "", nil, "exec to the first complete ls")
+	r.add("growth", label+": first start, empty store", fmt.Sprintf("%s (%.2f s CPU)", dur(first), st.CPUSeconds), "", nil, "exec to the first complete ls")
 	if err := sleepCtx(ctx, r.opt.GrowthSettle); err != nil {
 		return g, err
 	}
 
 	// The idle window: metrics scraped outside the CPU figures (a scrape
 	// lists the store).
-	m0, err := Metrics(ctx, d.Socket)
+	m0, err := metrics(ctx, d.Socket)
 	if err != nil {
 		return g, err
 	}
@@ -117,14 +117,14 @@ func (r *Runner) growthScale(ctx context.Context, n int) (growthFigures, error) 
 	if err != nil {
 		return g, err
 	}
-	m1, err := Metrics(ctx, d.Socket)
+	m1, err := metrics(ctx, d.Socket)
 	if err != nil {
 		return g, err
 	}
 	passes, mean, slowest := passFigures(m0, m1)
 	g.pass = mean
 	g.cpu = (s1.CPUSeconds - s0.CPUSeconds) / el.Seconds() * 100
-	r.add("growth", label+": steady pass", fmt.Sprintf("mean %s over %d pass(es) (slowest ≤ %s)", Dur(mean), passes, slowest), "", nil,
+	r.add("growth", label+": steady pass", fmt.Sprintf("mean %s over %d pass(es) (slowest ≤ %s)", dur(mean), passes, slowest), "", nil,
 		fmt.Sprintf("sessiond_reconcile_duration_seconds from /metrics over a %s idle window after %s settling (default 5 s tick; the Claude adapter's 60 s full rescan falls in some windows)", r.opt.GrowthIdle, r.opt.GrowthSettle))
 	r.add("growth", label+": idle CPU", fmt.Sprintf("%.2f %% of one core", g.cpu), "", nil, "utime+stime from /proc/<pid>/stat over the same window")
 
@@ -143,9 +143,9 @@ func (r *Runner) growthScale(ctx context.Context, n int) (growthFigures, error) 
 		}
 		size = len(b)
 	}
-	lp := Percentile(ds)
+	lp := percentile(ds)
 	g.list = lp.P50
-	r.add("growth", label+": GET /v1/sessions?all=true", fmt.Sprintf("p50 %s, max %s (%s of JSON)", Dur(lp.P50), Dur(lp.Max), Bytes(size)), "", nil,
+	r.add("growth", label+": GET /v1/sessions?all=true", fmt.Sprintf("p50 %s, max %s (%s of JSON)", dur(lp.P50), dur(lp.Max), Bytes(size)), "", nil,
 		fmt.Sprintf("%d sequential requests on one kept-alive connection after a warm-up, request to last body byte", lp.N))
 	st, err = procStats(d)
 	if err != nil {
@@ -159,9 +159,9 @@ func (r *Runner) growthScale(ctx context.Context, n int) (growthFigures, error) 
 		return g, err
 	}
 	g.touchPass = tf.appendPass
-	r.add("growth", fmt.Sprintf("%s: the pass after %d sessions resume", label, r.opt.GrowthTouch), fmt.Sprintf("%s; shown running after %s", Dur(tf.resumePass), tf.resumeShown), "", nil,
+	r.add("growth", fmt.Sprintf("%s: the pass after %d sessions resume", label, r.opt.GrowthTouch), fmt.Sprintf("%s; shown running after %s", dur(tf.resumePass), tf.resumeShown), "", nil,
 		fmt.Sprintf("%d old answered sessions get a live owner (a sleep) and its true registry entry, as a resume makes them; the first reconcile pass that starts after the last entry is written, its duration from /v1/health reconcile_took polled every 20 ms; shown = GET /v1/sessions/{id} of each says running", r.opt.GrowthTouch))
-	r.add("growth", fmt.Sprintf("%s: the pass after %d transcripts grow", label, r.opt.GrowthTouch), fmt.Sprintf("%s; shown after %s", Dur(tf.appendPass), tf.appendShown), "", nil,
+	r.add("growth", fmt.Sprintf("%s: the pass after %d transcripts grow", label, r.opt.GrowthTouch), fmt.Sprintf("%s; shown after %s", dur(tf.appendPass), tf.appendShown), "", nil,
 		"then one assistant reply line appended to each of their transcripts (claudetest.AppendReply); the first pass that starts after the appends, as above; shown = GET /v1/sessions/{id} of each differs from before the appends")
 	return g, nil
 }
@@ -190,7 +190,7 @@ func passFigures(m0, m1 map[string]float64) (int, time.Duration, string) {
 	}
 	slowest := "?"
 	if !math.IsInf(best, 1) {
-		slowest = Dur(time.Duration(best * float64(time.Second)))
+		slowest = dur(time.Duration(best * float64(time.Second)))
 	}
 	return int(count), time.Duration(sum / count * float64(time.Second)), slowest
 }
@@ -222,7 +222,7 @@ func bucketLE(key, name string) (float64, bool) {
 // appended to each transcript. It returns the figures of both changes.
 // (A line appended to an old transcript that no live process may write is
 // seen only at the Claude adapter's full rescan, every 60 s, by design.)
-func (r *Runner) touch(ctx context.Context, d *Daemon, root *claudetest.Root, hist claudetest.History) (touchFigures, error) {
+func (r *runner) touch(ctx context.Context, d *daemon, root *claudetest.Root, hist claudetest.History) (touchFigures, error) {
 	var f touchFigures
 	mid := map[string]bool{}
 	for _, id := range hist.MidTool {
@@ -261,7 +261,7 @@ func (r *Runner) touch(ctx context.Context, d *Daemon, root *claudetest.Root, hi
 	ow := &Owners{Root: root, host: proc.NewHost()}
 	defer ow.KillAll()
 	for _, t := range ts {
-		if _, err := ow.Adopt(t.s.UpstreamID, t.s.Cwd, "busy"); err != nil {
+		if _, err := ow.adopt(t.s.UpstreamID, t.s.Cwd, "busy"); err != nil {
 			return f, err
 		}
 	}
@@ -310,7 +310,7 @@ type touchFigures struct {
 
 // firstPassAfter returns the duration of the first reconcile pass that
 // starts after t, from /v1/health polled every 20 ms.
-func firstPassAfter(ctx context.Context, d *Daemon, t time.Time) (time.Duration, error) {
+func firstPassAfter(ctx context.Context, d *daemon, t time.Time) (time.Duration, error) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if time.Now().After(deadline) {
@@ -332,7 +332,7 @@ func firstPassAfter(ctx context.Context, d *Daemon, t time.Time) (time.Duration,
 
 // waitShown polls GET /v1/sessions/{id} of every id every 50 ms until ok
 // holds for each, and returns the time since t0, or "not within 90 s".
-func waitShown(ctx context.Context, d *Daemon, ids []string, t0 time.Time, ok func(id string, body []byte) bool) (string, error) {
+func waitShown(ctx context.Context, d *daemon, ids []string, t0 time.Time, ok func(id string, body []byte) bool) (string, error) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		seen := 0
@@ -346,7 +346,7 @@ func waitShown(ctx context.Context, d *Daemon, ids []string, t0 time.Time, ok fu
 			}
 		}
 		if seen == len(ids) {
-			return Dur(time.Since(t0)), nil
+			return dur(time.Since(t0)), nil
 		}
 		if time.Now().After(deadline) {
 			return fmt.Sprintf("not within 90 s (%d of %d)", seen, len(ids)), nil

@@ -70,10 +70,10 @@ func (r *LoadReport) addError(mu *sync.Mutex, err error) {
 	mu.Unlock()
 }
 
-// RunLoad runs the load and checks the event streams. It returns an error
+// runLoad runs the load and checks the event streams. It returns an error
 // only when the run itself could not be made; errors of the daemon are
 // counted in the report.
-func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
+func runLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	logf := cfg.Log
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -132,7 +132,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		m, err := Metrics(ctx, cfg.Socket)
+		m, err := metrics(ctx, cfg.Socket)
 		if err == nil && int(m["sessiond_event_subscribers"]) >= cfg.Subscribers {
 			break
 		}
@@ -167,7 +167,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 				live = append(live, o)
 				// Keep about three alive: each lives a few ticks.
 				if len(live) > 3 {
-					live[0].Kill()
+					live[0].kill()
 					live = live[1:]
 				}
 			}
@@ -235,7 +235,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	rep.Latency = Percentile(all)
+	rep.Latency = percentile(all)
 	rep.Throughput = float64(rep.Requests) / elapsed.Seconds()
 	logf("load: %d requests in %s, %d errors", rep.Requests, elapsed.Round(time.Millisecond), rep.Errors)
 
@@ -246,7 +246,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		// Two whole passes after the last kill: every churned session is
 		// then recorded, and its owner's death too.
 		passes := func() float64 {
-			m, err := Metrics(ctx, cfg.Socket)
+			m, err := metrics(ctx, cfg.Socket)
 			if err != nil {
 				return -1
 			}
@@ -346,14 +346,14 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 // Footprint is what a daemon holds: goroutines and open descriptors.
 type Footprint struct{ Goroutines, FDs int }
 
-// MeasureFootprint takes the daemon's goroutines (go_goroutines, over a
+// measureFootprint takes the daemon's goroutines (go_goroutines, over a
 // fresh connection) and open descriptors (/proc/<pid>/fd).
-func MeasureFootprint(ctx context.Context, pid int, socket string) (Footprint, error) {
-	g, err := Goroutines(ctx, socket)
+func measureFootprint(ctx context.Context, pid int, socket string) (Footprint, error) {
+	g, err := goroutines(ctx, socket)
 	if err != nil {
 		return Footprint{}, err
 	}
-	fds, err := OpenFDs(ctx, pid, socket)
+	fds, err := openFDs(ctx, pid, socket)
 	if err != nil {
 		return Footprint{}, err
 	}
@@ -386,22 +386,22 @@ func (g Growth) FDsString() string {
 func LoadWithFootprint(ctx context.Context, cfg LoadConfig, pid, tol int) (*LoadReport, Growth, error) {
 	var g Growth
 	// Twice, so anything the first scrape starts lazily is in the baseline.
-	if _, err := MeasureFootprint(ctx, pid, cfg.Socket); err != nil {
+	if _, err := measureFootprint(ctx, pid, cfg.Socket); err != nil {
 		return nil, g, err
 	}
 	time.Sleep(200 * time.Millisecond)
-	before, err := MeasureFootprint(ctx, pid, cfg.Socket)
+	before, err := measureFootprint(ctx, pid, cfg.Socket)
 	if err != nil {
 		return nil, g, err
 	}
 	g.Before = before
-	rep, err := RunLoad(ctx, cfg)
+	rep, err := runLoad(ctx, cfg)
 	if err != nil {
 		return rep, g, err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		after, err := MeasureFootprint(ctx, pid, cfg.Socket)
+		after, err := measureFootprint(ctx, pid, cfg.Socket)
 		if err != nil {
 			return rep, g, err
 		}

@@ -23,14 +23,14 @@ type Owner struct {
 	done      chan struct{}
 }
 
-// PID is the owner's process id.
-func (o *Owner) PID() int { return o.Cmd.Process.Pid }
+// pid is the owner's process id.
+func (o *Owner) pid() int { return o.Cmd.Process.Pid }
 
-// Kill sends SIGKILL; the process is reaped in the background.
-func (o *Owner) Kill() error { return o.Cmd.Process.Signal(syscall.SIGKILL) }
+// kill sends SIGKILL; the process is reaped in the background.
+func (o *Owner) kill() error { return o.Cmd.Process.Signal(syscall.SIGKILL) }
 
-// Wait waits until the owner was reaped.
-func (o *Owner) Wait() { <-o.done }
+// wait waits until the owner was reaped.
+func (o *Owner) wait() { <-o.done }
 
 // Owners starts and tracks owner processes for one config root.
 type Owners struct {
@@ -78,10 +78,10 @@ func (ow *Owners) Start(cwd string) (*Owner, error) {
 	return o, err
 }
 
-// Adopt starts an owner for an existing session (its transcript already
+// adopt starts an owner for an existing session (its transcript already
 // written), as a resume does: a live process and its true registry entry
 // with the given status.
-func (ow *Owners) Adopt(sessionID, cwd, status string) (*Owner, error) {
+func (ow *Owners) adopt(sessionID, cwd, status string) (*Owner, error) {
 	cmd := exec.Command("sleep", "3600")
 	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
@@ -106,9 +106,9 @@ func (ow *Owners) KillAll() {
 	list := append([]*Owner(nil), ow.list...)
 	ow.mu.Unlock()
 	for _, o := range list {
-		o.Kill()
+		o.kill()
 	}
 	for _, o := range list {
-		o.Wait()
+		o.wait()
 	}
 }

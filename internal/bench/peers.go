@@ -22,7 +22,7 @@ import (
 // ls --json` list the same config root: live owner processes with true
 // registry entries and transcripts, and the entries a kill -9 left behind.
 // Both wall times, and whether the two agree on which sessions live.
-func (r *Runner) peers(ctx context.Context) error {
+func (r *runner) peers(ctx context.Context) error {
 	bin := r.opt.ClaudeBin
 	if bin == "" {
 		r.add("peers", "skipped", "SESSIOND_CLAUDE_BIN is not set: no real claude CLI to compare with", "", nil,
@@ -60,11 +60,11 @@ func (r *Runner) peers(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		o.Kill()
-		o.Wait()
+		o.kill()
+		o.wait()
 	}
 
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{owners.Root.Dir}})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{owners.Root.Dir}})
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ type runs struct {
 }
 
 func runsValue(r runs) string {
-	return fmt.Sprintf("p50 %s, max %s (CPU p50 %s); %d live listed", Dur(r.wall.P50), Dur(r.wall.Max), Dur(r.cpu.P50), len(r.ids))
+	return fmt.Sprintf("p50 %s, max %s (CPU p50 %s); %d live listed", dur(r.wall.P50), dur(r.wall.Max), dur(r.cpu.P50), len(r.ids))
 }
 
 // timeRuns runs a command n times after a warm-up and decodes each output
@@ -147,7 +147,7 @@ func timeRuns(ctx context.Context, n int, dir string, env []string, bin string, 
 			cpu = append(cpu, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 		}
 	}
-	out.wall, out.cpu = Percentile(wall), Percentile(cpu)
+	out.wall, out.cpu = percentile(wall), percentile(cpu)
 	return out, nil
 }
 

@@ -19,10 +19,10 @@ import (
 // It is 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// ReadProcStats reads a process's figures from /proc: the kernel's own
+// readProcessStats reads a process's figures from /proc: the kernel's own
 // accounting, so the measured process needs no instrumentation.
-func ReadProcStats(pid int) (ProcStats, error) {
-	var s ProcStats
+func readProcessStats(pid int) (processStats, error) {
+	var s processStats
 	dir := filepath.Join("/proc", strconv.Itoa(pid))
 	st, err := os.ReadFile(filepath.Join(dir, "status"))
 	if err != nil {
@@ -104,17 +104,17 @@ func ReadProcStats(pid int) (ProcStats, error) {
 	return s, nil
 }
 
-// DropCaches empties the page cache (root only), for a discovery from a
+// dropCaches empties the page cache (root only), for a discovery from a
 // cold disk rather than from memory.
-func DropCaches() error {
+func dropCaches() error {
 	syscall.Sync()
 	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0o200)
 }
 
-// AccessWatch counts read(2) calls and opens of the files directly inside
+// accessWatch counts read(2) calls and opens of the files directly inside
 // some directories, with inotify (IN_ACCESS, IN_OPEN), whoever makes them.
 // It tells from outside the daemon whether a steady pass reads transcripts.
-type AccessWatch struct {
+type accessWatch struct {
 	f       *os.File
 	dir     string // the first watched directory, where Stop drops its marker
 	reads   map[string]int
@@ -127,8 +127,8 @@ type AccessWatch struct {
 // event before it: inotify delivers a watch's events in order.
 const drainMarker = ".sessiond-bench-drain"
 
-// WatchAccess starts watching dirs.
-func WatchAccess(dirs []string) (*AccessWatch, error) {
+// watchAccess starts watching dirs.
+func watchAccess(dirs []string) (*accessWatch, error) {
 	// Non-blocking, so os.File puts it in the runtime's poller and Close
 	// wakes the reading goroutine.
 	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
@@ -145,13 +145,13 @@ func WatchAccess(dirs []string) (*AccessWatch, error) {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("watch: no directories")
 	}
-	w := &AccessWatch{f: os.NewFile(uintptr(fd), "inotify"), dir: dirs[0], reads: map[string]int{}, opens: map[string]int{},
+	w := &accessWatch{f: os.NewFile(uintptr(fd), "inotify"), dir: dirs[0], reads: map[string]int{}, opens: map[string]int{},
 		done: make(chan struct{}), drained: make(chan struct{})}
 	go w.loop()
 	return w, nil
 }
 
-func (w *AccessWatch) loop() {
+func (w *accessWatch) loop() {
 	defer close(w.done)
 	buf := make([]byte, 64<<10)
 	for {
@@ -193,7 +193,7 @@ func (w *AccessWatch) loop() {
 }
 
 // Stop ends the watch and returns the read(2) calls and opens per file name.
-func (w *AccessWatch) Stop() (reads, opens map[string]int) {
+func (w *accessWatch) Stop() (reads, opens map[string]int) {
 	// Every event queued before the marker's open is read once the loop
 	// sees that open; only then may the watch close. The wait is bounded
 	// in case the directory is gone.

@@ -9,20 +9,20 @@ import (
 
 var errNoProc = errors.New("no /proc on this platform: process figures are measured on Linux only")
 
-// ReadProcStats needs /proc (Linux).
-func ReadProcStats(pid int) (ProcStats, error) { return ProcStats{}, errNoProc }
+// readProcessStats needs /proc (Linux).
+func readProcessStats(pid int) (processStats, error) { return processStats{}, errNoProc }
 
-// DropCaches needs /proc (Linux).
-func DropCaches() error { return errNoProc }
+// dropCaches needs /proc (Linux).
+func dropCaches() error { return errNoProc }
 
-// AccessWatch needs inotify (Linux).
-type AccessWatch struct{}
+// accessWatch needs inotify (Linux).
+type accessWatch struct{}
 
-// WatchAccess needs inotify (Linux).
-func WatchAccess(dirs []string) (*AccessWatch, error) { return nil, errNoProc }
+// watchAccess needs inotify (Linux).
+func watchAccess(dirs []string) (*accessWatch, error) { return nil, errNoProc }
 
 // Stop returns nothing off Linux.
-func (w *AccessWatch) Stop() (reads, opens map[string]int) { return nil, nil }
+func (w *accessWatch) Stop() (reads, opens map[string]int) { return nil, nil }
 
 // Supported reports whether this platform has the /proc figures.
 const Supported = false

@@ -15,7 +15,7 @@ import (
 // first complete ls, the CPU time and the bytes the new daemon reads before
 // it, on the standard home and on the 10,000 + 2,000 sessions of the cold
 // scenario.
-func (r *Runner) restart(ctx context.Context) error {
+func (r *runner) restart(ctx context.Context) error {
 	root, hist, err := r.homeData()
 	if err != nil {
 		return err
@@ -30,7 +30,7 @@ func (r *Runner) restart(ctx context.Context) error {
 	}
 	defer r.cleanup(dir)
 	n := len(hist.Paths)
-	if err := r.restartSeries(ctx, fmt.Sprintf("%d sessions", n), dir, DaemonConfig{ClaudeDirs: []string{root.Dir}}, n, 100*time.Millisecond); err != nil {
+	if err := r.restartSeries(ctx, fmt.Sprintf("%d sessions", n), dir, daemonConfig{ClaudeDirs: []string{root.Dir}}, n, 100*time.Millisecond); err != nil {
 		return fmt.Errorf("standard home: %w", err)
 	}
 	if !r.opt.RestartTenK {
@@ -52,7 +52,7 @@ func (r *Runner) restart(ctx context.Context) error {
 	defer r.cleanup(dir2)
 	label := fmt.Sprintf("%d sessions", cn+len(ids))
 	r.add("restart", label+": data", fmt.Sprintf("the cold scenario's: %d Claude transcripts (sparse over 64 KiB) + %d OpenCode sessions", cn, len(ids)), "", nil, "")
-	if err := r.restartSeries(ctx, label, dir2, DaemonConfig{ClaudeDirs: []string{croot}, OpenCodeDir: ocDir}, cn+len(ids), 250*time.Millisecond); err != nil {
+	if err := r.restartSeries(ctx, label, dir2, daemonConfig{ClaudeDirs: []string{croot}, OpenCodeDir: ocDir}, cn+len(ids), 250*time.Millisecond); err != nil {
 		return fmt.Errorf("%d + %d sessions: %w", cn, len(ids), err)
 	}
 	return nil
@@ -71,7 +71,7 @@ type restartSample struct {
 // restartSeries starts a daemon on an empty store in dir, then restarts it
 // r.opt.Restarts times after SIGTERM and as many after SIGKILL, and adds
 // the rows.
-func (r *Runner) restartSeries(ctx context.Context, label, dir string, cfg DaemonConfig, want int, target time.Duration) error {
+func (r *runner) restartSeries(ctx context.Context, label, dir string, cfg daemonConfig, want int, target time.Duration) error {
 	r.dropCaches()
 	d, err := r.startDaemon(dir, cfg)
 	if err != nil {
@@ -90,7 +90,7 @@ func (r *Runner) restartSeries(ctx context.Context, label, dir string, cfg Daemo
 	if err != nil {
 		return err
 	}
-	r.add("restart", label+": first start, empty store", fmt.Sprintf("%s (%.2f s CPU, rchar %s)", Dur(first), st.CPUSeconds, Bytes(st.ReadChars)), "", nil,
+	r.add("restart", label+": first start, empty store", fmt.Sprintf("%s (%.2f s CPU, rchar %s)", dur(first), st.CPUSeconds, Bytes(st.ReadChars)), "", nil,
 		"the reference: exec to the first complete ls on a fresh state dir, as in the home and cold scenarios")
 	for _, crash := range []bool{false, true} {
 		var ss []restartSample
@@ -134,7 +134,7 @@ func (r *Runner) restartSeries(ctx context.Context, label, dir string, cfg Daemo
 	return nil
 }
 
-func (r *Runner) restartRows(label string, crash bool, ss []restartSample, want int, target time.Duration) {
+func (r *runner) restartRows(label string, crash bool, ss []restartSample, want int, target time.Duration) {
 	kind, how := "clean restart (SIGTERM)", "SIGTERM to the running daemon, wait for its exit"
 	if crash {
 		kind, how = "crash restart (SIGKILL)", "SIGKILL to the running daemon (a crash; systemd restarts it), wait for its exit"
@@ -155,19 +155,19 @@ func (r *Runner) restartRows(label string, crash bool, ss []restartSample, want 
 			diffs = append(diffs, s.diff)
 		}
 	}
-	tp := Percentile(took)
+	tp := percentile(took)
 	kind = label + ", " + kind
 	name := kind + ": exec to first complete ls"
-	r.add("restart", name, fmt.Sprintf("p50 %s, max %s", Dur(tp.P50), Dur(tp.Max)), "≤ "+Dur(target), ptr(tp.P50 <= target), how)
-	wp := Percentile(wait)
-	r.add("restart", kind+": CPU time of the new daemon to that ls", fmt.Sprintf("p50 %.2f s, max %.2f s (threads waited p50 %s for a CPU)", median(cpu), slices.Max(cpu), Dur(wp.P50)), "", nil,
+	r.add("restart", name, fmt.Sprintf("p50 %s, max %s", dur(tp.P50), dur(tp.Max)), "≤ "+dur(target), ptr(tp.P50 <= target), how)
+	wp := percentile(wait)
+	r.add("restart", kind+": CPU time of the new daemon to that ls", fmt.Sprintf("p50 %.2f s, max %.2f s (threads waited p50 %s for a CPU)", median(cpu), slices.Max(cpu), dur(wp.P50)), "", nil,
 		"utime+stime of the restarted sessiond from /proc/<pid>/stat after its first complete ls")
 	r.add("restart", kind+": bytes read by the new daemon to that ls", fmt.Sprintf("rchar p50 %s (%s per session), max %s", Bytes(median(rchar)), Bytes(median(rchar)/float64(want)), Bytes(slices.Max(rchar))), "", nil,
 		"/proc/<pid>/io rchar of the restarted sessiond after its first complete ls: what it read again (the store, transcripts, databases, /proc)")
 	r.add("restart", kind+": peak RSS of the new daemon", fmt.Sprintf("p50 %s, max %s", Bytes(median(rss)), Bytes(slices.Max(rss))), "", nil, "VmHWM after the first complete ls")
 	if !crash {
-		sp := Percentile(stop)
-		r.add("restart", kind+": SIGTERM to exit", fmt.Sprintf("p50 %s, max %s", Dur(sp.P50), Dur(sp.Max)), "", nil, "the old daemon's shutdown, signal to reaped")
+		sp := percentile(stop)
+		r.add("restart", kind+": SIGTERM to exit", fmt.Sprintf("p50 %s, max %s", dur(sp.P50), dur(sp.Max)), "", nil, "the old daemon's shutdown, signal to reaped")
 	}
 	verdict := "the same as after the first start"
 	if len(diffs) > 0 {
@@ -187,7 +187,7 @@ func median(v []float64) float64 {
 }
 
 // statusCounts counts the daemon's sessions by status.
-func statusCounts(ctx context.Context, d *Daemon) (map[string]int, error) {
+func statusCounts(ctx context.Context, d *daemon) (map[string]int, error) {
 	ss, err := d.Sessions(ctx)
 	if err != nil {
 		return nil, err

@@ -24,15 +24,15 @@ import (
 // death: real owner processes with Claude registry entries are killed one
 // by one; the latency is from just before kill(2) to the arrival of the
 // session's status change on an event stream opened beforehand.
-func (r *Runner) death(ctx context.Context) error {
+func (r *runner) death(ctx context.Context) error {
 	var split deathSplit
 	ev, err := r.deathRun(ctx, true, &split)
 	if err != nil {
 		return fmt.Errorf("with exit events: %w", err)
 	}
 	how := fmt.Sprintf("%d kill -9 of sleep owners with registry entries, one at a time after a random 0-50 ms pause; kill(2) to the status event on a /v1/events stream; default --reconcile-interval", ev.N)
-	r.add("death", "latency with exit events (pidfd), p50", Dur(ev.P50), "", nil, how)
-	r.add("death", "latency with exit events (pidfd), p99", fmt.Sprintf("%s (max %s)", Dur(ev.P99), Dur(ev.Max)), "≤ 50 ms", ptr(ev.P99 <= 50*time.Millisecond), how)
+	r.add("death", "latency with exit events (pidfd), p50", dur(ev.P50), "", nil, how)
+	r.add("death", "latency with exit events (pidfd), p99", fmt.Sprintf("%s (max %s)", dur(ev.P99), dur(ev.Max)), "≤ 50 ms", ptr(ev.P99 <= 50*time.Millisecond), how)
 	if split.passes > 0 && ev.N > 0 {
 		pass := split.passTime / time.Duration(split.passes)
 		commit := time.Duration(0)
@@ -41,7 +41,7 @@ func (r *Runner) death(ctx context.Context) error {
 		}
 		mean := ev.Mean
 		r.add("death", "where a death's time goes (means)", fmt.Sprintf("%s in all: the exit pass %s (of which the store commit with fsync %s), noticing the exit and delivering the event %s",
-			Dur(mean), Dur(pass), Dur(commit), Dur(max(0, mean-pass))), "", nil,
+			dur(mean), dur(pass), dur(commit), dur(max(0, mean-pass))), "", nil,
 			fmt.Sprintf("deltas over the kills of sessiond_reconcile_duration_seconds{trigger=\"exit\"} (%d passes) and sessiond_store_commit_seconds_total (%d commits); the rest is the kill-to-event latency minus the pass", split.passes, split.commits))
 	}
 	poll, err := r.deathRun(ctx, false, nil)
@@ -49,8 +49,8 @@ func (r *Runner) death(ctx context.Context) error {
 		return fmt.Errorf("polling: %w", err)
 	}
 	how = fmt.Sprintf("as above with --no-exit-events --reconcile-interval %s, each kill after a random pause of up to one interval", r.opt.PollInterval)
-	r.add("death", "latency polling only, p50", Dur(poll.P50), "", nil, how)
-	r.add("death", "latency polling only, p99", fmt.Sprintf("%s (max %s)", Dur(poll.P99), Dur(poll.Max)), "", nil, how)
+	r.add("death", "latency polling only, p50", dur(poll.P50), "", nil, how)
+	r.add("death", "latency polling only, p99", fmt.Sprintf("%s (max %s)", dur(poll.P99), dur(poll.Max)), "", nil, how)
 	return nil
 }
 
@@ -60,7 +60,7 @@ type deathSplit struct {
 	passTime, commitTime time.Duration
 }
 
-func (r *Runner) deathRun(ctx context.Context, events bool, split *deathSplit) (Percentiles, error) {
+func (r *runner) deathRun(ctx context.Context, events bool, split *deathSplit) (Percentiles, error) {
 	var p Percentiles
 	dir, owners, done, err := r.ownersWorld("death")
 	if err != nil {
@@ -79,7 +79,7 @@ func (r *Runner) deathRun(ctx context.Context, events bool, split *deathSplit) (
 	if !events {
 		args = []string{"--no-exit-events", "--reconcile-interval", r.opt.PollInterval.String()}
 	}
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{owners.Root.Dir}, Args: args})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{owners.Root.Dir}, Args: args})
 	if err != nil {
 		return p, err
 	}
@@ -119,7 +119,7 @@ func (r *Runner) deathRun(ctx context.Context, events bool, split *deathSplit) (
 	if err := waitSubscribers(ctx, d.Socket, 1); err != nil {
 		return p, err
 	}
-	before, err := Metrics(ctx, d.Socket)
+	before, err := metrics(ctx, d.Socket)
 	if err != nil {
 		return p, err
 	}
@@ -134,11 +134,11 @@ func (r *Runner) deathRun(ctx context.Context, events bool, split *deathSplit) (
 	for _, o := range list {
 		id := idOf[o.SessionID]
 		if id == "" {
-			return p, fmt.Errorf("session %s of pid %d not listed", o.SessionID, o.PID())
+			return p, fmt.Errorf("session %s of pid %d not listed", o.SessionID, o.pid())
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(pause))))
 		t0 := time.Now()
-		if err := o.Kill(); err != nil {
+		if err := o.kill(); err != nil {
 			return p, err
 		}
 		deadline := time.After(timeout)
@@ -151,14 +151,14 @@ func (r *Runner) deathRun(ctx context.Context, events bool, split *deathSplit) (
 					break wait
 				}
 			case <-deadline:
-				return p, fmt.Errorf("no status change of session %s within %s of killing pid %d\n%s", id, timeout, o.PID(), d.Stderr())
+				return p, fmt.Errorf("no status change of session %s within %s of killing pid %d\n%s", id, timeout, o.pid(), d.Stderr())
 			case <-ctx.Done():
 				return p, ctx.Err()
 			}
 		}
 	}
 	if split != nil {
-		after, err := Metrics(ctx, d.Socket)
+		after, err := metrics(ctx, d.Socket)
 		if err != nil {
 			return p, err
 		}
@@ -168,13 +168,13 @@ func (r *Runner) deathRun(ctx context.Context, events bool, split *deathSplit) (
 		split.commits = int(delta("sessiond_store_commits_total"))
 		split.commitTime = time.Duration(delta("sessiond_store_commit_seconds_total") * float64(time.Second))
 	}
-	return Percentile(lat), nil
+	return percentile(lat), nil
 }
 
 func waitSubscribers(ctx context.Context, socket string, n int) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		m, err := Metrics(ctx, socket)
+		m, err := metrics(ctx, socket)
 		if err == nil && int(m["sessiond_event_subscribers"]) >= n {
 			return nil
 		}
@@ -187,7 +187,7 @@ func waitSubscribers(ctx context.Context, socket string, n int) error {
 
 // ctlTime runs `sessionctl ls --all --json` n times after one warm-up run
 // and returns the latencies and the session count of the last run.
-func (r *Runner) ctlTime(ctx context.Context, d *Daemon, n int) (Percentiles, int, error) {
+func (r *runner) ctlTime(ctx context.Context, d *daemon, n int) (Percentiles, int, error) {
 	var ds []time.Duration
 	count := 0
 	for i := 0; i <= n; i++ {
@@ -208,13 +208,13 @@ func (r *Runner) ctlTime(ctx context.Context, d *Daemon, n int) (Percentiles, in
 			ds = append(ds, el)
 		}
 	}
-	return Percentile(ds), count, nil
+	return percentile(ds), count, nil
 }
 
 // homeData writes, once per run, the standard home of issue 14: dense
 // transcripts (every byte a real 2.1.328 line), 1 in 20 ending mid tool
 // call. The home and restart scenarios share it.
-func (r *Runner) homeData() (*claudetest.Root, claudetest.History, error) {
+func (r *runner) homeData() (*claudetest.Root, claudetest.History, error) {
 	if r.homeRoot != nil {
 		return r.homeRoot, r.homeHist, nil
 	}
@@ -241,16 +241,16 @@ func (r *Runner) homeData() (*claudetest.Root, claudetest.History, error) {
 }
 
 // homeDataRow describes the standard home.
-func (r *Runner) homeDataRow() (string, string) {
+func (r *runner) homeDataRow() (string, string) {
 	h := r.homeHist
 	return fmt.Sprintf("%d transcripts, %s (%.2f GB), every byte real lines, in %d project folders, 10 KiB-5 MiB log-uniform plus %d of 100 MiB; %d end mid tool call, the rest with a closing reply; no registry entries",
 			len(h.Paths), Bytes(h.Bytes), float64(h.Bytes)/1e9, r.opt.HomeProjects, r.opt.HomeBig, len(h.MidTool)),
 		fmt.Sprintf("claudetest.HomeSizes and WriteHistory with Dense (no sparse file): turns of 2.1.328 line shapes from a pool of %d rendered once (prompts, thinking, Bash/Read/Edit/Grep/TodoWrite tool_use lines with matching tool_result lines, outputs up to 48 KiB, closing replies), fresh ids and timestamps per file; written in %s, then synced",
-			claudetest.DensePoolTurns, Dur(r.homeWrite))
+			claudetest.DensePoolTurns, dur(r.homeWrite))
 }
 
 // home: the standard home for comparisons.
-func (r *Runner) home(ctx context.Context) error {
+func (r *runner) home(ctx context.Context) error {
 	root, hist, err := r.homeData()
 	if err != nil {
 		return err
@@ -265,7 +265,7 @@ func (r *Runner) home(ctx context.Context) error {
 	r.add("home", "data", data, "", nil, dataHow)
 	r.homeRowDone = true
 	cache := r.dropCaches()
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{root.Dir}})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{root.Dir}})
 	if err != nil {
 		return err
 	}
@@ -278,9 +278,9 @@ func (r *Runner) home(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.add("home", "first complete ls, empty store (cold start)", Dur(cold), "≤ 300 ms", ptr(cold <= 300*time.Millisecond),
+	r.add("home", "first complete ls, empty store (cold start)", dur(cold), "≤ 300 ms", ptr(cold <= 300*time.Millisecond),
 		"sessiond exec to the first GET /v1/sessions?all=true listing every session; "+cache)
-	r.add("home", "CPU time to the first complete ls", fmt.Sprintf("%.2f s (threads waited %s for a CPU)", st.CPUSeconds, Dur(st.RunQueueWait)), "", nil, "utime+stime of sessiond from /proc/<pid>/stat: the work, whatever else the machine runs")
+	r.add("home", "CPU time to the first complete ls", fmt.Sprintf("%.2f s (threads waited %s for a CPU)", st.CPUSeconds, dur(st.RunQueueWait)), "", nil, "utime+stime of sessiond from /proc/<pid>/stat: the work, whatever else the machine runs")
 	per := float64(st.ReadChars) / float64(n)
 	r.add("home", "bytes read per transcript", fmt.Sprintf("%s (rchar %s in all)", Bytes(per), Bytes(st.ReadChars)), "≤ 32 KiB", ptr(per <= 32<<10),
 		"/proc/<pid>/io rchar after the first complete ls, divided by the transcripts; an upper bound (it also counts the store and /proc scans)")
@@ -295,7 +295,7 @@ func (r *Runner) home(ctx context.Context) error {
 	if got != n {
 		return fmt.Errorf("sessionctl ls --all --json listed %d sessions, want %d", got, n)
 	}
-	r.add("home", "warm `sessionctl ls --all --json`", fmt.Sprintf("p50 %s, max %s", Dur(lp.P50), Dur(lp.Max)), "≤ 40 ms", ptr(lp.P50 <= 40*time.Millisecond),
+	r.add("home", "warm `sessionctl ls --all --json`", fmt.Sprintf("p50 %s, max %s", dur(lp.P50), dur(lp.Max)), "≤ 40 ms", ptr(lp.P50 <= 40*time.Millisecond),
 		fmt.Sprintf("wall time of the sessionctl process, %d runs after one warm-up, %d sessions listed; verdict on p50", lp.N, got))
 	st, err = procStats(d)
 	if err != nil {
@@ -317,7 +317,7 @@ func countStatus(ss []api.Session, st session.Status) int {
 
 // tenK starts, once, the daemon over the 10,000-transcript history (Claude
 // only) that the cold, steady, memory and api scenarios share.
-func (r *Runner) tenK(ctx context.Context) (*Daemon, error) {
+func (r *runner) tenK(ctx context.Context) (*daemon, error) {
 	if r.tenk != nil || r.tenkErr != nil {
 		return r.tenk, r.tenkErr
 	}
@@ -325,7 +325,7 @@ func (r *Runner) tenK(ctx context.Context) (*Daemon, error) {
 	return r.tenk, r.tenkErr
 }
 
-func (r *Runner) tenKData() (string, int, error) {
+func (r *runner) tenKData() (string, int, error) {
 	if r.tenkRoot != "" {
 		return r.tenkRoot, r.tenkN, nil
 	}
@@ -346,7 +346,7 @@ func (r *Runner) tenKData() (string, int, error) {
 	return r.tenkRoot, r.tenkN, nil
 }
 
-func (r *Runner) startTenK(ctx context.Context) (*Daemon, error) {
+func (r *runner) startTenK(ctx context.Context) (*daemon, error) {
 	root, n, err := r.tenKData()
 	if err != nil {
 		return nil, err
@@ -356,7 +356,7 @@ func (r *Runner) startTenK(ctx context.Context) (*Daemon, error) {
 		return nil, err
 	}
 	r.dropCaches()
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{root}})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{root}})
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +370,7 @@ func (r *Runner) startTenK(ctx context.Context) (*Daemon, error) {
 
 // openCodeData writes, once per run, the OpenCode database of the cold
 // and restart scenarios and returns its directory and session ids.
-func (r *Runner) openCodeData() (string, []string, error) {
+func (r *runner) openCodeData() (string, []string, error) {
 	if r.ocDir != "" {
 		return r.ocDir, r.ocIDs, nil
 	}
@@ -402,7 +402,7 @@ func (r *Runner) openCodeData() (string, []string, error) {
 
 // cold: time to the first complete ls over the Claude history plus an
 // OpenCode database, and the bytes read.
-func (r *Runner) cold(ctx context.Context) error {
+func (r *runner) cold(ctx context.Context) error {
 	root, n, err := r.tenKData()
 	if err != nil {
 		return err
@@ -418,7 +418,7 @@ func (r *Runner) cold(ctx context.Context) error {
 	}
 
 	cache := r.dropCaches()
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{root}, OpenCodeDir: ocDir})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{root}, OpenCodeDir: ocDir})
 	if err != nil {
 		return err
 	}
@@ -432,9 +432,9 @@ func (r *Runner) cold(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.add("cold", fmt.Sprintf("first complete ls, %d Claude + %d OpenCode sessions", n, len(ids)), Dur(both), "< 2 s", ptr(both < 2*time.Second),
+	r.add("cold", fmt.Sprintf("first complete ls, %d Claude + %d OpenCode sessions", n, len(ids)), dur(both), "< 2 s", ptr(both < 2*time.Second),
 		"sessiond exec to the first GET /v1/sessions?all=true listing every session (the daemon serves only after its startup reconciliation); "+cache)
-	r.add("cold", "CPU time to that ls, Claude + OpenCode", fmt.Sprintf("%.2f s (threads waited %s for a CPU)", st.CPUSeconds, Dur(st.RunQueueWait)), "", nil,
+	r.add("cold", "CPU time to that ls, Claude + OpenCode", fmt.Sprintf("%.2f s (threads waited %s for a CPU)", st.CPUSeconds, dur(st.RunQueueWait)), "", nil,
 		"utime+stime from /proc/<pid>/stat; the wait is the sum over threads of /proc/<pid>/task/*/schedstat run-queue time, what a busy machine adds")
 	r.add("cold", "bytes read, Claude + OpenCode", fmt.Sprintf("rchar %s, from disk (read_bytes) %s", Bytes(st.ReadChars), Bytes(st.ReadBytes)), "", nil,
 		"/proc/<pid>/io after the first complete ls; rchar includes SQLite's page reads and sessiond's /proc scans")
@@ -451,8 +451,8 @@ func (r *Runner) cold(ctx context.Context) error {
 		return err
 	}
 	per := float64(st.ReadChars) / float64(n)
-	r.add("cold", fmt.Sprintf("first complete ls, %d Claude sessions only", n), Dur(r.tenkCold), "", nil, "as above, another fresh state dir, no OpenCode data")
-	r.add("cold", "CPU time to that ls, Claude only", fmt.Sprintf("%.2f s (threads waited %s for a CPU)", st.CPUSeconds, Dur(st.RunQueueWait)), "", nil, "as above")
+	r.add("cold", fmt.Sprintf("first complete ls, %d Claude sessions only", n), dur(r.tenkCold), "", nil, "as above, another fresh state dir, no OpenCode data")
+	r.add("cold", "CPU time to that ls, Claude only", fmt.Sprintf("%.2f s (threads waited %s for a CPU)", st.CPUSeconds, dur(st.RunQueueWait)), "", nil, "as above")
 	r.add("cold", "bytes read per transcript", fmt.Sprintf("%s (rchar %s in all)", Bytes(per), Bytes(st.ReadChars)), "≤ 128 KiB", ptr(per <= 128<<10),
 		"/proc/<pid>/io rchar of the Claude-only daemon after its first complete ls, divided by the transcripts; an upper bound (it also counts /proc scans)")
 	r.add("cold", "peak RSS, Claude only", Bytes(st.PeakRSS), "", nil, "VmHWM")
@@ -460,7 +460,7 @@ func (r *Runner) cold(ctx context.Context) error {
 }
 
 // steady: the 10,000-session daemon left idle.
-func (r *Runner) steady(ctx context.Context) error {
+func (r *runner) steady(ctx context.Context) error {
 	d, err := r.tenK(ctx)
 	if err != nil {
 		return err
@@ -479,11 +479,11 @@ func (r *Runner) steady(ctx context.Context) error {
 	if fi, err := os.Stat(filepath.Join(r.tenkRoot, "sessions")); err == nil && fi.IsDir() {
 		dirs = append(dirs, filepath.Join(r.tenkRoot, "sessions"))
 	}
-	w, err := WatchAccess(dirs)
+	w, err := watchAccess(dirs)
 	if err != nil {
 		return err
 	}
-	m0, err := Metrics(ctx, d.Socket)
+	m0, err := metrics(ctx, d.Socket)
 	if err != nil {
 		w.Stop()
 		return err
@@ -506,7 +506,7 @@ func (r *Runner) steady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m1, err := Metrics(ctx, d.Socket)
+	m1, err := metrics(ctx, d.Socket)
 	if err != nil {
 		return err
 	}
@@ -526,7 +526,7 @@ func (r *Runner) steady(ctx context.Context) error {
 	if passes > 0 {
 		avg = time.Duration(passTime / passes * float64(time.Second))
 	}
-	r.add("steady", "reconcile passes in the window", fmt.Sprintf("%.0f, %s each on average", passes, Dur(avg)), "", nil, "sessiond_reconcile_duration_seconds from /metrics")
+	r.add("steady", "reconcile passes in the window", fmt.Sprintf("%.0f, %s each on average", passes, dur(avg)), "", nil, "sessiond_reconcile_duration_seconds from /metrics")
 	r.add("steady", "transcript bytes re-read", fmt.Sprintf("%d read(2) calls on transcripts (%d opens)", nReads, nOpens), "0", ptr(nReads == 0),
 		"inotify IN_ACCESS/IN_OPEN on every project folder and sessions/ during the window: no read call, no byte read")
 	r.add("steady", "all bytes read by sessiond", fmt.Sprintf("rchar %s (%s/s), read_bytes %s", Bytes(s1.ReadChars-s0.ReadChars),
@@ -546,7 +546,7 @@ func sumSuffix(m map[string]float64, name string) float64 {
 }
 
 // memory: the resident set of the 10,000-session daemon.
-func (r *Runner) memory(ctx context.Context) error {
+func (r *runner) memory(ctx context.Context) error {
 	d, err := r.tenK(ctx)
 	if err != nil {
 		return err
@@ -562,7 +562,7 @@ func (r *Runner) memory(ctx context.Context) error {
 }
 
 // api: the 10,000-session daemon's API under clients.
-func (r *Runner) api(ctx context.Context) error {
+func (r *runner) api(ctx context.Context) error {
 	d, err := r.tenK(ctx)
 	if err != nil {
 		return err
@@ -582,15 +582,15 @@ func (r *Runner) api(ctx context.Context) error {
 		}
 		size = len(b)
 	}
-	lp := Percentile(ds)
-	r.add("api", fmt.Sprintf("GET /v1/sessions?all=true, %d sessions", r.tenkN), fmt.Sprintf("p50 %s, max %s (%s of JSON)", Dur(lp.P50), Dur(lp.Max), Bytes(size)),
+	lp := percentile(ds)
+	r.add("api", fmt.Sprintf("GET /v1/sessions?all=true, %d sessions", r.tenkN), fmt.Sprintf("p50 %s, max %s (%s of JSON)", dur(lp.P50), dur(lp.Max), Bytes(size)),
 		"< 100 ms", ptr(lp.P50 < 100*time.Millisecond),
 		fmt.Sprintf("%d sequential requests on one kept-alive connection after a warm-up, request to last body byte; verdict on p50", lp.N))
 	cp, n, err := r.ctlTime(ctx, d, 3)
 	if err != nil {
 		return err
 	}
-	r.add("api", fmt.Sprintf("`sessionctl ls --all --json`, %d sessions", n), fmt.Sprintf("p50 %s, max %s", Dur(cp.P50), Dur(cp.Max)), "", nil, "wall time of the sessionctl process (connect, list, decode, print)")
+	r.add("api", fmt.Sprintf("`sessionctl ls --all --json`, %d sessions", n), fmt.Sprintf("p50 %s, max %s", dur(cp.P50), dur(cp.Max)), "", nil, "wall time of the sessionctl process (connect, list, decode, print)")
 
 	ss, err := d.Sessions(ctx)
 	if err != nil {
@@ -635,9 +635,9 @@ func (r *Runner) api(ctx context.Context) error {
 	for _, l := range lat {
 		all = append(all, l...)
 	}
-	gp := Percentile(all)
+	gp := percentile(all)
 	how := fmt.Sprintf("%d clients, each its own connection, %d requests each for random ids, back to back", r.opt.APIClients, r.opt.APIRequests)
-	r.add("api", fmt.Sprintf("GET /v1/sessions/{id}, %d concurrent clients", r.opt.APIClients), fmt.Sprintf("p50 %s, p99 %s, max %s; %.0f req/s", Dur(gp.P50), Dur(gp.P99), Dur(gp.Max), float64(gp.N)/el.Seconds()), "", nil, how)
+	r.add("api", fmt.Sprintf("GET /v1/sessions/{id}, %d concurrent clients", r.opt.APIClients), fmt.Sprintf("p50 %s, p99 %s, max %s; %.0f req/s", dur(gp.P50), dur(gp.P99), dur(gp.Max), float64(gp.N)/el.Seconds()), "", nil, how)
 	e := errs.Load()
 	detail := fmt.Sprintf("%d", e)
 	if e > 0 {
@@ -653,7 +653,7 @@ func (r *Runner) api(ctx context.Context) error {
 }
 
 // burst: subscribers follow the event stream while many owners die at once.
-func (r *Runner) burst(ctx context.Context) error {
+func (r *runner) burst(ctx context.Context) error {
 	dir, owners, done, err := r.ownersWorld("burst")
 	if err != nil {
 		return err
@@ -667,7 +667,7 @@ func (r *Runner) burst(ctx context.Context) error {
 		}
 		list = append(list, o)
 	}
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{owners.Root.Dir}})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{owners.Root.Dir}})
 	if err != nil {
 		return err
 	}
@@ -725,7 +725,7 @@ func (r *Runner) burst(ctx context.Context) error {
 	}
 	t0 := time.Now()
 	for _, o := range list {
-		o.Kill()
+		o.kill()
 	}
 	killTook := time.Since(t0)
 	want := int64(len(list))
@@ -758,9 +758,9 @@ func (r *Runner) burst(ctx context.Context) error {
 		}
 	}
 	sort.Strings(errs)
-	lp := Percentile(lasts)
-	how := fmt.Sprintf("%d owners killed in a loop (%s), %d subscribers connected beforehand; time from the first kill to a subscriber's %d-th status event", len(list), Dur(killTook), len(subs), want)
-	r.add("burst", fmt.Sprintf("%d subscribers, burst of %d status events: all delivered after", len(subs), want), fmt.Sprintf("p50 %s, max %s over subscribers", Dur(lp.P50), Dur(lp.Max)), "", nil, how)
+	lp := percentile(lasts)
+	how := fmt.Sprintf("%d owners killed in a loop (%s), %d subscribers connected beforehand; time from the first kill to a subscriber's %d-th status event", len(list), dur(killTook), len(subs), want)
+	r.add("burst", fmt.Sprintf("%d subscribers, burst of %d status events: all delivered after", len(subs), want), fmt.Sprintf("p50 %s, max %s over subscribers", dur(lp.P50), dur(lp.Max)), "", nil, how)
 	complete := got == want*int64(len(subs)) && bad == 0 && len(errs) == 0
 	detail := fmt.Sprintf("%d of %d delivered, %d out of order, %d stream errors", got, want*int64(len(subs)), bad, len(errs))
 	if len(errs) > 0 {
@@ -771,7 +771,7 @@ func (r *Runner) burst(ctx context.Context) error {
 }
 
 // load: 200 clients and event subscribers for 20 s; errors and growth.
-func (r *Runner) load(ctx context.Context) error {
+func (r *runner) load(ctx context.Context) error {
 	dir, owners, done, err := r.ownersWorld("load")
 	if err != nil {
 		return err
@@ -788,7 +788,7 @@ func (r *Runner) load(ctx context.Context) error {
 	// A second owner set for the churn, so KillAll after the load leaves
 	// the ten long-lived owners running.
 	churn := &Owners{Root: owners.Root, host: owners.host}
-	d, err := r.startDaemon(dir, DaemonConfig{ClaudeDirs: []string{owners.Root.Dir}, Args: []string{"--reconcile-interval", "1s"}})
+	d, err := r.startDaemon(dir, daemonConfig{ClaudeDirs: []string{owners.Root.Dir}, Args: []string{"--reconcile-interval", "1s"}})
 	if err != nil {
 		return err
 	}
@@ -810,7 +810,7 @@ func (r *Runner) load(ctx context.Context) error {
 		errDetail += " (first: " + rep.ErrorSamples[0] + ")"
 	}
 	r.add("load", "errors", errDetail, "0", ptr(rep.Errors == 0), how)
-	r.add("load", "request latency", fmt.Sprintf("p50 %s, p99 %s, max %s; %.0f req/s", Dur(rep.Latency.P50), Dur(rep.Latency.P99), Dur(rep.Latency.Max), rep.Throughput), "", nil, how)
+	r.add("load", "request latency", fmt.Sprintf("p50 %s, p99 %s, max %s; %.0f req/s", dur(rep.Latency.P50), dur(rep.Latency.P99), dur(rep.Latency.Max), rep.Throughput), "", nil, how)
 	r.add("load", "events to subscribers", fmt.Sprintf("%d recorded, %d delivered, %d missed, %d duplicated or out of order", rep.EventsRecorded, rep.EventsDelivered, rep.EventsMissed, rep.EventsDuplicated),
 		"none missed", ptr(rep.EventsMissed == 0 && rep.EventsDuplicated == 0 && rep.SubscriberErrors == 0), "each subscriber's sequence numbers against the log read back with /v1/events?follow=false")
 	r.add("load", "goroutine growth", growth.GoroutinesString(), "≤ +5", ptr(growth.Goroutines() <= 5), "go_goroutines from /metrics (fresh connection) before the load and after it, once the churned owners' deaths are recorded")

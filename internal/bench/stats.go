@@ -13,8 +13,8 @@ type Percentiles struct {
 	P50, P99, Max, Mean time.Duration
 }
 
-// Percentile computes the nearest-rank median, 99th percentile and maximum.
-func Percentile(ds []time.Duration) Percentiles {
+// percentile computes the nearest-rank median, 99th percentile and maximum.
+func percentile(ds []time.Duration) Percentiles {
 	if len(ds) == 0 {
 		return Percentiles{}
 	}
@@ -32,11 +32,11 @@ func Percentile(ds []time.Duration) Percentiles {
 }
 
 func (p Percentiles) String() string {
-	return fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", Dur(p.P50), Dur(p.P99), Dur(p.Max), p.N)
+	return fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", dur(p.P50), dur(p.P99), dur(p.Max), p.N)
 }
 
-// Dur prints a duration with three significant digits.
-func Dur(d time.Duration) string {
+// dur prints a duration with three significant digits.
+func dur(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:
 		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
