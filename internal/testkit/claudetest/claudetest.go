@@ -41,10 +41,10 @@ func NewSessionID() string {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// ProjectDirName is the projects/ folder Claude Code uses for a launch cwd:
+// projectDirName is the projects/ folder Claude Code uses for a launch cwd:
 // every character outside [A-Za-z0-9] becomes '-'. (Names over 200
 // characters are cut and hashed by Claude; tests keep cwds short.)
-func ProjectDirName(cwd string) string {
+func projectDirName(cwd string) string {
 	b := []byte(cwd)
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
@@ -76,7 +76,7 @@ func (r *Root) SessionsDir() string { return filepath.Join(r.Dir, "sessions") }
 
 // ProjectDir is the project folder of a launch cwd.
 func (r *Root) ProjectDir(cwd string) string {
-	return filepath.Join(r.Dir, "projects", ProjectDirName(cwd))
+	return filepath.Join(r.Dir, "projects", projectDirName(cwd))
 }
 
 // TranscriptPath is where the transcript of session id launched in cwd lives.
@@ -531,7 +531,7 @@ func GlueWhole(a, b []byte) []byte {
 // file systems with holes it takes almost no disk.
 func WriteSparse(tb testing.TB, path string, size int64, head, tail []byte) {
 	tb.Helper()
-	if err := WriteSparseFile(path, size, head, tail); err != nil {
+	if err := writeSparseFile(path, size, head, tail); err != nil {
 		tb.Fatal(err)
 	}
 }

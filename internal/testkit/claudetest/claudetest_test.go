@@ -11,8 +11,8 @@ import (
 
 func TestProjectDirName(t *testing.T) {
 	for in, want := range map[string]string{"/home/u/proj": "-home-u-proj", "/tmp/a_b.c d": "-tmp-a-b-c-d", "/x/Ä": "-x---"} {
-		if got := ProjectDirName(in); got != want {
-			t.Errorf("ProjectDirName(%q) = %q, want %q", in, got, want)
+		if got := projectDirName(in); got != want {
+			t.Errorf("projectDirName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -17,8 +17,8 @@ import (
 // Go benchmarks and cmd/sessiond-bench). They return errors instead of
 // taking a testing.TB, so a command can use them too.
 
-// WriteSparseFile is WriteSparse for callers without a testing.TB.
-func WriteSparseFile(path string, size int64, head, tail []byte) error {
+// writeSparseFile is WriteSparse for callers without a testing.TB.
+func writeSparseFile(path string, size int64, head, tail []byte) error {
 	if int64(len(head)+len(tail)+1) > size {
 		return fmt.Errorf("sparse file of %d bytes cannot hold %d+%d bytes", size, len(head), len(tail))
 	}
@@ -236,7 +236,7 @@ func (r *Root) WriteHistory(spec HistorySpec) (History, error) {
 			for range 8 {
 				tt.Turn("and again", "make build", "built", "Done.")
 			}
-			if err := WriteSparseFile(path, size, head, tt.Bytes()); err != nil {
+			if err := writeSparseFile(path, size, head, tt.Bytes()); err != nil {
 				return h, err
 			}
 			h.Sparse++
