@@ -49,8 +49,8 @@ var (
 	buildErr  error
 )
 
-// ModuleRoot returns the directory of sessiond's go.mod.
-func ModuleRoot() (string, error) {
+// moduleRoot returns the directory of sessiond's go.mod.
+func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -67,7 +67,7 @@ func ModuleRoot() (string, error) {
 func Binaries(t testing.TB) Bins {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := ModuleRoot()
+		root, err := moduleRoot()
 		if err != nil {
 			buildErr = err
 			return
