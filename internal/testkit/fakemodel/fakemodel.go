@@ -222,18 +222,18 @@ type Server struct {
 	changed  chan struct{} // closed and replaced on every new request
 }
 
-// DefaultModels are listed by GET /v1/models unless Server.Models is set
+// defaultModels are listed by GET /v1/models unless Server.Models is set
 // before the first request.
-var DefaultModels = []string{"claude-sonnet-4-5", "claude-haiku-4-5", "fake-model"}
+var defaultModels = []string{"claude-sonnet-4-5", "claude-haiku-4-5", "fake-model"}
 
-// Start starts a server on 127.0.0.1 on a free port. Close stops it.
-func Start() (*Server, error) {
+// start starts a server on 127.0.0.1 on a free port. stop stops it.
+func start() (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fakemodel: listen on 127.0.0.1: %w", err)
 	}
 	s := &Server{
-		Models:   append([]string(nil), DefaultModels...),
+		Models:   append([]string(nil), defaultModels...),
 		fallback: Say("Done."),
 		changed:  make(chan struct{}),
 	}
@@ -247,16 +247,16 @@ func Start() (*Server, error) {
 // New starts a server for a test and stops it when the test ends.
 func New(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := Start()
+	s, err := start()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(s.Close)
+	tb.Cleanup(s.stop)
 	return s
 }
 
-// Close stops the server, cutting open streams.
-func (s *Server) Close() {
+// stop stops the server, cutting open streams.
+func (s *Server) stop() {
 	s.srv.CloseClientConnections()
 	s.srv.Close()
 }
@@ -266,15 +266,15 @@ func (s *Server) OpenAIBaseURL() string { return s.URL + "/v1" }
 
 // Enqueue appends replies to the script: each conversation turn takes the
 // next one. When the script is empty, turns get the fallback (Say("Done.")
-// unless SetFallback changed it).
+// unless setFallback changed it).
 func (s *Server) Enqueue(replies ...Reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queue = append(s.queue, replies...)
 }
 
-// Pending is the number of scripted replies not yet taken.
-func (s *Server) Pending() int {
+// pending is the number of scripted replies not yet taken.
+func (s *Server) pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue)
@@ -288,8 +288,8 @@ func (s *Server) SetHandler(h Handler) {
 	s.handler = h
 }
 
-// SetFallback sets the reply turns get when the script is empty.
-func (s *Server) SetFallback(r Reply) {
+// setFallback sets the reply turns get when the script is empty.
+func (s *Server) setFallback(r Reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fallback = r
@@ -318,8 +318,8 @@ func (s *Server) defaultAux(r *Request) Reply {
 	return Say("ok")
 }
 
-// Requests returns every request recorded so far, in order.
-func (s *Server) Requests() []*Request {
+// requests returns every request recorded so far, in order.
+func (s *Server) requests() []*Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*Request(nil), s.reqs...)
@@ -328,7 +328,7 @@ func (s *Server) Requests() []*Request {
 // Turns returns the recorded conversation turns (KindTurn), in order.
 func (s *Server) Turns() []*Request {
 	var out []*Request
-	for _, r := range s.Requests() {
+	for _, r := range s.requests() {
 		if r.Kind == KindTurn {
 			out = append(out, r)
 		}
@@ -336,9 +336,9 @@ func (s *Server) Turns() []*Request {
 	return out
 }
 
-// WaitFor blocks until a recorded request satisfies match (requests already
+// waitFor blocks until a recorded request satisfies match (requests already
 // recorded count) and returns it, or fails when ctx ends.
-func (s *Server) WaitFor(ctx context.Context, match func(*Request) bool) (*Request, error) {
+func (s *Server) waitFor(ctx context.Context, match func(*Request) bool) (*Request, error) {
 	seen := 0
 	for {
 		s.mu.Lock()
@@ -358,10 +358,10 @@ func (s *Server) WaitFor(ctx context.Context, match func(*Request) bool) (*Reque
 	}
 }
 
-// WaitTurns blocks until n conversation turns have been answered.
-func (s *Server) WaitTurns(ctx context.Context, n int) error {
+// waitTurns blocks until n conversation turns have been answered.
+func (s *Server) waitTurns(ctx context.Context, n int) error {
 	count := 0
-	_, err := s.WaitFor(ctx, func(r *Request) bool {
+	_, err := s.waitFor(ctx, func(r *Request) bool {
 		if r.Kind == KindTurn {
 			count++
 		}
@@ -370,7 +370,7 @@ func (s *Server) WaitTurns(ctx context.Context, n int) error {
 	return err
 }
 
-// record stores r, numbers it and wakes WaitFor.
+// record stores r, numbers it and wakes waitFor.
 func (s *Server) record(r *Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -141,8 +141,8 @@ func TestAnthropicStreamingToolCallThenText(t *testing.T) {
 	}
 
 	turns := s.Turns()
-	if len(turns) != 2 || s.Pending() != 0 {
-		t.Fatalf("%d turns recorded, %d replies pending", len(turns), s.Pending())
+	if len(turns) != 2 || s.pending() != 0 {
+		t.Fatalf("%d turns recorded, %d replies pending", len(turns), s.pending())
 	}
 	first, second := turns[0], turns[1]
 	if first.API != Anthropic || first.Query != "beta=true" || first.System != "You are Claude Code" || !first.Stream ||
@@ -185,11 +185,11 @@ func TestAuxRequestsDoNotConsumeTheScript(t *testing.T) {
 	if ct["input_tokens"] == nil {
 		t.Fatalf("count_tokens answered %v", ct)
 	}
-	if s.Pending() != 1 || len(s.Turns()) != 0 {
-		t.Fatalf("side requests took the script: %d pending, %d turns", s.Pending(), len(s.Turns()))
+	if s.pending() != 1 || len(s.Turns()) != 0 {
+		t.Fatalf("side requests took the script: %d pending, %d turns", s.pending(), len(s.Turns()))
 	}
 	kinds := []Kind{}
-	for _, r := range s.Requests() {
+	for _, r := range s.requests() {
 		kinds = append(kinds, r.Kind)
 	}
 	if len(kinds) != 2 || kinds[0] != KindAux || kinds[1] != KindCountTokens {
@@ -260,7 +260,7 @@ func TestOpenAIStreamingToolCall(t *testing.T) {
 	if json.Unmarshal([]byte(args), &in) != nil || in["command"] != "echo hi" || name != "bash" || finish != "tool_calls" || !usage {
 		t.Fatalf("tool call %q %q finish %q usage %v", name, args, finish, usage)
 	}
-	reqs := s.Requests()
+	reqs := s.requests()
 	if len(reqs) != 2 || reqs[0].Kind != KindAux || reqs[1].Kind != KindTurn || reqs[1].API != OpenAI {
 		t.Fatalf("recorded %d requests: %+v", len(reqs), reqs)
 	}
@@ -278,7 +278,7 @@ func asSlice(v any) []any {
 }
 
 // Non-streamed answers, scripted errors, the model list, unknown routes,
-// the handler, the fallback with fresh ids, and WaitTurns.
+// the handler, the fallback with fresh ids, and waitTurns.
 func TestNonStreamedErrorsModelsAndWaiting(t *testing.T) {
 	s := New(t)
 	s.Enqueue(Reply{Status: 529})
@@ -292,7 +292,7 @@ func TestNonStreamedErrorsModelsAndWaiting(t *testing.T) {
 		t.Fatalf("error body %v", e)
 	}
 
-	s.SetFallback(RunCommand("true", "", 0))
+	s.setFallback(RunCommand("true", "", 0))
 	ids := map[string]bool{}
 	for i := 0; i < 2; i++ {
 		resp = post(t, s.URL+"/v1/chat/completions", nil, map[string]any{"model": "m", "tools": []any{}, "messages": []any{map[string]any{"role": "user", "content": "x"}}})
@@ -321,12 +321,12 @@ func TestNonStreamedErrorsModelsAndWaiting(t *testing.T) {
 	var list map[string]any
 	json.NewDecoder(r.Body).Decode(&list)
 	r.Body.Close()
-	if len(list["data"].([]any)) != len(DefaultModels) || list["object"] != "list" {
+	if len(list["data"].([]any)) != len(defaultModels) || list["object"] != "list" {
 		t.Fatalf("models %v", list)
 	}
 	r, _ = http.Get(s.URL + "/v1/nope")
 	r.Body.Close()
-	if r.StatusCode != 404 || s.Requests()[len(s.Requests())-1].Kind != KindOther {
+	if r.StatusCode != 404 || s.requests()[len(s.requests())-1].Kind != KindOther {
 		t.Fatalf("unknown route: %d", r.StatusCode)
 	}
 
@@ -338,20 +338,20 @@ func TestNonStreamedErrorsModelsAndWaiting(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
-	if err := s.WaitTurns(ctx, 5); err != nil {
-		t.Fatalf("WaitTurns(5): %v", err)
+	if err := s.waitTurns(ctx, 5); err != nil {
+		t.Fatalf("waitTurns(5): %v", err)
 	}
 	short, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel2()
-	if err := s.WaitTurns(short, 99); err == nil {
-		t.Fatal("WaitTurns(99) returned without 99 turns")
+	if err := s.waitTurns(short, 99); err == nil {
+		t.Fatal("waitTurns(99) returned without 99 turns")
 	}
 }
 
 // A Delay holds the reply after the stream started, and closing the server
 // cuts a stream that is still waiting.
 func TestDelayAndClose(t *testing.T) {
-	s, err := Start()
+	s, err := start()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,9 +363,9 @@ func TestDelayAndClose(t *testing.T) {
 	if !strings.Contains(sc.Text(), "message_start") {
 		t.Fatalf("first line %q", sc.Text())
 	}
-	go func() { time.Sleep(100 * time.Millisecond); s.Close() }()
+	go func() { time.Sleep(100 * time.Millisecond); s.stop() }()
 	io.Copy(io.Discard, resp.Body)
 	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("Close did not cut the delayed stream (%s)", d)
+		t.Fatalf("stop did not cut the delayed stream (%s)", d)
 	}
 }
