@@ -202,17 +202,17 @@ func (d *DB) Tx(fn func(w *Writer) error) error {
 }
 
 // Session inserts one session row, or updates it in place.
-func (d *DB) Session(s Session) error { return d.Tx(func(w *Writer) error { return w.Session(s) }) }
+func (d *DB) Session(s Session) error { return d.Tx(func(w *Writer) error { return w.session(s) }) }
 
 // Message inserts one message row, or updates it in place.
-func (d *DB) Message(m Message) error { return d.Tx(func(w *Writer) error { return w.Message(m) }) }
+func (d *DB) Message(m Message) error { return d.Tx(func(w *Writer) error { return w.message(m) }) }
 
 // Part inserts one part row, or updates it in place.
-func (d *DB) Part(p Part) error { return d.Tx(func(w *Writer) error { return w.Part(p) }) }
+func (d *DB) Part(p Part) error { return d.Tx(func(w *Writer) error { return w.part(p) }) }
 
 // Touch sets a session's time_updated, as OpenCode does when it works on it.
 func (d *DB) Touch(sessionID string, at time.Time) error {
-	return d.Tx(func(w *Writer) error { return w.Touch(sessionID, at) })
+	return d.Tx(func(w *Writer) error { return w.touch(sessionID, at) })
 }
 
 // Writer writes rows inside one transaction of DB.Tx.
@@ -282,12 +282,12 @@ func (s *Session) defaults() {
 	}
 }
 
-// Session writes a session row (and its project row the first time). An
+// session writes a session row (and its project row the first time). An
 // existing row is updated in place, as OpenCode's upserts do (INSERT … ON
 // CONFLICT DO UPDATE): it keeps its rowid, and nothing that references it
 // is touched. (INSERT OR REPLACE would delete the row first, and with it,
 // through ON DELETE CASCADE, every message and part of the session.)
-func (w *Writer) Session(s Session) error {
+func (w *Writer) session(s Session) error {
 	s.defaults()
 	if !w.d.projects[s.ProjectID] {
 		if err := w.exec(`INSERT OR IGNORE INTO project (id, worktree, vcs, time_created, time_updated) VALUES (?, ?, 'git', ?, ?)`,
@@ -305,8 +305,8 @@ func (w *Writer) Session(s Session) error {
 		ms(s.Created), ms(s.Updated), nullTime(s.Archived))
 }
 
-// Touch sets a session's time_updated.
-func (w *Writer) Touch(sessionID string, at time.Time) error {
+// touch sets a session's time_updated.
+func (w *Writer) touch(sessionID string, at time.Time) error {
 	return w.exec(`UPDATE session SET time_updated = ? WHERE id = ?`, ms(at), sessionID)
 }
 
@@ -401,9 +401,9 @@ func (m *Message) object(withIDs bool) map[string]any {
 	return o
 }
 
-// Message writes a message row; an existing one is updated in place, its
-// parts kept (see Writer.Session).
-func (w *Writer) Message(m Message) error {
+// message writes a message row; an existing one is updated in place, its
+// parts kept (see Writer.session).
+func (w *Writer) message(m Message) error {
 	m.defaults()
 	return w.exec(`INSERT INTO message (id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, time_created = excluded.time_created,
@@ -550,9 +550,9 @@ func (p *Part) object(withIDs bool) map[string]any {
 	return o
 }
 
-// Part writes a part row; an existing one is updated in place, keeping
-// its rowid (see Writer.Session).
-func (w *Writer) Part(p Part) error {
+// part writes a part row; an existing one is updated in place, keeping
+// its rowid (see Writer.session).
+func (w *Writer) part(p Part) error {
 	p.defaults()
 	return w.exec(`INSERT INTO part (id, message_id, session_id, time_created, time_updated, data) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET message_id = excluded.message_id, session_id = excluded.session_id,
@@ -579,14 +579,14 @@ func (d *DB) Finished(dir string, at time.Time) (Shape, error) {
 	var sh Shape
 	err := d.Tx(func(w *Writer) error {
 		var err error
-		sh, err = w.Finished(dir, at)
+		sh, err = w.finished(dir, at)
 		return err
 	})
 	return sh, err
 }
 
-// Finished is DB.Finished inside a transaction.
-func (w *Writer) Finished(dir string, at time.Time) (Shape, error) {
+// finished is DB.Finished inside a transaction.
+func (w *Writer) finished(dir string, at time.Time) (Shape, error) {
 	return turn(w, Session{Directory: dir, Title: "finished session", Created: at.Add(-time.Minute), Updated: at}, at, "completed")
 }
 
@@ -616,19 +616,19 @@ func (d *DB) WaitingOnQuestion(dir string, at time.Time) (Shape, error) {
 	err := d.Tx(func(w *Writer) error {
 		s := Session{Directory: dir, Title: "question session", Created: at.Add(-time.Minute), Updated: at}
 		s.defaults()
-		if err := w.Session(s); err != nil {
+		if err := w.session(s); err != nil {
 			return err
 		}
 		sh.SessionID = s.ID
 		sh.UserMessageID, sh.AssistantMessageID = NewID("msg"), NewID("msg")
-		if err := w.Message(Message{ID: sh.UserMessageID, SessionID: s.ID, Role: "user", Created: at.Add(-20 * time.Second)}); err != nil {
+		if err := w.message(Message{ID: sh.UserMessageID, SessionID: s.ID, Role: "user", Created: at.Add(-20 * time.Second)}); err != nil {
 			return err
 		}
-		if err := w.Message(Message{ID: sh.AssistantMessageID, SessionID: s.ID, ParentID: sh.UserMessageID, Cwd: dir, Created: at.Add(-15 * time.Second), Updated: at}); err != nil {
+		if err := w.message(Message{ID: sh.AssistantMessageID, SessionID: s.ID, ParentID: sh.UserMessageID, Cwd: dir, Created: at.Add(-15 * time.Second), Updated: at}); err != nil {
 			return err
 		}
 		sh.ToolPartID = NewID("prt")
-		return w.Part(Part{ID: sh.ToolPartID, MessageID: sh.AssistantMessageID, SessionID: s.ID, Tool: "question", Status: "running",
+		return w.part(Part{ID: sh.ToolPartID, MessageID: sh.AssistantMessageID, SessionID: s.ID, Tool: "question", Status: "running",
 			Input: map[string]any{"questions": []any{map[string]any{"question": "Which database?", "header": "DB", "options": []any{map[string]any{"label": "sqlite"}, map[string]any{"label": "postgres"}}}}},
 			Start: at.Add(-10 * time.Second), Updated: at})
 	})
@@ -643,20 +643,20 @@ func (d *DB) Child(dir string, at time.Time, childState string) (Shape, error) {
 	err := d.Tx(func(w *Writer) error {
 		parent := Session{Directory: dir, Title: "parent session", Created: at.Add(-2 * time.Minute), Updated: at.Add(-time.Minute)}
 		parent.defaults()
-		if err := w.Session(parent); err != nil {
+		if err := w.session(parent); err != nil {
 			return err
 		}
 		sh.SessionID = parent.ID
 		sh.ChildID = NewID("ses")
 		sh.UserMessageID, sh.AssistantMessageID = NewID("msg"), NewID("msg")
-		if err := w.Message(Message{ID: sh.UserMessageID, SessionID: parent.ID, Role: "user", Created: at.Add(-90 * time.Second)}); err != nil {
+		if err := w.message(Message{ID: sh.UserMessageID, SessionID: parent.ID, Role: "user", Created: at.Add(-90 * time.Second)}); err != nil {
 			return err
 		}
-		if err := w.Message(Message{ID: sh.AssistantMessageID, SessionID: parent.ID, ParentID: sh.UserMessageID, Cwd: dir, Created: at.Add(-80 * time.Second), Updated: at.Add(-time.Minute)}); err != nil {
+		if err := w.message(Message{ID: sh.AssistantMessageID, SessionID: parent.ID, ParentID: sh.UserMessageID, Cwd: dir, Created: at.Add(-80 * time.Second), Updated: at.Add(-time.Minute)}); err != nil {
 			return err
 		}
 		sh.ToolPartID = NewID("prt")
-		if err := w.Part(Part{ID: sh.ToolPartID, MessageID: sh.AssistantMessageID, SessionID: parent.ID, Tool: "task", Status: "running",
+		if err := w.part(Part{ID: sh.ToolPartID, MessageID: sh.AssistantMessageID, SessionID: parent.ID, Tool: "task", Status: "running",
 			Input:    map[string]any{"description": "explore", "prompt": "look around", "subagent_type": "general"},
 			Title:    "explore",
 			Metadata: map[string]any{"sessionId": sh.ChildID},
@@ -674,22 +674,22 @@ func (d *DB) Child(dir string, at time.Time, childState string) (Shape, error) {
 func turn(w *Writer, s Session, at time.Time, toolState string) (Shape, error) {
 	var sh Shape
 	s.defaults()
-	if err := w.Session(s); err != nil {
+	if err := w.session(s); err != nil {
 		return sh, err
 	}
 	sh.SessionID = s.ID
 	sh.UserMessageID, sh.AssistantMessageID = NewID("msg"), NewID("msg")
-	if err := w.Message(Message{ID: sh.UserMessageID, SessionID: s.ID, Role: "user", Created: at.Add(-30 * time.Second)}); err != nil {
+	if err := w.message(Message{ID: sh.UserMessageID, SessionID: s.ID, Role: "user", Created: at.Add(-30 * time.Second)}); err != nil {
 		return sh, err
 	}
 	am := Message{ID: sh.AssistantMessageID, SessionID: s.ID, ParentID: sh.UserMessageID, Cwd: s.Directory, Created: at.Add(-25 * time.Second), Updated: at}
 	if toolState == "completed" {
 		am.Completed = at
 	}
-	if err := w.Message(am); err != nil {
+	if err := w.message(am); err != nil {
 		return sh, err
 	}
-	if err := w.Part(Part{MessageID: am.ID, SessionID: s.ID, Type: "step-start", Created: at.Add(-24 * time.Second)}); err != nil {
+	if err := w.part(Part{MessageID: am.ID, SessionID: s.ID, Type: "step-start", Created: at.Add(-24 * time.Second)}); err != nil {
 		return sh, err
 	}
 	sh.ToolPartID = NewID("prt")
@@ -702,11 +702,11 @@ func turn(w *Writer, s Session, at time.Time, toolState string) (Shape, error) {
 	} else {
 		tp.Metadata = map[string]any{"output": "", "description": "long job"}
 	}
-	if err := w.Part(tp); err != nil {
+	if err := w.part(tp); err != nil {
 		return sh, err
 	}
 	if toolState == "completed" {
-		return sh, w.Part(Part{MessageID: am.ID, SessionID: s.ID, Type: "text", Text: "Done.", Start: at.Add(-time.Second), End: at})
+		return sh, w.part(Part{MessageID: am.ID, SessionID: s.ID, Type: "text", Text: "Done.", Start: at.Add(-time.Second), End: at})
 	}
 	return sh, nil
 }

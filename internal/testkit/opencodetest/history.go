@@ -41,7 +41,7 @@ func WriteHistory(path string, spec HistorySpec) ([]string, error) {
 			sid := NewID("ses")
 			ids = append(ids, sid)
 			dir := "/home/dev/project" + strconv.Itoa(s%50)
-			if err := w.Session(Session{ID: sid, Directory: dir, Title: "session " + strconv.Itoa(s), Created: t0, Updated: t0.Add(time.Duration(spec.Turns) * time.Minute)}); err != nil {
+			if err := w.session(Session{ID: sid, Directory: dir, Title: "session " + strconv.Itoa(s), Created: t0, Updated: t0.Add(time.Duration(spec.Turns) * time.Minute)}); err != nil {
 				return err
 			}
 			for k := 0; k < spec.Turns; k++ {
@@ -53,7 +53,7 @@ func WriteHistory(path string, spec HistorySpec) ([]string, error) {
 					am.Completed = at.Add(30 * time.Second)
 				}
 				for _, m := range []Message{um, am} {
-					if err := w.Message(m); err != nil {
+					if err := w.message(m); err != nil {
 						return err
 					}
 				}
@@ -70,7 +70,7 @@ func WriteHistory(path string, spec HistorySpec) ([]string, error) {
 					{MessageID: am.ID, SessionID: sid, Type: "step-finish", Start: at.Add(30 * time.Second)},
 				}
 				for _, p := range ps {
-					if err := w.Part(p); err != nil {
+					if err := w.part(p); err != nil {
 						return err
 					}
 				}

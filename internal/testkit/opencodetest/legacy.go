@@ -36,8 +36,8 @@ func (l *Legacy) write(rel string, body string, mtime time.Time) error {
 	return nil
 }
 
-// SessionJSON is a session as a 1.1.x storage/session file.
-func (s Session) SessionJSON() string {
+// sessionJSON is a session as a 1.1.x storage/session file.
+func (s Session) sessionJSON() string {
 	s.defaults()
 	t := map[string]any{"created": ms(s.Created), "updated": ms(s.Updated)}
 	if !s.Archived.IsZero() {
@@ -53,17 +53,17 @@ func (s Session) SessionJSON() string {
 // Session writes a session file; it returns the session with defaults filled.
 func (l *Legacy) Session(s Session) (Session, error) {
 	s.defaults()
-	return s, l.write(filepath.Join("session", s.ProjectID, s.ID+".json"), s.SessionJSON(), s.Updated)
+	return s, l.write(filepath.Join("session", s.ProjectID, s.ID+".json"), s.sessionJSON(), s.Updated)
 }
 
-// Message writes a message file.
-func (l *Legacy) Message(m Message) (Message, error) {
+// message writes a message file.
+func (l *Legacy) message(m Message) (Message, error) {
 	m.defaults()
 	return m, l.write(filepath.Join("message", m.SessionID, m.ID+".json"), m.LegacyJSON(), m.Updated)
 }
 
-// Part writes a part file.
-func (l *Legacy) Part(p Part) (Part, error) {
+// part writes a part file.
+func (l *Legacy) part(p Part) (Part, error) {
 	p.defaults()
 	return p, l.write(filepath.Join("part", p.MessageID, p.ID+".json"), p.LegacyJSON(), p.Updated)
 }
@@ -85,7 +85,7 @@ func (l *Legacy) turn(dir string, at time.Time, toolState string) (Shape, error)
 		return sh, err
 	}
 	sh.SessionID = s.ID
-	um, err := l.Message(Message{SessionID: s.ID, Role: "user", Created: at.Add(-30 * time.Second)})
+	um, err := l.message(Message{SessionID: s.ID, Role: "user", Created: at.Add(-30 * time.Second)})
 	if err != nil {
 		return sh, err
 	}
@@ -94,7 +94,7 @@ func (l *Legacy) turn(dir string, at time.Time, toolState string) (Shape, error)
 	if toolState == "completed" {
 		am.Completed = at
 	}
-	if am, err = l.Message(am); err != nil {
+	if am, err = l.message(am); err != nil {
 		return sh, err
 	}
 	sh.AssistantMessageID = am.ID
@@ -102,7 +102,7 @@ func (l *Legacy) turn(dir string, at time.Time, toolState string) (Shape, error)
 	if toolState == "completed" {
 		tp.Output, tp.End = "ok", at
 	}
-	if tp, err = l.Part(tp); err != nil {
+	if tp, err = l.part(tp); err != nil {
 		return sh, err
 	}
 	sh.ToolPartID = tp.ID
