@@ -149,10 +149,19 @@ func TestOpenCodeLaunchResumeSameSession(t *testing.T) {
 	if txt := resumed.Text(); !strings.Contains(txt, "FIRST-PROMPT-3d0") || !strings.Contains(txt, "TOOL-OUTPUT-5a1") || !strings.Contains(txt, "FIRST-ANSWER-88b") {
 		t.Fatalf("the resumed request lacks the earlier turns:\n%s", tail(txt, 3000))
 	}
+	// With the busy timeout the other reads here use: opencode has just
+	// exited, and a read-only connection without it can fail with
+	// SQLITE_BUSY, which once read as "0 sessions".
+	db, err := sql.Open("sqlite", "file:"+w.opencodeDB()+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var sessions int
-	db, _ := sql.Open("sqlite", "file:"+w.opencodeDB()+"?mode=ro")
-	db.QueryRow(`SELECT count(*) FROM session`).Scan(&sessions)
+	err = db.QueryRow(`SELECT count(*) FROM session`).Scan(&sessions)
 	db.Close()
+	if err != nil {
+		t.Fatalf("count OpenCode sessions: %v", err)
+	}
 	if sessions != 1 {
 		t.Errorf("%d OpenCode sessions, want the one resumed", sessions)
 	}
