@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"fmt"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -19,7 +18,7 @@ import (
 func (t *Tracker) AppendAction(rec *session.Record, reason string) error {
 	err := t.cfg.Store.Batch(func(tx *state.Tx) error {
 		_, err := tx.Append(session.Event{Type: session.EventAction, SessionID: rec.ID, Agent: rec.Agent,
-			From: rec.Status, To: rec.Status, Time: time.Now(), Reason: reason})
+			From: rec.Status, To: rec.Status, Time: t.cfg.Now(), Reason: reason})
 		return err
 	})
 	if err != nil {
