@@ -212,10 +212,12 @@ func TestAutoRepairPolicy(t *testing.T) {
 		_, err := os.Stat(regPath)
 		return os.IsNotExist(err)
 	})
-	evs, _, _ := e.Ctl("events", "--json")
-	if !strings.Contains(evs, "auto-repair: 1 done") {
-		t.Errorf("no auto-repair event:\n%s", evs)
-	}
+	// The entry goes first and the event is recorded after it: wait for
+	// the event too, rather than read the log in between.
+	testenv.EventuallyOK(t, 5*time.Second, "an auto-repair event", func() (bool, string) {
+		evs, _, _ := e.Ctl("events", "--json")
+		return strings.Contains(evs, "auto-repair: 1 done"), evs
+	})
 	if syscall.Kill(tool.Process.Pid, 0) != nil {
 		t.Error("an orphan was reaped though reap was not named")
 	}
