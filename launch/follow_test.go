@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -34,13 +36,9 @@ func TestKillEndsProcessGroup(t *testing.T) {
 	}
 	l.Kill(st)
 	for _, id := range []proc.Identity{st.Identity, child} {
-		deadline := time.Now().Add(10 * time.Second)
-		for host.Probe(id).Liveness != proc.Dead {
-			if time.Now().After(deadline) {
-				t.Fatalf("pid %d still lives after Kill: %+v", id.PID, host.Probe(id))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testenv.Eventually(t, 10*time.Second, fmt.Sprintf("pid %d dead after Kill", id.PID), func() bool {
+			return host.Probe(id).Liveness == proc.Dead
+		})
 	}
 }
 

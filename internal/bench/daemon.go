@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -181,11 +182,18 @@ func (d *daemon) Sessions(ctx context.Context) ([]api.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ss, err := decodeSessions(b)
-	if err != nil {
+	return decodeList(b)
+}
+
+// decodeList reads the daemon's answer, always {"sessions": [...]}
+// (decodeSessions also takes sessionctl's bare list, at the cost of a
+// failed first attempt on this one).
+func decodeList(b []byte) ([]api.Session, error) {
+	var l api.SessionList
+	if err := json.Unmarshal(b, &l); err != nil {
 		return nil, fmt.Errorf("decode session list: %w", err)
 	}
-	return ss, nil
+	return l.Sessions, nil
 }
 
 // WaitComplete measures the time to the first complete ls: it asks for the
@@ -209,9 +217,7 @@ func (d *daemon) WaitComplete(ctx context.Context, want int, timeout time.Durati
 		took := time.Since(d.Started)
 		var ss []api.Session
 		if err == nil {
-			if ss, err = decodeSessions(b); err != nil {
-				err = fmt.Errorf("decode session list: %w", err)
-			}
+			ss, err = decodeList(b)
 		}
 		if err == nil && len(ss) >= want {
 			return took, nil
