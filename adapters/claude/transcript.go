@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -14,13 +13,11 @@ import (
 	"time"
 )
 
-// transcriptName matches session transcripts: <uuid>.jsonl. Subagent files
-// (agent-*.jsonl) and the <uuid>/subagents/ folders are not sessions.
-var transcriptName = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.jsonl$`)
-
 // isTranscriptName reports whether a file name in a project folder is a
-// session transcript: what transcriptName matches, checked by hand, since
-// every listing asks it of every file (the regexp was 6 % of a restart).
+// session transcript, <uuid>.jsonl; subagent files (agent-*.jsonl) and the
+// <uuid>/subagents/ folders are not sessions. It is checked by hand, since
+// every listing asks it of every file (a regexp was 6 % of a restart); the
+// tests hold it to that regexp (transcriptName).
 func isTranscriptName(name string) bool {
 	const uuidLen = 36
 	if len(name) != uuidLen+len(".jsonl") || name[uuidLen:] != ".jsonl" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -315,6 +316,9 @@ func TestColdTranscriptsCheckedAtFullRescan(t *testing.T) {
 		t.Fatalf("full rescan missed the change: %+v", o.InFlight)
 	}
 }
+
+// transcriptName is what isTranscriptName checks by hand: <uuid>.jsonl.
+var transcriptName = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.jsonl$`)
 
 // isTranscriptName is a hand-written transcriptName: they agree.
 func FuzzIsTranscriptName(f *testing.F) {
