@@ -147,35 +147,6 @@ func (tx *Tx) byUpstream(agent, upstreamID string) (*session.Record, error) {
 	return decodeRecord(string(id), v)
 }
 
-// forEach calls fn with every session, in id order, stopping at the first
-// error. The records are read before fn is first called, so fn may Update
-// or Create through the same Tx.
-func (tx *Tx) forEach(fn func(rec *session.Record) error) error {
-	recs, err := tx.all()
-	if err != nil {
-		return err
-	}
-	for _, r := range recs {
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (tx *Tx) all() ([]*session.Record, error) {
-	var recs []*session.Record
-	err := tx.sessions.ForEach(func(k, v []byte) error {
-		r, err := decodeRecord(string(k), v)
-		if err != nil {
-			return err
-		}
-		recs = append(recs, r)
-		return nil
-	})
-	return recs, err
-}
-
 // allParallel is all with the decoding spread over GOMAXPROCS goroutines.
 // The values are bbolt's memory, valid until the transaction ends, which
 // is after every goroutine is done. The first error (in key order) wins.

@@ -1,0 +1,55 @@
+package claude
+
+import "time"
+
+// Used only by tests.
+
+// counters returns the counters so far.
+func (a *Adapter) counters() stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.stats
+	s.BytesRead = a.bytesRead.Load()
+	return s
+}
+
+// transcriptInfo is what the adapter knows of one session's transcript:
+// where it lives and what its lines said. Resume needs the root and the
+// recorded cwd (claude --resume looks only in the cwd's project folder).
+type transcriptInfo struct {
+	Root      string
+	Path      string
+	Cwd       string
+	Version   string
+	GitBranch string
+	Title     string
+	First     time.Time
+	Last      time.Time
+	Size      int64
+}
+
+// lookup returns what the last pass knew of the transcript of upstreamID.
+// ok is false when no root held it at the last pass (it may have been
+// deleted by Claude's cleanupPeriodDays, or never written).
+func (a *Adapter) lookup(upstreamID string) (transcriptInfo, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var best transcriptInfo
+	found := false
+	for _, r := range a.roots {
+		for _, p := range r.projects {
+			for _, f := range p.files {
+				if f.id != upstreamID || !f.read {
+					continue
+				}
+				s := f.sum
+				info := transcriptInfo{Root: r.path, Path: f.path, Cwd: s.Cwd, Version: s.Version, GitBranch: s.GitBranch,
+					Title: s.Title, First: s.First, Last: s.Last, Size: f.size}
+				if !found || info.Last.After(best.Last) {
+					best, found = info, true
+				}
+			}
+		}
+	}
+	return best, found
+}
