@@ -1,7 +1,5 @@
 package claude
 
-import "time"
-
 // Used only by tests.
 
 // counters returns the counters so far.
@@ -14,18 +12,12 @@ func (a *Adapter) counters() stats {
 }
 
 // transcriptInfo is what the adapter knows of one session's transcript:
-// where it lives and what its lines said. Resume needs the root and the
-// recorded cwd (claude --resume looks only in the cwd's project folder).
+// where it lives and what its lines said (the file's summary).
 type transcriptInfo struct {
-	Root      string
-	Path      string
-	Cwd       string
-	Version   string
-	GitBranch string
-	Title     string
-	First     time.Time
-	Last      time.Time
-	Size      int64
+	Root string
+	Path string
+	Size int64
+	summary
 }
 
 // lookup returns what the last pass knew of the transcript of upstreamID.
@@ -42,9 +34,7 @@ func (a *Adapter) lookup(upstreamID string) (transcriptInfo, bool) {
 				if f.id != upstreamID || !f.read {
 					continue
 				}
-				s := f.sum
-				info := transcriptInfo{Root: r.path, Path: f.path, Cwd: s.Cwd, Version: s.Version, GitBranch: s.GitBranch,
-					Title: s.Title, First: s.First, Last: s.Last, Size: f.size}
+				info := transcriptInfo{Root: r.path, Path: f.path, Size: f.size, summary: f.sum}
 				if !found || info.Last.After(best.Last) {
 					best, found = info, true
 				}
