@@ -212,8 +212,18 @@ func (w *world) startDaemon(args ...string) *daemontest.Daemon {
 		ls, _, _ := w.Ctl("ls", "--all", "--json")
 		ev, _, _ := w.Ctl("events")
 		w.t.Logf("sessions at failure:\n%s\nevents:\n%s", tail(ls, 6000), tail(ev, 6000))
+		w.logAgentLogs()
 	})
 	return d
+}
+
+// logAgentLogs logs the end of each log OpenCode wrote in this world: its
+// terminal says only "Unexpected error", its own log says which.
+func (w *world) logAgentLogs() {
+	logs, _ := filepath.Glob(filepath.Join(w.Home, ".local", "share", "opencode", "log", "*.log"))
+	for _, l := range logs {
+		w.t.Logf("%s:\n%s", l, logTail(l))
+	}
 }
 
 // proj is the project directory agents run in.
@@ -402,6 +412,7 @@ func logTail(path string) string {
 type procInfo struct {
 	PID, PPID, PGID int
 	Comm            string
+	Exe             string // the executable's path (/proc/pid/exe)
 	Args            []string
 	Env             map[string]string
 }
@@ -423,6 +434,7 @@ func readProc(pid int) (procInfo, bool) {
 	p.PPID, _ = strconv.Atoi(f[1])
 	p.PGID, _ = strconv.Atoi(f[2])
 	p.Comm = string(stat[bytes.IndexByte(stat, '(')+1 : i])
+	p.Exe, _ = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 		p.Args = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	}
@@ -466,9 +478,14 @@ func pids(ps []procInfo) []int {
 	return out
 }
 
-// isPython says whether p is the python3 a tool runs (not the bash around it).
+// isPython says whether p is the python3 a tool runs: the interpreter
+// itself, by its executable. Neither the bash around it nor a version
+// manager's shim on the way to it (pyenv's shims/python3 is a bash script,
+// so its comm is "python3" for the few hundred ms it takes to find the real
+// interpreter; a test that took it for the tool killed opencode too early,
+// before any python3 existed to orphan).
 func isPython(p procInfo) bool {
-	return strings.HasPrefix(p.Comm, "python3") || (len(p.Args) > 0 && strings.HasPrefix(filepath.Base(p.Args[0]), "python3"))
+	return strings.HasPrefix(filepath.Base(p.Exe), "python3")
 }
 
 // longTool is a tool command that runs until killed (Claude refuses a bare
