@@ -9,6 +9,8 @@ package adapters
 import (
 	"context"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sessiond/sessiond/proc"
@@ -63,7 +65,13 @@ type Checkpoint struct {
 
 // Observation is one Discover pass.
 type Observation struct {
+	// Sessions are the sessions seen this pass, one per upstream id.
 	Sessions []Observed
+	// Quiet, when not nil, holds more sessions seen this pass: those the
+	// adapter found quiet, handed over as a set it returns again, the same
+	// pointer, while none of them changes (see QuietSet). An id in
+	// Sessions is not in Quiet, or shadows it there.
+	Quiet *QuietSet
 	// Errors are inputs (a config root, a project dir, a database file)
 	// that could not be read this pass. Sessions last seen in such an input,
 	// or under it when it is a directory, keep their last known state and
@@ -238,4 +246,90 @@ type Repairer interface {
 // one go and reports each step.
 type Aborter interface {
 	Abort(ctx context.Context, t RepairTarget) ([]Step, error)
+}
+
+// QuietSet is a set of observations an adapter hands out again, as the
+// same pointer, pass after pass, for as long as every one of them is what
+// it would observe afresh. Most sessions a daemon knows are history; with
+// the set, a pass that finds it unchanged does nothing per session in it
+// (issue 14: looking at every session every pass was the idle cost at
+// 10,000 of them). A set never changes once returned: a change to one of
+// its sessions is a new set, or that session returned in
+// Observation.Sessions, which shadows its entry here for that pass.
+type QuietSet struct {
+	sessions []Observed // sorted by UpstreamID, unique
+}
+
+// NewQuietSet makes a set of observations sorted by UpstreamID, one per
+// id. The set owns the slice from then on: the caller must not change it,
+// nor anything its observations point to.
+func NewQuietSet(sorted []Observed) *QuietSet {
+	return &QuietSet{sessions: sorted}
+}
+
+// Len is the number of sessions in the set (0 for nil).
+func (q *QuietSet) Len() int {
+	if q == nil {
+		return 0
+	}
+	return len(q.sessions)
+}
+
+// Find returns the set's observation of id, or nil. It must not be
+// changed.
+func (q *QuietSet) Find(id string) *Observed {
+	if q == nil {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(q.sessions, id, func(o Observed, id string) int { return strings.Compare(o.UpstreamID, id) })
+	if !ok {
+		return nil
+	}
+	return &q.sessions[i]
+}
+
+// Each calls fn for each observation of the set, in id order, until fn
+// returns false. The observations must not be changed.
+func (q *QuietSet) Each(fn func(*Observed) bool) {
+	if q == nil {
+		return
+	}
+	for i := range q.sessions {
+		if !fn(&q.sessions[i]) {
+			return
+		}
+	}
+}
+
+// Len is the number of sessions of the pass: Sessions and the quiet ones
+// they do not shadow.
+func (o Observation) Len() int {
+	n := len(o.Sessions) + o.Quiet.Len()
+	if o.Quiet.Len() > 0 {
+		for i := range o.Sessions {
+			if o.Quiet.Find(o.Sessions[i].UpstreamID) != nil {
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// All returns every session of the pass: Sessions, then the quiet ones
+// Sessions does not shadow, in a new slice. For callers that want one
+// list (tests, one-off lookups); the tracker reads the two apart.
+func (o Observation) All() []Observed {
+	out := make([]Observed, 0, len(o.Sessions)+o.Quiet.Len())
+	out = append(out, o.Sessions...)
+	seen := make(map[string]bool, len(o.Sessions))
+	for i := range o.Sessions {
+		seen[o.Sessions[i].UpstreamID] = true
+	}
+	o.Quiet.Each(func(q *Observed) bool {
+		if !seen[q.UpstreamID] {
+			out = append(out, *q)
+		}
+		return true
+	})
+	return out
 }

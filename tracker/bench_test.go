@@ -33,14 +33,15 @@ func (h *tableHost) Snapshot() (*proc.Snapshot, error) {
 
 // populate fills a store with n sessions of which live are running with a
 // live owner and the rest stopped, and returns an adapter that observes all
-// of them, as a steady state looks.
+// of them, as a steady state looks: the live ones in its list, the others
+// in a quiet set, as the Claude adapter reports them.
 func populate(b *testing.B, st *state.Store, n, live int) (*tableHost, *fakeAdapter) {
 	b.Helper()
 	host := &tableHost{live: map[proc.Identity]bool{}}
 	ad := &fakeAdapter{name: "claude"}
 	now := time.Now()
 	last := now.Add(-time.Hour)
-	var obs []adapters.Observed
+	var obs, quiet []adapters.Observed
 	err := st.Batch(func(tx *state.Tx) error {
 		for i := 0; i < n; i++ {
 			id := proc.Identity{BootID: "boot-a", PID: 1000 + i, StartTicks: uint64(5000 + i)}
@@ -57,7 +58,11 @@ func populate(b *testing.B, st *state.Store, n, live int) (*tableHost, *fakeAdap
 				stopped := last
 				r.StoppedAt = &stopped
 			}
-			obs = append(obs, o)
+			if i < live {
+				obs = append(obs, o)
+			} else {
+				quiet = append(quiet, o) // ids in order: sorted
+			}
 			if err := tx.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
 				return err
 			}
@@ -67,7 +72,7 @@ func populate(b *testing.B, st *state.Store, n, live int) (*tableHost, *fakeAdap
 	if err != nil {
 		b.Fatal(err)
 	}
-	ad.set(adapters.Observation{Sessions: obs}, nil)
+	ad.set(adapters.Observation{Sessions: obs, Quiet: adapters.NewQuietSet(quiet)}, nil)
 	return host, ad
 }
 

@@ -34,9 +34,17 @@ type pass struct {
 
 	// Shared, not copied: the pass only reads them (decide copies the ones
 	// it changes), and the writes below go through Update.
-	recs    []*session.Record
-	claimed map[string]map[string]bool // agent -> upstream ids with a record
-	links   map[string]string          // record id -> upstream id (linkLaunched)
+	recs   []*session.Record
+	claims *claimIndex // the upstream ids the records claim (quiet.go)
+	// links ties launched records to the upstream ids linkLaunched found
+	// for them (record id -> upstream id), and linkedUp the same by
+	// agent and upstream id.
+	links    map[string]string
+	linkedUp map[string]map[string]bool
+	// loud are the records whose sessions are in an adapter's own list;
+	// sameInputs, by agent, whether its failed inputs are last pass's.
+	loud       map[*session.Record]bool
+	sameInputs map[string]bool
 
 	changed []string  // ids of the records that change
 	creates []created // the observations with no record
@@ -130,34 +138,31 @@ func (p *pass) plan() error {
 // match ties records to observations: the upstream ids the records
 // claim, and the launched records that have none yet (linkLaunched).
 func (p *pass) match() {
-	claimed := map[string]map[string]bool{} // agent -> upstream ids with a record
-	for _, r := range p.recs {
-		if r.UpstreamID == "" {
-			continue
-		}
-		if claimed[r.Agent] == nil {
-			claimed[r.Agent] = make(map[string]bool, len(p.recs))
-		}
-		claimed[r.Agent][r.UpstreamID] = true
-	}
-	p.claimed = claimed
-	p.links = p.t.linkLaunched(p.recs, p.obs, claimed)
+	p.claims = p.t.claimsFor(p.recs)
+	p.linkLaunched()
+	p.markLoud()
+	p.compareInputs()
 }
 
 // evidenceFor is what the pass knows about r: its observation, or why
-// there is none.
-func (p *pass) evidenceFor(r *session.Record) evidence {
+// there is none; and the agent's quiet set when that is what it rests on
+// (the observation came from it, or the session is in neither list).
+func (p *pass) evidenceFor(r *session.Record) (evidence, *adapters.QuietSet) {
 	ev := p.base
 	o, ok := p.obs[r.Agent]
 	if !ok {
-		return ev // no adapter for this agent: nothing is known
+		return ev, nil // no adapter for this agent: nothing is known
 	}
 	up := r.UpstreamID
 	if up == "" {
 		up = p.links[r.ID]
 	}
+	var quiet *adapters.QuietSet
 	if up != "" {
 		ev.obs = o.byUp[up]
+		if ev.obs == nil && o.quiet != nil {
+			ev.obs, quiet = o.quiet.Find(up), o.quiet
+		}
 	}
 	if ev.obs == nil {
 		switch {
@@ -169,7 +174,7 @@ func (p *pass) evidenceFor(r *session.Record) evidence {
 			}
 		}
 	}
-	return ev
+	return ev, quiet
 }
 
 // decideRecords finds the records that change, skipping those settled.go
@@ -183,13 +188,20 @@ func (p *pass) decideRecords() {
 	// Keyed by the record itself (the store replaces a record it
 	// writes, so a pointer names one version of it), which also hashes
 	// faster than an id.
-	settled := make(map[*session.Record]uint64, max(len(t.settled), len(p.recs)))
+	settled := make(map[*session.Record]settledMark, max(len(t.settled), len(p.recs)))
 	for _, r := range p.recs {
-		ev := p.evidenceFor(r)
 		linked := len(p.links) > 0 && p.links[r.ID] != ""
-		print, ok := settledPrint(t.settledSeed, r, ev, linked)
-		if last, hit := t.settled[r]; ok && hit && last == print {
+		last, hit := t.settled[r]
+		if hit && p.skipQuiet(r, last, linked) {
 			settled[r] = last
+			p.rep.Skipped++
+			p.rep.Unlooked++
+			continue
+		}
+		ev, quiet := p.evidenceFor(r)
+		print, ok := settledPrint(t.settledSeed, r, ev, linked)
+		if ok && hit && last.print == print {
+			settled[r] = settledMark{print, quiet}
 			p.rep.Skipped++
 			continue
 		}
@@ -197,7 +209,7 @@ func (p *pass) decideRecords() {
 		if len(evs) > 0 || recordMoved(r, next) || linked {
 			p.changed = append(p.changed, r.ID)
 		} else if ok {
-			settled[r] = print
+			settled[r] = settledMark{print, quiet}
 		}
 	}
 	t.settled = settled
@@ -208,16 +220,21 @@ func (p *pass) decideRecords() {
 func (p *pass) decideCreates() {
 	for agent, o := range p.obs {
 		for up, ob := range o.byUp {
-			if p.claimed[agent][up] {
-				continue
+			if !p.isClaimed(agent, up) {
+				p.create(agent, up, ob)
 			}
-			fresh := &session.Record{Agent: agent, UpstreamID: up, CreatedAt: p.base.now, Problems: []session.Problem{}}
-			ev := p.base
-			ev.obs = ob
-			next, evs := decide(fresh, ev)
-			p.creates = append(p.creates, created{next, evs[0]})
 		}
+		p.quietCreates(agent, o)
 	}
+}
+
+// create decides the first record of an observed session.
+func (p *pass) create(agent, up string, ob *adapters.Observed) {
+	fresh := &session.Record{Agent: agent, UpstreamID: up, CreatedAt: p.base.now, Problems: []session.Problem{}}
+	ev := p.base
+	ev.obs = ob
+	next, evs := decide(fresh, ev)
+	p.creates = append(p.creates, created{next, evs[0]})
 }
 
 // commit writes the changes, and the creations in chunks of createChunk
@@ -236,7 +253,8 @@ func (p *pass) commit() error {
 				if r.UpstreamID == "" && p.links[id] != "" {
 					r.UpstreamID = p.links[id]
 				}
-				next, evs := decide(r, p.evidenceFor(r))
+				ev, _ := p.evidenceFor(r)
+				next, evs := decide(r, ev)
 				*r = *next
 				return evs, nil
 			})
@@ -262,7 +280,24 @@ func (p *pass) commit() error {
 type observation struct {
 	err       error           // Discover failed: nothing is known this pass
 	badInputs map[string]bool // inputs that failed while others were read
-	byUp      map[string]*adapters.Observed
+	// byUp are the sessions of the adapter's list; quiet its quiet set,
+	// where byUp shadows it.
+	byUp  map[string]*adapters.Observed
+	quiet *adapters.QuietSet
+}
+
+// each calls fn for every session observed: the list's, then the quiet
+// set's it does not shadow.
+func (o *observation) each(fn func(up string, ob *adapters.Observed)) {
+	for up, ob := range o.byUp {
+		fn(up, ob)
+	}
+	o.quiet.Each(func(ob *adapters.Observed) bool {
+		if o.byUp[ob.UpstreamID] == nil {
+			fn(ob.UpstreamID, ob)
+		}
+		return true
+	})
 }
 
 // failedInput returns the failed input that source is, or lies under (a
@@ -305,24 +340,24 @@ func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
 // (the observation names the launched process), else, for an agent that
 // already exited, a session in the launch's cwd first written after the
 // launch. Exactly one match on both sides, or none.
-func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observation, claimed map[string]map[string]bool) map[string]string {
-	links := map[string]string{}
+func (p *pass) linkLaunched() {
+	p.links, p.linkedUp = map[string]string{}, map[string]map[string]bool{}
 	claim := func(r *session.Record, up string) {
-		links[r.ID] = up
-		if claimed[r.Agent] == nil {
-			claimed[r.Agent] = map[string]bool{}
+		p.links[r.ID] = up
+		if p.linkedUp[r.Agent] == nil {
+			p.linkedUp[r.Agent] = map[string]bool{}
 		}
-		claimed[r.Agent][up] = true
+		p.linkedUp[r.Agent][up] = true
 	}
 	var pending []*session.Record
-	for _, r := range recs {
-		if r.UpstreamID != "" || r.Owner == nil || !r.Launched || obs[r.Agent] == nil {
+	for _, r := range p.recs {
+		if r.UpstreamID != "" || r.Owner == nil || !r.Launched || p.obs[r.Agent] == nil {
 			continue
 		}
 		var match []string
-		for up, ob := range obs[r.Agent].byUp {
-			if claimed[r.Agent][up] {
-				continue
+		p.obs[r.Agent].each(func(up string, ob *adapters.Observed) {
+			if p.isClaimed(r.Agent, up) {
+				return
 			}
 			for _, ow := range ob.Owners {
 				if ow.Identity == *r.Owner {
@@ -330,7 +365,7 @@ func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observati
 					break
 				}
 			}
-		}
+		})
 		switch len(match) {
 		case 1:
 			claim(r, match[0])
@@ -344,17 +379,18 @@ func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observati
 	}
 	for _, r := range pending {
 		var match []string
-		for up, ob := range obs[r.Agent].byUp {
-			if !claimed[r.Agent][up] && fits(r, ob) {
-				match = append(match, up)
+		var matched *adapters.Observed
+		p.obs[r.Agent].each(func(up string, ob *adapters.Observed) {
+			if !p.isClaimed(r.Agent, up) && fits(r, ob) {
+				match, matched = append(match, up), ob
 			}
-		}
+		})
 		if len(match) != 1 {
 			continue
 		}
 		rivals := 0
 		for _, o := range pending {
-			if o.Agent == r.Agent && fits(o, obs[r.Agent].byUp[match[0]]) {
+			if o.Agent == r.Agent && fits(o, matched) {
 				rivals++
 			}
 		}
@@ -362,7 +398,6 @@ func (t *Tracker) linkLaunched(recs []*session.Record, obs map[string]*observati
 			claim(r, match[0])
 		}
 	}
-	return links
 }
 
 // recordMoved reports changes that carry no event (last activity, title,
@@ -420,6 +455,7 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[stri
 				}
 				o.byUp[s.UpstreamID] = s
 			}
+			o.quiet = res.Quiet
 			for _, ie := range res.Errors {
 				o.badInputs[ie.Input] = true
 				h.InputErrors = append(h.InputErrors, ie.Error())
@@ -428,7 +464,7 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[stri
 			for _, w := range res.Warnings {
 				h.InputWarnings = append(h.InputWarnings, w.Error())
 			}
-			h.Sessions = len(o.byUp)
+			h.Sessions = res.Len()
 		}
 		out[name] = o
 		t.statsMu.Lock()

@@ -104,6 +104,9 @@ type PassReport struct {
 	// Skipped counts the records not decided again: unchanged, with the
 	// same evidence, and past what time alone could change (settled.go).
 	Skipped int
+	// Unlooked counts, of Skipped, the records skipped without a look at
+	// their evidence: settled under a quiet set returned again (quiet.go).
+	Unlooked int
 }
 
 // Tracker runs reconcile passes. Safe for concurrent use; passes serialize.
@@ -116,8 +119,15 @@ type Tracker struct {
 	restored bool // the first pass handed the adapters their saved state
 	// settled are the records the last pass found unchanged and that time
 	// alone cannot change, with their evidence's fingerprint (settled.go).
-	settled     map[*session.Record]uint64
+	settled     map[*session.Record]settledMark
 	settledSeed maphash.Seed
+	// claims, quietClaimed and badInputs are what the last pass learned
+	// that lets this one skip the sessions of a quiet set (quiet.go):
+	// the records' upstream ids, the quiet set (by agent) every session
+	// of which has a record, and the inputs that failed (by agent).
+	claims       *claimIndex
+	quietClaimed map[string]*adapters.QuietSet
+	badInputs    map[string]string
 
 	cpMu sync.Mutex // one Checkpoint at a time
 
@@ -161,13 +171,14 @@ func New(cfg Config) *Tracker {
 		cfg.Logger = zap.NewNop()
 	}
 	return &Tracker{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		watched:     map[proc.Identity]bool{},
-		settledSeed: maphash.MakeSeed(),
-		hint:        make(chan struct{}, 1),
-		kick:        make(chan struct{}, 1),
-		health:      map[string]api.AdapterHealth{},
+		cfg:          cfg,
+		log:          cfg.Logger,
+		watched:      map[proc.Identity]bool{},
+		settledSeed:  maphash.MakeSeed(),
+		quietClaimed: map[string]*adapters.QuietSet{},
+		hint:         make(chan struct{}, 1),
+		kick:         make(chan struct{}, 1),
+		health:       map[string]api.AdapterHealth{},
 	}
 }
 
@@ -270,7 +281,8 @@ func (t *Tracker) Reconcile(ctx context.Context, trigger string) (PassReport, er
 
 	if err == nil {
 		t.log.Debug("reconciled", zap.String("trigger", trigger), zap.Duration("took", rep.Duration),
-			zap.Int("sessions", rep.Sessions), zap.Int("created", rep.Created), zap.Int("changed", rep.Changed))
+			zap.Int("sessions", rep.Sessions), zap.Int("created", rep.Created), zap.Int("changed", rep.Changed),
+			zap.Int("skipped", rep.Skipped), zap.Int("unlooked", rep.Unlooked))
 		if t.OnPass != nil {
 			t.OnPass(rep)
 		}
@@ -332,6 +344,10 @@ func (t *Tracker) Observe(ctx context.Context, agent, upstreamID string) (*adapt
 			if obs.Sessions[i].UpstreamID == upstreamID {
 				return &obs.Sessions[i], nil
 			}
+		}
+		if q := obs.Quiet.Find(upstreamID); q != nil {
+			c := *q // the set's own must not change
+			return &c, nil
 		}
 		return nil, nil
 	}

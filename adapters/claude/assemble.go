@@ -44,8 +44,10 @@ type liveOwner struct {
 }
 
 // assemble turns the roots' state and the process view into observations:
-// from the quiet cache when it holds (quiet.go), else built in full.
-func (a *Adapter) assemble(v *procView, shape uint64) []adapters.Observed {
+// the sessions that are not quiet, built this pass, and the quiet ones as
+// a set the tracker can skip while it is the same (quiet.go). The set is
+// the cache's when it holds, else both are built in full.
+func (a *Adapter) assemble(v *procView, shape uint64) ([]adapters.Observed, *adapters.QuietSet) {
 	c := &a.quiet
 	var out []adapters.Observed
 	var live []liveOwner
@@ -56,57 +58,69 @@ func (a *Adapter) assemble(v *procView, shape uint64) []adapters.Observed {
 			loud[id] = true
 		}
 		if sameSet(loud, c.loud) {
-			out, live = a.reuseQuiet(v, c)
+			out, live = a.buildLoud(v, c)
 			reused = true
 			if quietCheck != nil {
 				full, _ := a.buildAll(v)
-				quietCheck(out, full)
+				all := adapters.Observation{Sessions: out, Quiet: c.set}.All()
+				slices.SortFunc(all, func(x, y adapters.Observed) int { return strings.Compare(x.UpstreamID, y.UpstreamID) })
+				quietCheck(all, full)
 			}
 		}
 	}
 	if !reused {
-		out, live = a.buildAll(v)
+		var all []adapters.Observed
+		all, live = a.buildAll(v)
 		a.indexFiles(c)
-		c.shape, c.loud, c.forced, c.out = shape, a.loudIDs(v, c), map[string]bool{}, c.out[:0]
-		for _, o := range out {
+		c.shape, c.loud, c.forced = shape, a.loudIDs(v, c), map[string]bool{}
+		var quiet []adapters.Observed
+		for _, o := range all {
 			switch {
 			case c.loud[o.UpstreamID]:
+				out = append(out, o)
 			case o.Stamp == 0:
 				// Not quiet for a reason loudIDs does not see: built
 				// afresh every pass, as the full build would.
 				c.forced[o.UpstreamID], c.loud[o.UpstreamID] = true, true
+				out = append(out, o)
 			default:
-				c.out = append(c.out, o)
+				quiet = append(quiet, o)
 			}
 		}
-		c.out = slices.Clip(c.out)
+		// A new set even when the same sessions came out quiet: the
+		// tracker skips a set it decided, so a set is never handed out
+		// for data it was not built from.
+		c.set = adapters.NewQuietSet(slices.Clip(quiet))
 		c.valid = true
 	}
 	a.stats.QuietReused += boolCount(reused)
+	return a.attachOrphans(v, out, c.set, live), c.set
+}
 
-	index := make(map[string]int, len(live))
-	find := func(sid string) (int, bool) {
-		if i, ok := index[sid]; ok {
-			return i, true
-		}
-		i, ok := slices.BinarySearchFunc(out, sid, func(x adapters.Observed, id string) int { return strings.Compare(x.UpstreamID, id) })
-		if ok {
-			index[sid] = i
-		}
-		return i, ok
-	}
+// attachOrphans adds each session's orphan processes as problems. A quiet
+// session with orphans is returned among the others, a copy that shadows
+// its entry in the set for this pass.
+func (a *Adapter) attachOrphans(v *procView, out []adapters.Observed, set *adapters.QuietSet, live []liveOwner) []adapters.Observed {
+	byID := func(x adapters.Observed, id string) int { return strings.Compare(x.UpstreamID, id) }
 	for sid, issues := range a.orphans(v, a.registryTicks(v), live) {
-		i, ok := find(sid)
+		i, ok := slices.BinarySearchFunc(out, sid, byID)
 		if !ok {
-			a.log.Debug("orphan processes of a session not found", zap.String("session", sid), zap.Int("processes", len(issues)))
-			continue
+			q := set.Find(sid)
+			if q == nil {
+				a.log.Debug("orphan processes of a session not found", zap.String("session", sid), zap.Int("processes", len(issues)))
+				continue
+			}
+			o := *q
+			// Callers append to these: never into the set's.
+			o.InFlight, o.Problems, o.Owners = slices.Clip(o.InFlight), slices.Clip(o.Problems), slices.Clip(o.Owners)
+			out = slices.Insert(out, i, o)
 		}
 		out[i].Problems = append(out[i].Problems, issues...)
 		out[i].Stamp = 0
 	}
 	for i := range out {
 		if len(out[i].Problems) > 1 {
-			// Sorted in a copy: the slice may be the quiet cache's.
+			// Sorted in a copy: the slice may be the set's.
 			ps := slices.Clone(out[i].Problems)
 			sort.Slice(ps, func(x, y int) bool { return ps[x].Key < ps[y].Key })
 			out[i].Problems = ps
@@ -115,8 +129,8 @@ func (a *Adapter) assemble(v *procView, shape uint64) []adapters.Observed {
 	return out
 }
 
-// quietCheck, set by tests, sees each reused pass's observations next to
-// a full build of the same pass.
+// quietCheck, set by tests, sees each reused pass's observations (all of
+// them, the set's included) next to a full build of the same pass.
 var quietCheck func(reused, full []adapters.Observed)
 
 func boolCount(b bool) uint64 {

@@ -115,8 +115,8 @@ func BenchmarkColdDiscovery(b *testing.B) {
 		if p := stop(); p > peak {
 			peak = p
 		}
-		if err != nil || len(obs.Sessions) != benchFiles {
-			b.Fatalf("discover: %d sessions, %v", len(obs.Sessions), err)
+		if err != nil || obs.Len() != benchFiles {
+			b.Fatalf("discover: %d sessions, %v", obs.Len(), err)
 		}
 		read += a.counters().BytesRead
 		b.StartTimer()

@@ -264,10 +264,10 @@ func contains(list []string, s string) bool {
 // sameSessions compares two observations session by session.
 func sameSessions(t *testing.T, got, want adapters.Observation) {
 	t.Helper()
-	if len(got.Sessions) != len(want.Sessions) {
-		t.Fatalf("%d sessions, want %d", len(got.Sessions), len(want.Sessions))
+	if got.Len() != want.Len() {
+		t.Fatalf("%d sessions, want %d", got.Len(), want.Len())
 	}
-	for _, w := range want.Sessions {
+	for _, w := range want.All() {
 		g := find(got, w.UpstreamID)
 		if g == nil {
 			t.Fatalf("session %s missing", w.UpstreamID)

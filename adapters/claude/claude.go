@@ -346,7 +346,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	shape := a.shapePrint()
 	obs.Warnings = a.warnings(shape)
 
-	obs.Sessions = a.assemble(view, shape)
+	obs.Sessions, obs.Quiet = a.assemble(view, shape)
 	// Saved state the first full pass did not find is stale: Checkpoint
 	// drops it.
 	a.restored = nil
@@ -360,7 +360,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	}
 	a.countState()
 	a.log.Debug("claude pass",
-		zap.Bool("full", full), zap.Int("sessions", len(obs.Sessions)), zap.Int("reads", len(jobs)),
+		zap.Bool("full", full), zap.Int("sessions", obs.Len()), zap.Int("reads", len(jobs)),
 		zap.Int("errors", len(obs.Errors)), zap.Int64("bytes_read_total", a.bytesRead.Load()))
 	return obs, nil
 }

@@ -47,8 +47,8 @@ func TestDiscoverWithAndWithoutOwners(t *testing.T) {
 	if len(obs.Errors) != 0 {
 		t.Fatalf("errors: %v", obs.Errors)
 	}
-	if len(obs.Sessions) != 3 {
-		t.Fatalf("want 3 sessions, got %d", len(obs.Sessions))
+	if obs.Len() != 3 {
+		t.Fatalf("want 3 sessions, got %d", obs.Len())
 	}
 	c := mustFind(t, obs, crashed)
 	if len(c.Owners) != 1 || probe(c.Owners[0].Identity) != proc.Dead || c.Activity == session.ActivityBusy ||
@@ -351,14 +351,14 @@ func TestUnreadableInputs(t *testing.T) {
 		t.Fatalf("errors = %v", obs.Errors)
 	}
 	if find(obs, bad) != nil || find(obs, good1) == nil || find(obs, good2) == nil {
-		t.Fatalf("sessions = %+v", obs.Sessions)
+		t.Fatalf("sessions = %+v", obs.All())
 	}
 
 	// The whole first root unreadable: the second still works.
 	fsys.failPath(filepath.Join(r1.Dir, "projects"), errInjected)
 	obs = discover(t, a, nil)
 	if find(obs, good2) == nil || find(obs, good1) != nil || len(obs.Errors) == 0 {
-		t.Fatalf("sessions %+v errors %v", obs.Sessions, obs.Errors)
+		t.Fatalf("sessions %+v errors %v", obs.All(), obs.Errors)
 	}
 
 	// No root readable at all: Discover fails.
@@ -463,10 +463,10 @@ func TestStablePasses(t *testing.T) {
 	a := newTestAdapter(t, &testFS{}, r.Dir)
 	first := discover(t, a, nil)
 	second := discover(t, a, nil)
-	if len(first.Sessions) != 1 || len(second.Sessions) != 1 {
+	if first.Len() != 1 || second.Len() != 1 {
 		t.Fatal("session count")
 	}
-	f, s := first.Sessions[0], second.Sessions[0]
+	f, s := first.All()[0], second.All()[0]
 	if f.UpstreamID != s.UpstreamID || len(f.InFlight) != len(s.InFlight) || !f.LastActivity.Equal(s.LastActivity) || len(f.InFlight) != 1 {
 		t.Fatalf("passes differ: %+v vs %+v", f, s)
 	}

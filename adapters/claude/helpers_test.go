@@ -109,9 +109,10 @@ func discover(t testing.TB, a *Adapter, snap *proc.Snapshot) adapters.Observatio
 }
 
 func find(obs adapters.Observation, id string) *adapters.Observed {
-	for i := range obs.Sessions {
-		if obs.Sessions[i].UpstreamID == id {
-			return &obs.Sessions[i]
+	all := obs.All()
+	for i := range all {
+		if all[i].UpstreamID == id {
+			return &all[i]
 		}
 	}
 	return nil
@@ -121,7 +122,7 @@ func mustFind(t testing.TB, obs adapters.Observation, id string) *adapters.Obser
 	t.Helper()
 	o := find(obs, id)
 	if o == nil {
-		t.Fatalf("session %s not observed; got %d sessions", id, len(obs.Sessions))
+		t.Fatalf("session %s not observed; got %d sessions", id, obs.Len())
 	}
 	return o
 }

@@ -49,13 +49,13 @@ func TestClaudeOfAnotherHomeIsNotOurs(t *testing.T) {
 	a := New(Config{Roots: []string{filepath.Join(dir, ".claude")}, NoLearnedRoots: true, Home: dir})
 	snap = &proc.Snapshot{BootID: "b", Procs: map[int]*proc.Process{501: row(501, map[string]string{"HOME": "/tmp/sandbox"})}}
 	obs, err := a.Discover(context.Background(), snap)
-	if err != nil || len(obs.Sessions) != 0 {
-		t.Fatalf("a claude of another home: %v, sessions %+v", err, obs.Sessions)
+	if err != nil || obs.Len() != 0 {
+		t.Fatalf("a claude of another home: %v, sessions %+v", err, obs.All())
 	}
 	snap.Procs[501].Env["HOME"] = dir
 	obs, err = a.Discover(context.Background(), snap)
-	if err != nil || len(obs.Sessions) != 1 || obs.Sessions[0].UpstreamID != id {
-		t.Fatalf("a claude of our home: %v, sessions %+v", err, obs.Sessions)
+	if err != nil || obs.Len() != 1 || obs.All()[0].UpstreamID != id {
+		t.Fatalf("a claude of our home: %v, sessions %+v", err, obs.All())
 	}
 }
 

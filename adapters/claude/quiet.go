@@ -2,7 +2,6 @@ package claude
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/sessiond/sessiond/adapters"
 )
@@ -11,20 +10,21 @@ import (
 // session. Most sessions are quiet: seen only in their transcript, which
 // no registry entry or argv names, in no other root, in a cwd where no
 // claude runs. Their observations depend on their files alone (see
-// observeFile), so once built they are kept, sorted by id, and a pass in
-// which no transcript, listing or root changed, and the same sessions are
-// not quiet, reuses them and builds only the others. Any change of that
-// kind takes the full build again.
+// observeFile), so once built they are kept as an adapters.QuietSet, and a
+// pass in which no transcript, listing or root changed, and the same
+// sessions are not quiet, hands the same set out again and builds only the
+// others. Any change of that kind takes the full build again, and a new
+// set.
 
 // quietCache is the last full build's quiet observations and what decides
 // whether they still hold.
 type quietCache struct {
 	valid bool
 	shape uint64
-	// loud are the ids that were not quiet; out the quiet observations,
-	// sorted by id, stamped, without orphans (added each pass).
+	// loud are the ids that were not quiet; set the quiet observations,
+	// stamped, without orphans (added each pass, outside the set).
 	loud map[string]bool
-	out  []adapters.Observed
+	set  *adapters.QuietSet
 	// forced are ids the full build found not quiet for a reason loudIDs
 	// does not see; they are rebuilt every pass.
 	forced map[string]bool
@@ -158,34 +158,23 @@ func sameSet(a, b map[string]bool) bool {
 	return true
 }
 
-// reuseQuiet builds this pass's observations from the cache: the quiet
-// ones as they were, the loud ones afresh, as the full build would.
-func (a *Adapter) reuseQuiet(v *procView, c *quietCache) ([]adapters.Observed, []liveOwner) {
-	out := make([]adapters.Observed, len(c.out), len(c.out)+len(c.loud))
-	copy(out, c.out)
-	for i := range out {
-		o := &out[i]
-		o.InFlight, o.Problems, o.Owners = slices.Clip(o.InFlight), slices.Clip(o.Problems), slices.Clip(o.Owners)
-	}
-	var live []liveOwner
+// buildLoud builds the sessions that are not quiet afresh, as the full
+// build would, sorted by id; the quiet ones stay in the cache's set.
+func (a *Adapter) buildLoud(v *procView, c *quietCache) ([]adapters.Observed, []liveOwner) {
 	ids := make([]string, 0, len(c.loud))
 	for id := range c.loud {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	out := make([]adapters.Observed, 0, len(ids))
+	var live []liveOwner
 	for _, id := range ids {
 		o, lo, ok := a.observeID(id, v, c)
 		if !ok {
 			continue
 		}
 		live = append(live, lo...)
-		i, found := slices.BinarySearchFunc(out, id, func(x adapters.Observed, id string) int { return strings.Compare(x.UpstreamID, id) })
-		if found { // cannot happen: a loud id is never in the quiet list
-			out[i] = merge(out[i], o)
-			out[i].Stamp = 0
-			continue
-		}
-		out = slices.Insert(out, i, o)
+		out = append(out, o)
 	}
 	return out, live
 }
