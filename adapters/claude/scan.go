@@ -78,6 +78,7 @@ type projectState struct {
 	// skipped are transcript-named entries not read (symlinks, not
 	// regular files), as of the last listing.
 	skipped []adapters.InputError
+	hot     hotIndex // which files a steady pass stats (hot.go)
 }
 
 // fileState is one transcript as last read: the read position, keyed on
@@ -109,6 +110,10 @@ type fileState struct {
 	// cwd is filepath.Clean(sum.Cwd), kept for the passes that look it
 	// up; cwdOf is the sum.Cwd it was made from.
 	cwd, cwdOf string
+	// hotMark is the last pass that listed the file to stat, and
+	// byCwd whether its project's hotIndex has it by cwd (hot.go).
+	hotMark uint64
+	byCwd   bool
 }
 
 // cwdKey is the transcript's cwd, cleaned, as the process view keys it.
@@ -249,37 +254,6 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 	}
 	rf.entry = &e
 	return nil
-}
-
-// hot says which transcripts are stat'ed at every pass: those modified
-// recently and those a live process may be writing (named by a registry
-// entry or an argv, or in the cwd of a live claude). The others are
-// stat'ed at full rescans only: on a machine with years of history a pass
-// then costs a few stats, not one per transcript ever written.
-type hot struct {
-	coldAfter time.Duration
-	ids       map[string]bool
-	cwds      map[string][]*claudeProc
-}
-
-func (h *hot) has(f *fileState, now time.Time) bool {
-	if !f.read || now.Sub(f.mtime) < h.coldAfter || h.ids[f.id] {
-		return true
-	}
-	return len(h.cwds) > 0 && f.sum.Cwd != "" && len(h.cwds[f.cwdKey()]) > 0
-}
-
-func (a *Adapter) hotSet(r *rootState, v *procView) *hot {
-	h := &hot{coldAfter: a.cfg.ColdAfter, ids: map[string]bool{}, cwds: v.byCwd}
-	for _, rf := range r.regs {
-		if rf.entry != nil {
-			h.ids[rf.entry.SessionID] = true
-		}
-	}
-	for id := range v.byArgv {
-		h.ids[id] = true
-	}
-	return h
 }
 
 // scanProjects looks at the root's projects/: lists it again when it
@@ -423,11 +397,13 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 				}
 				f.serial = nextSerial()
 				p.files[name] = f
+				p.hot.built = false
 			}
 		}
 		for name := range p.files {
 			if !seen[name] {
 				delete(p.files, name)
+				p.hot.built = false
 			}
 		}
 		p.dir.listedNow(fi)
@@ -436,25 +412,30 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 	var jobs []*job
 	var firstErr *adapters.InputError
 	now := time.Now()
-	for name, f := range p.files {
-		if !full && !h.has(f, now) {
-			continue
-		}
+	files := p.hot.files(p, full, h, now)
+	var warm []*fileState
+	for _, f := range files {
 		fi, err := a.fs.Stat(f.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			delete(p.files, name)
+			delete(p.files, f.id+".jsonl")
+			p.hot.built = false
 			continue
 		case err != nil:
 			if firstErr == nil {
 				firstErr = &adapters.InputError{Input: f.path, Err: err}
 			}
+			warm = append(warm, f) // looked at again next pass
 			continue
 		}
 		if k := a.plan(f, fi); k != jobNone {
 			jobs = append(jobs, &job{f: f, fi: fi, kind: k})
 		}
+		if !f.read || now.Sub(fi.ModTime()) < h.coldAfter {
+			warm = append(warm, f)
+		}
 	}
+	p.hot.settle(warm)
 	return firstErr, jobs
 }
 
