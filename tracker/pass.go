@@ -45,6 +45,11 @@ type pass struct {
 	// sameInputs, by agent, whether its failed inputs are last pass's.
 	loud       map[*session.Record]bool
 	sameInputs map[string]bool
+	// quietAgent is skipQuiet's last agent and the set it may skip for.
+	quietAgent struct {
+		name string
+		set  *adapters.QuietSet
+	}
 
 	changed []string  // ids of the records that change
 	creates []created // the observations with no record

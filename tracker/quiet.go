@@ -121,8 +121,16 @@ func (p *pass) compareInputs() {
 // skipQuiet reports whether r can be skipped without a look: settled last
 // pass under the quiet set its agent's adapter returned again.
 func (p *pass) skipQuiet(r *session.Record, m settledMark, linked bool) bool {
-	o := p.obs[r.Agent]
-	return m.quiet != nil && o != nil && o.quiet == m.quiet && !linked && !p.loud[r] && p.sameInputs[r.Agent]
+	if m.quiet == nil || linked {
+		return false
+	}
+	if r.Agent != p.quietAgent.name { // records come mostly in runs of one agent
+		p.quietAgent.name, p.quietAgent.set = r.Agent, nil
+		if o := p.obs[r.Agent]; o != nil && p.sameInputs[r.Agent] {
+			p.quietAgent.set = o.quiet
+		}
+	}
+	return p.quietAgent.set == m.quiet && !p.loud[r]
 }
 
 // quietCreates adds a first record for each session of the agent's quiet

@@ -68,7 +68,11 @@ func TestHotIndexFollowsTheRule(t *testing.T) {
 	}
 	a := New(Config{Roots: []string{r.Dir}, DefaultRoot: r.Dir, NoLearnedRoots: true, FS: &testFS{},
 		ColdAfter: coldAfter, Logger: zaptest.NewLogger(t)})
-	pass := func() { discover(t, a, snapshot(t)) }
+	pass := func() {
+		t.Helper()
+		discover(t, a, snapshot(t))
+		checkShape(t, a)
+	}
 	pass()
 	pass()
 	pass()

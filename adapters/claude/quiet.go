@@ -63,14 +63,27 @@ func (a *Adapter) shapePrint() uint64 {
 				ok = 1
 			}
 			sum += mix(p.serial<<2 | ok<<1)
-			for _, f := range p.files {
-				if f.read {
-					sum += mix(f.serial<<24 ^ f.gen<<2 | 3)
-				}
-			}
+			sum += p.fileShape()
 		}
 	}
 	return sum
+}
+
+// fileShape is the project's share of shapePrint from its files, kept
+// between passes: only scanProject changes what it covers (a listing
+// that adds or removes a file, a file gone, a read), and it marks the
+// sum stale when it does. Summing 10,000 files' states every pass cost a
+// cache miss per file.
+func (p *projectState) fileShape() uint64 {
+	if !p.shapeOK {
+		p.shapeSum, p.shapeOK = 0, true
+		for _, f := range p.files {
+			if f.read {
+				p.shapeSum += mix(f.serial<<24 ^ f.gen<<2 | 3)
+			}
+		}
+	}
+	return p.shapeSum
 }
 
 // mix is splitmix64's finalizer.

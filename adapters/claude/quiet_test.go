@@ -60,7 +60,12 @@ func TestQuietReuseEqualsFullBuild(t *testing.T) {
 	other.WriteTranscript(t, dup)
 
 	a := newTestAdapter(t, &testFS{}, r.Dir, other.Dir)
-	pass := func() adapters.Observation { return discover(t, a, snapshot(t)) }
+	pass := func() adapters.Observation {
+		t.Helper()
+		obs := discover(t, a, snapshot(t))
+		checkShape(t, a)
+		return obs
+	}
 	steady := func(what string) {
 		t.Helper()
 		before := a.counters().QuietReused
@@ -110,5 +115,40 @@ func TestQuietReuseEqualsFullBuild(t *testing.T) {
 	}
 	if checked < 7 {
 		t.Fatalf("only %d reused passes were checked", checked)
+	}
+}
+
+// checkShape holds shapePrint, with its per-project sums kept between
+// passes, to the sum over every file's state.
+func checkShape(t *testing.T, a *Adapter) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var want uint64
+	for i, r := range a.roots {
+		var flags uint64
+		if r.ok {
+			flags |= 1
+		}
+		if r.present {
+			flags |= 2
+		}
+		want += mix(uint64(i)<<8 | flags<<4 | 0xf)
+		want += mix(r.serial<<2 | 1)
+		for _, p := range r.projects {
+			ok := uint64(0)
+			if p.ok {
+				ok = 1
+			}
+			want += mix(p.serial<<2 | ok<<1)
+			for _, f := range p.files {
+				if f.read {
+					want += mix(f.serial<<24 ^ f.gen<<2 | 3)
+				}
+			}
+		}
+	}
+	if got := a.shapePrint(); got != want {
+		t.Fatalf("shapePrint %x, the sum over every file %x", got, want)
 	}
 }

@@ -79,6 +79,9 @@ type projectState struct {
 	// regular files), as of the last listing.
 	skipped []adapters.InputError
 	hot     hotIndex // which files a steady pass stats (hot.go)
+	// shapeSum is fileShape's last sum, valid while shapeOK.
+	shapeSum uint64
+	shapeOK  bool
 }
 
 // fileState is one transcript as last read: the read position, keyed on
@@ -397,13 +400,13 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 				}
 				f.serial = nextSerial()
 				p.files[name] = f
-				p.hot.built = false
+				p.hot.built, p.shapeOK = false, false
 			}
 		}
 		for name := range p.files {
 			if !seen[name] {
 				delete(p.files, name)
-				p.hot.built = false
+				p.hot.built, p.shapeOK = false, false
 			}
 		}
 		p.dir.listedNow(fi)
@@ -419,7 +422,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			delete(p.files, f.id+".jsonl")
-			p.hot.built = false
+			p.hot.built, p.shapeOK = false, false
 			continue
 		case err != nil:
 			if firstErr == nil {
@@ -430,6 +433,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 		}
 		if k := a.plan(f, fi); k != jobNone {
 			jobs = append(jobs, &job{f: f, fi: fi, kind: k})
+			p.shapeOK = false // the read changes the file's state
 		}
 		if !f.read || now.Sub(fi.ModTime()) < h.coldAfter {
 			warm = append(warm, f)
