@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -68,11 +69,21 @@ func (s *Store) SaveAdapterState(agent string, put map[string][]byte, del []stri
 				return fmt.Errorf("delete %q: %w", k, err)
 			}
 		}
-		for k, v := range put {
+		// In key order, into full pages: a first save puts every input
+		// at once (10,000 transcripts), and in map order bbolt left each
+		// page half empty. Later saves put a few keys, and a page that
+		// overflows splits as it would anyway.
+		keys := make([]string, 0, len(put))
+		for k := range put {
 			if k == "" {
 				return fmt.Errorf("entry with an empty key")
 			}
-			if err := b.Put([]byte(k), v); err != nil {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.FillPercent = appendFill
+		for _, k := range keys {
+			if err := b.Put([]byte(k), put[k]); err != nil {
 				return fmt.Errorf("put %q: %w", k, err)
 			}
 		}

@@ -2,9 +2,13 @@ package state
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/sessiond/sessiond/session"
 )
 
 func TestAdapterStateRoundTrip(t *testing.T) {
@@ -103,5 +107,38 @@ func TestCommitStatsCountBatches(t *testing.T) {
 	after := st.CommitStats()
 	if after.Commits != before.Commits+3 || after.Time <= before.Time {
 		t.Fatalf("commit stats %+v -> %+v", before, after)
+	}
+}
+
+// A first save of many entries, and events appended one by one, fill
+// their pages: bbolt's default half fill doubled the file and the
+// daemon's resident memory, which counts the mapped pages it touches.
+func TestBulkWritesFillPages(t *testing.T) {
+	st := openT(t, dbPath(t), Options{})
+	put := map[string][]byte{}
+	for i := range 5000 {
+		put[fmt.Sprintf("/home/u/.claude/projects/-home-u-p%d/%08x-0000-4000-8000-000000000000.jsonl", i%150, i*7919%5000)] = bytes.Repeat([]byte{byte(i)}, 120)
+	}
+	if err := st.SaveAdapterState("claude", put, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		r := &session.Record{Agent: "claude", UpstreamID: fmt.Sprintf("up-%d", i), Status: session.StatusStopped, CreatedAt: time.Now()}
+		if err := st.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := st.db.View(func(tx *bolt.Tx) error {
+		v1 := tx.Bucket(bucketV1)
+		for name, b := range map[string]*bolt.Bucket{"adapters/claude": v1.Bucket(bucketAdapters).Bucket([]byte("claude")), "events": v1.Bucket(bucketEvents)} {
+			s := b.Stats()
+			if fill := float64(s.LeafInuse) / float64(s.LeafAlloc); fill < 0.85 {
+				t.Errorf("%s: leaf pages %.0f %% full (%d of %d bytes)", name, fill*100, s.LeafInuse, s.LeafAlloc)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
