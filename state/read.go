@@ -103,6 +103,16 @@ func (s *Store) List() ([]*session.Record, error) {
 	return recs, nil
 }
 
+// Empty reports whether the store holds no session: a first start.
+func (s *Store) Empty() (empty bool, err error) {
+	err = s.view(func(tx *Tx) error {
+		k, _ := tx.sessions.Cursor().First()
+		empty = k == nil
+		return nil
+	})
+	return empty, err
+}
+
 // ListShared is List without the copies: the records, and the slice, are
 // the store's own, shared by every caller, and must not be modified. The
 // store never changes a record it handed out (a commit replaces it), so

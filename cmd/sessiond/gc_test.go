@@ -1,23 +1,15 @@
 package main
 
-import (
-	"runtime/debug"
-	"testing"
-)
+import "testing"
 
-// The daemon's GC target is defaultGCPercent unless GOGC says otherwise.
-func TestGCPercentDefaultAndOverride(t *testing.T) {
-	orig := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(orig) })
-
+// A first start lowers the GC target unless GOGC says otherwise.
+func TestFirstStartGCUnlessGOGC(t *testing.T) {
 	t.Setenv("GOGC", "")
-	setGCPercent()
-	if got := debug.SetGCPercent(77); got != defaultGCPercent {
-		t.Fatalf("GOGC unset: GC percent %d, want %d", got, defaultGCPercent)
+	if got := firstStartGC(); got != firstStartGCPercent {
+		t.Fatalf("GOGC unset: %d, want %d", got, firstStartGCPercent)
 	}
-	t.Setenv("GOGC", "77") // as the runtime read it at start
-	setGCPercent()
-	if got := debug.SetGCPercent(100); got != 77 {
-		t.Fatalf("GOGC=77: GC percent %d, want 77", got)
+	t.Setenv("GOGC", "77")
+	if got := firstStartGC(); got != 0 {
+		t.Fatalf("GOGC=77: %d, want 0 (the runtime's own)", got)
 	}
 }

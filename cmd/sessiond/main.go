@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,25 +42,19 @@ const (
 var version = ""
 
 func main() {
-	setGCPercent()
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// defaultGCPercent is the collector's target when GOGC is not set: the
-// heap may grow by about a third of its live size between collections,
-// not Go's whole. Once started, sessiond allocates little (an idle pass
-// over 10,000 sessions allocates ~60 KB), so collecting sooner costs
-// almost no CPU then. A first start allocates ~170 MB to read 10,000
-// transcripts and a 2,000-session OpenCode database; there the lower
-// target (with commits of 500 new sessions, see tracker's createChunk)
-// took the peak RSS from ~130 MiB to under 100, for no measurable time
-// (BENCHMARKS.md). GOGC, when set, wins.
-const defaultGCPercent = 35
+// firstStartGCPercent is the collector's target during a first start
+// when GOGC is not set (see daemon.Config.FirstStartGCPercent); GOGC, when
+// set, wins.
+const firstStartGCPercent = 35
 
-func setGCPercent() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
+func firstStartGC() int {
+	if os.Getenv("GOGC") != "" {
+		return 0
 	}
+	return firstStartGCPercent
 }
 
 // options are the parsed flags.
@@ -359,6 +352,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Interval: o.interval, Grace: o.grace, StallAfter: o.stallAfter,
 		NoExitEvents: o.noExitEvts, AutoRepair: o.autoRepair,
 		Version: buildinfo.Version(version), Logger: log, Hints: hints,
+		FirstStartGCPercent: firstStartGC(),
 	})
 	var already *daemon.AlreadyRunningError
 	switch {
