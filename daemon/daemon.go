@@ -134,6 +134,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log.Info("startup reconciliation done", zap.Int("sessions", rep.Sessions), zap.Int("created", rep.Created),
 		zap.Int("changed", rep.Changed), zap.Duration("took", rep.Duration))
+	// The pass read every record through the store's mapping; the cache
+	// holds them decoded now.
+	if err := st.ReleaseMapped(); err != nil {
+		log.Debug("could not release the store's mapped pages", zap.Error(err))
+	}
 
 	d := newAPI(cfg, st, tr, host, started, log)
 	d.metrics.observePass(rep)

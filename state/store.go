@@ -395,6 +395,20 @@ func moveAside(path string, now time.Time) (string, error) {
 	return dst, nil
 }
 
+// ReleaseMapped gives back the resident pages of the mapped store file.
+// bbolt reads through a shared mapping of the file, and each page read
+// stays in the process's resident set: a first start that creates 12,000
+// sessions touched ~20 MiB of it, the largest share of RSS that is not
+// heap, though every record is decoded in the cache by then. The pages
+// stay in the page cache and come back on the next access. Called after
+// the startup pass. The read transaction keeps bbolt from remapping the
+// file meanwhile.
+func (s *Store) ReleaseMapped() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return releaseMapped(s.db.Info().Data, uintptr(tx.Size()))
+	})
+}
+
 // Close releases the file and its lock. Calling it again is harmless.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
