@@ -118,37 +118,23 @@ func TestQuietReuseEqualsFullBuild(t *testing.T) {
 	}
 }
 
-// checkShape holds shapePrint, with its per-project sums kept between
-// passes, to the sum over every file's state.
+// checkShape holds each project's kept share of shapePrint to the sum
+// over its files' states now.
 func checkShape(t *testing.T, a *Adapter) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var want uint64
-	for i, r := range a.roots {
-		var flags uint64
-		if r.ok {
-			flags |= 1
-		}
-		if r.present {
-			flags |= 2
-		}
-		want += mix(uint64(i)<<8 | flags<<4 | 0xf)
-		want += mix(r.serial<<2 | 1)
+	for _, r := range a.roots {
 		for _, p := range r.projects {
-			ok := uint64(0)
-			if p.ok {
-				ok = 1
-			}
-			want += mix(p.serial<<2 | ok<<1)
+			var want uint64
 			for _, f := range p.files {
 				if f.read {
 					want += mix(f.serial<<24 ^ f.gen<<2 | 3)
 				}
 			}
+			if got := p.fileShape(); got != want {
+				t.Fatalf("project %s: kept shape %x, the sum over its files %x", p.path, got, want)
+			}
 		}
-	}
-	if got := a.shapePrint(); got != want {
-		t.Fatalf("shapePrint %x, the sum over every file %x", got, want)
 	}
 }
