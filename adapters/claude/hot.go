@@ -21,10 +21,16 @@ type hot struct {
 
 // has is the rule itself: whether f is hot now.
 func (h *hot) has(f *fileState, now time.Time) bool {
-	if !f.read || now.Sub(f.mtime) < h.coldAfter || h.ids[f.id] {
+	if h.byTime(f.read, f.mtime, now) || h.ids[f.id] {
 		return true
 	}
 	return len(h.cwds) > 0 && f.sum.Cwd != "" && len(h.cwds[f.cwdKey()]) > 0
+}
+
+// byTime is the rule's part that time can end: a file not read yet, or
+// written (mtime) within ColdAfter.
+func (h *hot) byTime(read bool, mtime, now time.Time) bool {
+	return !read || now.Sub(mtime) < h.coldAfter
 }
 
 // hotPasses numbers the passes for fileState.hotMark.
@@ -82,7 +88,7 @@ func (x *hotIndex) files(p *projectState, full bool, h *hot, now time.Time) []*f
 		}
 	}
 	for _, f := range x.warm {
-		if !f.read || now.Sub(f.mtime) < h.coldAfter {
+		if h.byTime(f.read, f.mtime, now) {
 			add(f)
 		} else {
 			x.index(f) // gone cold since the last look: by cwd from now on

@@ -84,6 +84,12 @@ type projectState struct {
 	shapeOK  bool
 }
 
+// filesChanged marks what the project keeps about its set of files
+// stale: the hot index and the shape's sum.
+func (p *projectState) filesChanged() {
+	p.hot.built, p.shapeOK = false, false
+}
+
 // fileState is one transcript as last read: the read position, keyed on
 // (device, inode, size, mtime), and what the read lines showed.
 type fileState struct {
@@ -400,13 +406,13 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 				}
 				f.serial = nextSerial()
 				p.files[name] = f
-				p.hot.built, p.shapeOK = false, false
+				p.filesChanged()
 			}
 		}
 		for name := range p.files {
 			if !seen[name] {
 				delete(p.files, name)
-				p.hot.built, p.shapeOK = false, false
+				p.filesChanged()
 			}
 		}
 		p.dir.listedNow(fi)
@@ -422,7 +428,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			delete(p.files, f.id+".jsonl")
-			p.hot.built, p.shapeOK = false, false
+			p.filesChanged()
 			continue
 		case err != nil:
 			if firstErr == nil {
@@ -435,7 +441,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 			jobs = append(jobs, &job{f: f, fi: fi, kind: k})
 			p.shapeOK = false // the read changes the file's state
 		}
-		if !f.read || now.Sub(fi.ModTime()) < h.coldAfter {
+		if h.byTime(f.read, fi.ModTime(), now) {
 			warm = append(warm, f)
 		}
 	}
