@@ -316,16 +316,15 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	}
 
 	var obs adapters.Observation
-	var jobs []*job
+	reads := a.newReadPool(ctx)
 	looked := 0
 	var rootErrs []error
 	for _, r := range a.roots {
-		if err := ctx.Err(); err != nil {
-			return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
+		if ctx.Err() != nil {
+			break // reads.wait reports it
 		}
-		errs, js, ok := a.scanRoot(r, full, view)
+		errs, ok := a.scanRoot(r, full, view, reads)
 		obs.Errors = append(obs.Errors, errs...)
-		jobs = append(jobs, js...)
 		if ok {
 			looked++
 		} else {
@@ -334,13 +333,13 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			}
 		}
 	}
+	readErrs, nreads, err := reads.wait()
+	if err != nil {
+		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
+	}
 	if len(a.roots) > 0 && looked == 0 {
 		a.logErrors(obs.Errors)
 		return adapters.Observation{}, fmt.Errorf("claude: no config root could be read: %w", errors.Join(rootErrs...))
-	}
-	readErrs, err := a.runJobs(ctx, jobs)
-	if err != nil {
-		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
 	}
 	obs.Errors = append(obs.Errors, readErrs...)
 	shape := a.shapePrint()
@@ -360,7 +359,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	}
 	a.countState()
 	a.log.Debug("claude pass",
-		zap.Bool("full", full), zap.Int("sessions", obs.Len()), zap.Int("reads", len(jobs)),
+		zap.Bool("full", full), zap.Int("sessions", obs.Len()), zap.Int("reads", nreads),
 		zap.Int("errors", len(obs.Errors)), zap.Int64("bytes_read_total", a.bytesRead.Load()))
 	return obs, nil
 }

@@ -147,9 +147,9 @@ type regFile struct {
 	bad error
 }
 
-// scanRoot stats and lists one root and decides which transcripts to read.
-// ok is false when the root itself could not be looked at.
-func (a *Adapter) scanRoot(r *rootState, full bool, v *procView) (errs []adapters.InputError, jobs []*job, ok bool) {
+// scanRoot stats and lists one root and hands the transcripts to read to
+// reads. ok is false when the root itself could not be looked at.
+func (a *Adapter) scanRoot(r *rootState, full bool, v *procView, reads *readPool) (errs []adapters.InputError, ok bool) {
 	r.ok = false
 	fi, err := a.fs.Stat(r.path)
 	switch {
@@ -157,16 +157,15 @@ func (a *Adapter) scanRoot(r *rootState, full bool, v *procView) (errs []adapter
 		// No such root (Claude never ran with it): nothing to see, no error.
 		*r = *newRootState(r.path, r.learned)
 		r.ok = true
-		return nil, nil, true
+		return nil, true
 	case err != nil:
-		return []adapters.InputError{{Input: r.path, Err: err}}, nil, false
+		return []adapters.InputError{{Input: r.path, Err: err}}, false
 	case !fi.IsDir():
-		return []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, nil, false
+		return []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, false
 	}
 	r.present, r.ok = true, true
 	errs = append(errs, a.scanRegistry(r, full)...)
-	perrs, jobs := a.scanProjects(r, full, a.hotSet(r, v))
-	return append(errs, perrs...), jobs, true
+	return append(errs, a.scanProjects(r, full, a.hotSet(r, v), reads)...), true
 }
 
 func (a *Adapter) scanRegistry(r *rootState, full bool) []adapters.InputError {
@@ -267,21 +266,21 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 
 // scanProjects looks at the root's projects/: lists it again when it
 // changed, then scans each project.
-func (a *Adapter) scanProjects(r *rootState, full bool, h *hot) ([]adapters.InputError, []*job) {
+func (a *Adapter) scanProjects(r *rootState, full bool, h *hot, reads *readPool) []adapters.InputError {
 	dir := filepath.Join(r.path, "projects")
 	fi, err := a.fs.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		r.projectsDir = dirState{}
 		clear(r.projects)
-		return nil, nil
+		return nil
 	case err != nil:
 		// Keep what was known; the sessions of this root are not reported
 		// this pass (the tracker keeps their last state).
 		for _, p := range r.projects {
 			p.ok = false
 		}
-		return []adapters.InputError{{Input: dir, Err: err}}, nil
+		return []adapters.InputError{{Input: dir, Err: err}}
 	}
 	r.projectsDir.exists = true
 	if r.projectsDir.needList(fi, full) {
@@ -289,11 +288,11 @@ func (a *Adapter) scanProjects(r *rootState, full bool, h *hot) ([]adapters.Inpu
 			for _, p := range r.projects {
 				p.ok = false
 			}
-			return []adapters.InputError{{Input: dir, Err: err}}, nil
+			return []adapters.InputError{{Input: dir, Err: err}}
 		}
 		r.projectsDir.listedNow(fi)
 	}
-	return a.scanProjectDirs(r, full, h)
+	return a.scanProjectDirs(r, full, h, reads)
 }
 
 // listProjects lists dir, the root's projects/: a state for each project
@@ -327,10 +326,10 @@ func (a *Adapter) listProjects(r *rootState, dir string) error {
 	return nil
 }
 
-// scanProjectDirs scans the root's projects, listed, and returns what
-// could not be read and the transcripts to read. A project dir gone since
-// the listing is forgotten.
-func (a *Adapter) scanProjectDirs(r *rootState, full bool, h *hot) ([]adapters.InputError, []*job) {
+// scanProjectDirs scans the root's projects, listed, hands the transcripts
+// to read to reads and returns what could not be looked at. A project dir
+// gone since the listing is forgotten.
+func (a *Adapter) scanProjectDirs(r *rootState, full bool, h *hot, reads *readPool) []adapters.InputError {
 	// The projects are looked at on Workers goroutines: a full pass stats
 	// every transcript (10,000 stats were a third of a restart), and each
 	// project's state is its own.
@@ -338,7 +337,6 @@ func (a *Adapter) scanProjectDirs(r *rootState, full bool, h *hot) ([]adapters.I
 		name string
 		p    *projectState
 		err  *adapters.InputError
-		jobs []*job
 	}
 	work := make([]scanned, 0, len(r.projects))
 	for name, p := range r.projects {
@@ -351,13 +349,12 @@ func (a *Adapter) scanProjectDirs(r *rootState, full bool, h *hot) ([]adapters.I
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < len(work); i = int(next.Add(1)) - 1 {
-				work[i].err, work[i].jobs = a.scanProject(work[i].p, full, h)
+				work[i].err = a.scanProject(work[i].p, full, h, reads)
 			}
 		}()
 	}
 	wg.Wait()
 	var errs []adapters.InputError
-	var jobs []*job
 	for _, w := range work {
 		if w.err != nil {
 			if errors.Is(w.err.Err, fs.ErrNotExist) {
@@ -366,21 +363,22 @@ func (a *Adapter) scanProjectDirs(r *rootState, full bool, h *hot) ([]adapters.I
 			}
 			errs = append(errs, *w.err)
 		}
-		jobs = append(jobs, w.jobs...)
 	}
-	return errs, jobs
+	return errs
 }
 
-func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.InputError, []*job) {
+// scanProject lists and stats one project's transcripts and hands those
+// to read to reads, each once the scan is done with its state.
+func (a *Adapter) scanProject(p *projectState, full bool, h *hot, reads *readPool) *adapters.InputError {
 	p.ok = false
 	fi, err := a.fs.Stat(p.path)
 	if err != nil {
-		return &adapters.InputError{Input: p.path, Err: err}, nil
+		return &adapters.InputError{Input: p.path, Err: err}
 	}
 	if p.dir.needList(fi, full) {
 		ents, err := a.fs.ReadDir(p.path)
 		if err != nil {
-			return &adapters.InputError{Input: p.path, Err: err}, nil
+			return &adapters.InputError{Input: p.path, Err: err}
 		}
 		seen := make(map[string]bool, len(ents))
 		p.skipped = nil
@@ -418,7 +416,6 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 		p.dir.listedNow(fi)
 	}
 	p.ok = true
-	var jobs []*job
 	var firstErr *adapters.InputError
 	now := time.Now()
 	files := p.hot.files(p, full, h, now)
@@ -437,16 +434,17 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot) (*adapters.Inp
 			warm = append(warm, f) // looked at again next pass
 			continue
 		}
-		if k := a.plan(f, fi); k != jobNone {
-			jobs = append(jobs, &job{f: f, fi: fi, kind: k})
-			p.shapeOK = false // the read changes the file's state
-		}
 		if h.byTime(f.read, fi.ModTime(), now) {
 			warm = append(warm, f)
 		}
+		// Last: once handed over, f belongs to the reader.
+		if k := a.plan(f, fi); k != jobNone {
+			p.shapeOK = false // the read changes the file's state
+			reads.submit(&job{f: f, fi: fi, kind: k})
+		}
 	}
 	p.hot.settle(warm)
-	return firstErr, jobs
+	return firstErr
 }
 
 type jobKind int
@@ -463,7 +461,6 @@ type job struct {
 	f    *fileState
 	fi   fs.FileInfo
 	kind jobKind
-	err  error
 }
 
 // plan decides what a transcript needs from its stat alone.
@@ -488,73 +485,89 @@ func (a *Adapter) plan(f *fileState, fi fs.FileInfo) jobKind {
 	return jobNone
 }
 
-// runJobs reads the planned transcripts on a bounded pool of workers. Each
-// job owns its fileState; at most Workers files are open at once.
-func (a *Adapter) runJobs(ctx context.Context, jobs []*job) ([]adapters.InputError, error) {
-	if len(jobs) == 0 {
-		return nil, nil
-	}
-	ch := make(chan *job)
-	var wg sync.WaitGroup
-	workers := min(a.cfg.Workers, len(jobs))
-	var cmu sync.Mutex
-	var total counts
-	var listed, restarted, appended, retailed uint64
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var c counts
-			var l, rs, ap, rt uint64
-			for j := range ch {
-				if ctx.Err() != nil {
-					j.err = ctx.Err()
-					continue
-				}
-				jc, err := a.runJob(j)
-				j.err = err
-				c.add(jc)
-				switch j.kind {
-				case jobList:
-					l++
-				case jobRestart:
-					l++
-					rs++
-				case jobAppend:
-					ap++
-				case jobRetail:
-					rt++
-				}
-			}
-			cmu.Lock()
-			total.add(c)
-			listed, restarted, appended, retailed = listed+l, restarted+rs, appended+ap, retailed+rt
-			cmu.Unlock()
-		}()
-	}
-	for _, j := range jobs {
-		ch <- j
-	}
-	close(ch)
-	wg.Wait()
-	a.stats.LinesRead += total.lines
-	a.stats.LinesTooLong += total.tooLong
-	a.stats.LinesCorrupt += total.corrupt
-	a.stats.LinesGlued += total.glued
-	a.stats.FilesListed += listed
-	a.stats.FilesRestarted += restarted
-	a.stats.FilesAppended += appended
-	a.stats.FilesRetailed += retailed
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// readPool reads planned transcripts on Workers goroutines while the scan
+// that plans them goes on. On a cold start the scan's stats (inode reads)
+// and the transcripts' data reads then wait on the disk together, instead
+// of every stat of every project before the first read. A job is handed
+// over once the scan is done with its fileState: from then on the worker
+// owns it until wait returns. At most Workers files are open at once.
+type readPool struct {
+	a     *Adapter
+	ctx   context.Context
+	start sync.Once
+	ch    chan *job
+	wg    sync.WaitGroup
+
+	mu    sync.Mutex
+	jobs  int
+	total counts
+	kinds [jobRetail + 1]uint64
+	errs  []adapters.InputError
+}
+
+func (a *Adapter) newReadPool(ctx context.Context) *readPool {
+	return &readPool{a: a, ctx: ctx, ch: make(chan *job)}
+}
+
+// submit hands j to a worker, starting the workers at the first job (a
+// steady pass has none).
+func (p *readPool) submit(j *job) {
+	p.start.Do(func() {
+		for range p.a.cfg.Workers {
+			p.wg.Add(1)
+			go p.work()
+		}
+	})
+	p.ch <- j
+}
+
+func (p *readPool) work() {
+	defer p.wg.Done()
+	var c counts
+	var kinds [jobRetail + 1]uint64
 	var errs []adapters.InputError
-	for _, j := range jobs {
-		if j.err != nil {
-			errs = append(errs, adapters.InputError{Input: j.f.path, Err: j.err})
+	n := 0
+	for j := range p.ch {
+		n++
+		if err := p.ctx.Err(); err != nil {
+			continue // wait reports the context's error
+		}
+		jc, err := p.a.runJob(j)
+		c.add(jc)
+		kinds[j.kind]++
+		if err != nil {
+			errs = append(errs, adapters.InputError{Input: j.f.path, Err: err})
 		}
 	}
-	return errs, nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.jobs += n
+	p.total.add(c)
+	for k, v := range kinds {
+		p.kinds[k] += v
+	}
+	p.errs = append(p.errs, errs...)
+}
+
+// wait waits for every submitted job, adds the reads to the adapter's
+// stats and returns the transcripts that could not be read and the number
+// of jobs. No job may be submitted after it.
+func (p *readPool) wait() ([]adapters.InputError, int, error) {
+	close(p.ch)
+	p.wg.Wait()
+	a := p.a
+	a.stats.LinesRead += p.total.lines
+	a.stats.LinesTooLong += p.total.tooLong
+	a.stats.LinesCorrupt += p.total.corrupt
+	a.stats.LinesGlued += p.total.glued
+	a.stats.FilesListed += p.kinds[jobList] + p.kinds[jobRestart]
+	a.stats.FilesRestarted += p.kinds[jobRestart]
+	a.stats.FilesAppended += p.kinds[jobAppend]
+	a.stats.FilesRetailed += p.kinds[jobRetail]
+	if err := p.ctx.Err(); err != nil {
+		return nil, p.jobs, err
+	}
+	return p.errs, p.jobs, nil
 }
 
 // runJob reads one transcript. On error the file keeps its last state.
