@@ -3,12 +3,13 @@
 # test tier (internal/realagents) drives, into a cache dir outside the source
 # tree. Idempotent: a second run checks the installed versions and returns.
 #
-#   scripts/install-agents.sh            # install (or verify) both
+#   scripts/install-agents.sh            # install (or verify) all three
 #   SESSIOND_AGENTS_DIR=/opt/agents scripts/install-agents.sh
 #
 # Prints, on stdout, one line per agent that tests and CI can eval:
 #   SESSIOND_CLAUDE_BIN=<path>
 #   SESSIOND_OPENCODE_BIN=<path>
+#   SESSIOND_CODEX_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 set -euo pipefail
@@ -17,6 +18,10 @@ CLAUDE_PKG=@anthropic-ai/claude-code
 CLAUDE_VERSION=2.1.328
 OPENCODE_PKG=opencode-ai
 OPENCODE_VERSION=1.18.33
+# Codex's npm package carries its native binary (vendor/<target>/bin/codex)
+# and a node wrapper as .bin/codex.
+CODEX_PKG=@openai/codex
+CODEX_VERSION=0.169.0
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -85,6 +90,8 @@ Not installing another version: update the pin in $0 deliberately."
 start=$SECONDS
 claude=$(install "$CLAUDE_PKG" "$CLAUDE_VERSION" claude claude-code)
 opencode=$(install "$OPENCODE_PKG" "$OPENCODE_VERSION" opencode opencode)
+codex=$(install "$CODEX_PKG" "$CODEX_VERSION" codex codex)
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
+printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"

@@ -2,7 +2,8 @@
 // that drive the real agent CLIs offline: Claude Code talks the Anthropic
 // Messages API to it (ANTHROPIC_BASE_URL), OpenCode the OpenAI
 // chat-completions API (an @ai-sdk/openai-compatible provider whose baseURL
-// is URL+"/v1").
+// is URL+"/v1"), Codex the OpenAI Responses API (a model provider with
+// wire_api = "responses" and base_url URL+"/v1").
 //
 // A test scripts the conversation's replies in order (Enqueue: "run this
 // command", "say this"), or answers each request with a function
@@ -12,11 +13,12 @@
 // (Request.Messages, Request.Text) so a test can check, say, that a resumed
 // session carried its earlier turns.
 //
-// Routes (both APIs on one server):
+// Routes (every API on one server):
 //
 //	POST /v1/messages[?beta=true]        Anthropic Messages, streaming SSE or not
 //	POST /v1/messages/count_tokens       Anthropic token counting
 //	POST /v1/chat/completions            OpenAI chat completions, streaming or not
+//	POST /v1/responses                   OpenAI Responses, streaming or not
 //	GET  /v1/models[/{id}]               a model list both clients accept
 //	anything else                        404 with an error body, recorded
 //
@@ -46,10 +48,11 @@ import (
 // API names the wire protocol a request used.
 type API string
 
-// The two protocols the server speaks.
+// The protocols the server speaks.
 const (
 	Anthropic API = "anthropic"
 	OpenAI    API = "openai"
+	Responses API = "responses"
 )
 
 // Kind says what a request was for, so the script is consumed only by the
@@ -79,7 +82,7 @@ type ToolCall struct {
 	ID string
 	// Name is the tool's name. Empty means the agent's shell tool: the
 	// request's tool whose name is "bash" in any case (Claude Code's
-	// "Bash", OpenCode's "bash").
+	// "Bash", OpenCode's "bash"), else Codex's "exec_command".
 	Name string
 	// Input is the tool's arguments.
 	Input map[string]any
@@ -309,7 +312,7 @@ func (s *Server) SetAux(f func(*Request) Reply) {
 // bare title (it stores the answer verbatim); Claude Code's asks for JSON
 // {"title": …}; other side requests take any short text.
 func (s *Server) defaultAux(r *Request) Reply {
-	if r.API == OpenAI {
+	if r.API == OpenAI || r.API == Responses {
 		return Say("Fake session")
 	}
 	if strings.Contains(strings.ToLower(r.System), "title") || strings.Contains(strings.ToLower(r.System), "json") {
@@ -440,6 +443,14 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 		r.Reply = &rep
 		s.record(r)
 		s.replyOpenAI(w, hr, r, rep)
+	case hr.Method == http.MethodPost && path == "/v1/responses":
+		r.API = Responses
+		decodeResponses(r)
+		r.Kind = classifyResponses(r)
+		rep := resolve(s.next(r), r.Tools, "call_", codexShell)
+		r.Reply = &rep
+		s.record(r)
+		s.replyResponses(w, hr, r, rep)
 	case hr.Method == http.MethodGet && (path == "/v1/models" || strings.HasPrefix(path, "/v1/models/")):
 		r.Kind = KindModels
 		if hr.Header.Get("anthropic-version") != "" || hr.Header.Get("x-api-key") != "" {
