@@ -92,6 +92,10 @@ var EnvMarkers = []string{
 	"CLAUDE_CODE_SESSION_ID",
 	"OPENCODE",
 	"OPENCODE_PID",
+	// Codex sets CODEX_THREAD_ID (the session id) in every tool it runs, so
+	// a tool left behind names its session; CODEX_HOME relocates its data.
+	"CODEX_THREAD_ID",
+	"CODEX_HOME",
 	// HOME: a claude without CLAUDE_CONFIG_DIR keeps its data in
 	// $HOME/.claude, which is not ours when its HOME is another.
 	"HOME",
