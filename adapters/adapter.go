@@ -267,8 +267,8 @@ func NewQuietSet(sorted []Observed) *QuietSet {
 	return &QuietSet{sessions: sorted}
 }
 
-// Len is the number of sessions in the set (0 for nil).
-func (q *QuietSet) Len() int {
+// len is the number of sessions in the set (0 for nil).
+func (q *QuietSet) len() int {
 	if q == nil {
 		return 0
 	}
@@ -304,8 +304,8 @@ func (q *QuietSet) Each(fn func(*Observed) bool) {
 // Len is the number of sessions of the pass: Sessions and the quiet ones
 // they do not shadow.
 func (o Observation) Len() int {
-	n := len(o.Sessions) + o.Quiet.Len()
-	if o.Quiet.Len() > 0 {
+	n := len(o.Sessions) + o.Quiet.len()
+	if o.Quiet.len() > 0 {
 		for i := range o.Sessions {
 			if o.Quiet.Find(o.Sessions[i].UpstreamID) != nil {
 				n--
@@ -319,7 +319,7 @@ func (o Observation) Len() int {
 // Sessions does not shadow, in a new slice. For callers that want one
 // list (tests, one-off lookups); the tracker reads the two apart.
 func (o Observation) All() []Observed {
-	out := make([]Observed, 0, len(o.Sessions)+o.Quiet.Len())
+	out := make([]Observed, 0, len(o.Sessions)+o.Quiet.len())
 	out = append(out, o.Sessions...)
 	seen := make(map[string]bool, len(o.Sessions))
 	for i := range o.Sessions {

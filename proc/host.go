@@ -258,7 +258,7 @@ func splitNUL(b []byte) []string {
 	}
 }
 
-// envMarkers picks the EnvMarkers out of a NUL-separated environment block.
+// envMarkers picks the markerVars out of a NUL-separated environment block.
 // Only the marker values are copied; the rest of the block (which holds
 // tokens and API keys) is never turned into strings. The result is non-nil
 // (possibly empty): the environment was readable.
@@ -275,7 +275,7 @@ func envMarkers(b []byte) map[string]string {
 		if eq <= 0 {
 			continue
 		}
-		for _, k := range EnvMarkers {
+		for _, k := range markerVars {
 			if len(k) == eq && string(kv[:eq]) == k {
 				m[k] = string(kv[eq+1:])
 				break

@@ -111,7 +111,7 @@ func (h *Host) Identify(pid int) (Identity, error) {
 
 // Snapshot reads the whole process table once, so a reconcile tick works
 // on one view. Identity, parent, state and uid come from one sysctl
-// (kern.proc.all); argv and the EnvMarkers from kern.procargs2 per process
+// (kern.proc.all); argv and the markerVars from kern.procargs2 per process
 // (unreadable for other users' processes: Argv and Env stay nil). The
 // procargs buffer is wiped after use: it holds the environment.
 func (h *Host) Snapshot() (*Snapshot, error) {

@@ -66,7 +66,7 @@ func (h *Host) Identify(pid int) (Identity, error) {
 // on one consistent-enough view instead of re-reading /proc per question.
 // Processes that exit while being read are left out; only failing to list
 // the proc root is an error. The environment of each process is scanned
-// for EnvMarkers only and the buffer is wiped afterwards: it holds secrets.
+// for markerVars only and the buffer is wiped afterwards: it holds secrets.
 func (h *Host) Snapshot() (*Snapshot, error) {
 	root := h.root()
 	boot, err := h.BootID()

@@ -78,14 +78,14 @@ type Process struct {
 	// Cwd is empty when it could not be read (another user's process).
 	Cwd  string
 	Argv []string
-	// Env holds only the marker variables listed in EnvMarkers that are set;
+	// Env holds only the marker variables listed in markerVars that are set;
 	// nil when the environment could not be read. Never the whole environment.
 	Env map[string]string
 }
 
-// EnvMarkers are the only environment variables a snapshot reads. An
+// markerVars are the only environment variables a snapshot reads. An
 // environment holds tokens and API keys: read nothing else, log nothing.
-var EnvMarkers = []string{
+var markerVars = []string{
 	"CLAUDECODE",
 	"CLAUDE_CONFIG_DIR",
 	"CLAUDE_PID",

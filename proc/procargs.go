@@ -6,7 +6,7 @@ import (
 )
 
 // parseProcArgs2 splits the macOS kern.procargs2 buffer into argv and the
-// EnvMarkers. It lives in a portable file so it is tested on every OS.
+// markerVars. It lives in a portable file so it is tested on every OS.
 //
 // Layout: a 4-byte native-endian (little on every supported Mac) argc, the
 // exec path, NUL padding, argc NUL-terminated arguments, then the

@@ -30,7 +30,7 @@ func FuzzParseProcArgs2(f *testing.F) {
 		}
 		for k := range env {
 			known := false
-			for _, m := range EnvMarkers {
+			for _, m := range markerVars {
 				known = known || k == m
 			}
 			if !known || strings.Contains(k, "=") {

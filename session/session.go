@@ -220,14 +220,6 @@ type Record struct {
 	Resume *ResumeCursor `json:"resume"`
 }
 
-// PID returns the owner's pid, or 0.
-func (r *Record) PID() int {
-	if r.Owner == nil {
-		return 0
-	}
-	return r.Owner.PID
-}
-
 // Problem returns the first problem of the kind, or nil.
 func (r *Record) Problem(kind ProblemKind) *Problem {
 	for i := range r.Problems {

@@ -10,11 +10,11 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 )
 
-// DefaultCheckpointEvery is how often, at most, what the adapters learned
+// defaultCheckpointEvery is how often, at most, what the adapters learned
 // is saved while the daemon runs. Saving costs a store commit (an fsync);
 // losing the last interval to a crash costs only the re-read of the inputs
 // that changed in it.
-const DefaultCheckpointEvery = 10 * time.Second
+const defaultCheckpointEvery = 10 * time.Second
 
 // restore hands each adapters.Checkpointer what the store saved for it.
 // A store that cannot be read costs every input one read, nothing more.
@@ -33,11 +33,11 @@ func (t *Tracker) restore() {
 	}
 }
 
-// Checkpoint saves in the store what each adapter learned since its last
+// checkpoint saves in the store what each adapter learned since its last
 // checkpoint (see adapters.Checkpointer). Run calls it after the startup
 // pass, every CheckpointEvery while passes run, and once more when it
 // stops.
-func (t *Tracker) Checkpoint() error {
+func (t *Tracker) checkpoint() error {
 	t.cpMu.Lock()
 	defer t.cpMu.Unlock()
 	var errs []error
@@ -76,7 +76,7 @@ func (t *Tracker) checkpointIfDue(last *time.Time, force bool) {
 		return
 	}
 	*last = now
-	if err := t.Checkpoint(); err != nil {
+	if err := t.checkpoint(); err != nil {
 		t.log.Warn("cannot save what the adapters learned; a restart will read those inputs again", zap.Error(err))
 	}
 }

@@ -131,7 +131,7 @@ func TestCheckpointFailureNotCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	if err := tr.Checkpoint(); err == nil {
+	if err := tr.checkpoint(); err == nil {
 		t.Fatal("a checkpoint into a closed store succeeded")
 	}
 	if ad.commits != 0 {

@@ -227,8 +227,8 @@ func TestDecideInvariants(t *testing.T) {
 			if got.Activity != tc.wantAct {
 				t.Errorf("activity = %q, want %q", got.Activity, tc.wantAct)
 			}
-			if got.PID() != tc.wantPID {
-				t.Errorf("pid = %d, want %d", got.PID(), tc.wantPID)
+			if ownerPID(got) != tc.wantPID {
+				t.Errorf("pid = %d, want %d", ownerPID(got), tc.wantPID)
 			}
 			var kinds []session.ProblemKind
 			for _, p := range got.Problems {

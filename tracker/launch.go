@@ -12,19 +12,12 @@ import (
 	"github.com/sessiond/sessiond/state"
 )
 
-// RecordLaunch records a process sessiond just launched, before the launch
-// request returns: the session is starting, owned by that process, and its
-// exit is watched from this moment. rec carries the agent, upstream id
-// (when chosen up front), cwd, owner and launch details; RecordLaunch sets
-// the status.
-func (t *Tracker) RecordLaunch(rec *session.Record) error {
-	t.passMu.Lock()
-	defer t.passMu.Unlock()
-	return t.recordLaunch(rec)
-}
-
 // Launch calls start, which starts an agent process and returns its record,
-// and records it as RecordLaunch does, with no pass in between. A pass that
+// and records it before the launch request returns: the session is
+// starting, owned by that process, and its exit is watched from this
+// moment. The record carries the agent, upstream id (when chosen up
+// front), cwd, owner and launch details; Launch sets the status. No pass
+// runs between the start and the record. A pass that
 // ran between the two could see the new process's data (an OpenCode fork
 // writes its session at once) before the record exists, and record the
 // session a second time, as discovered. If start fails nothing is

@@ -43,7 +43,7 @@ func TestRecordLaunchAfterDiscovery(t *testing.T) {
 
 	o := owner
 	rec := &session.Record{ID: state.NewID(), Agent: "claude", UpstreamID: "up-1", Owner: &o, Cwd: "/w", LogPath: "/logs/x.log", Mode: "headless"}
-	if err := tr.RecordLaunch(rec); err != nil {
+	if err := recordLaunch(tr, rec); err != nil {
 		t.Fatalf("launch after discovery: %v", err)
 	}
 	if rec.ID != found.ID || !rec.Launched || rec.LogPath != "/logs/x.log" || rec.Status != session.StatusStarting || rec.Owner.PID != owner.PID {
@@ -63,13 +63,13 @@ func TestRecordLaunchAfterDiscovery(t *testing.T) {
 
 	// Another process owns up-2: a real conflict.
 	o2 := owner
-	err = tr.RecordLaunch(&session.Record{ID: state.NewID(), Agent: "claude", UpstreamID: "up-2", Owner: &o2, Cwd: "/w"})
+	err = recordLaunch(tr, &session.Record{ID: state.NewID(), Agent: "claude", UpstreamID: "up-2", Owner: &o2, Cwd: "/w"})
 	if !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("launch over another owner's session: %v", err)
 	}
 	// up-1 is now a launched record: a second launch with its id conflicts.
 	o3 := other
-	err = tr.RecordLaunch(&session.Record{ID: state.NewID(), Agent: "claude", UpstreamID: "up-1", Owner: &o3, Cwd: "/w"})
+	err = recordLaunch(tr, &session.Record{ID: state.NewID(), Agent: "claude", UpstreamID: "up-1", Owner: &o3, Cwd: "/w"})
 	if !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("second launch of a launched session: %v", err)
 	}
@@ -122,4 +122,18 @@ func TestLaunchHoldsOffPasses(t *testing.T) {
 	if recs, _ := st.List(); len(recs) != 1 {
 		t.Fatalf("%d records after a failed start", len(recs))
 	}
+}
+
+// recordLaunch records rec as a launch of an already started process.
+func recordLaunch(tr *Tracker, rec *session.Record) error {
+	_, err := tr.Launch(func() (*session.Record, error) { return rec, nil })
+	return err
+}
+
+// ownerPID is the record's owner pid, or 0.
+func ownerPID(r *session.Record) int {
+	if r.Owner == nil {
+		return 0
+	}
+	return r.Owner.PID
 }

@@ -147,7 +147,7 @@ func TestPassSkipsSettledRecords(t *testing.T) {
 	if rep.Skipped != 498 || rep.Changed != 2 {
 		t.Fatalf("skipped %d, changed %d; want 498 and 2", rep.Skipped, rep.Changed)
 	}
-	if r := get(t, st, "up-9"); r.Status != session.StatusRunning || r.PID() != live.PID {
+	if r := get(t, st, "up-9"); r.Status != session.StatusRunning || ownerPID(r) != live.PID {
 		t.Fatalf("the revived session: %s (%s)", r.Status, r.StatusReason)
 	}
 	if r := get(t, st, "up-7"); r.Title != "renamed" {

@@ -70,10 +70,10 @@ type Config struct {
 
 // Defaults for Config.
 const (
-	DefaultInterval   = 5 * time.Second
+	defaultInterval   = 5 * time.Second
 	DefaultGrace      = 30 * time.Second
-	DefaultStallAfter = 20 * time.Minute
-	DefaultDebounce   = 200 * time.Millisecond
+	defaultStallAfter = 20 * time.Minute
+	defaultDebounce   = 200 * time.Millisecond
 )
 
 // Stats are counters for health and metrics.
@@ -147,22 +147,22 @@ type Tracker struct {
 // then Run.
 func New(cfg Config) *Tracker {
 	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
+		cfg.Interval = defaultInterval
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
 	if cfg.StallAfter <= 0 {
-		cfg.StallAfter = DefaultStallAfter
+		cfg.StallAfter = defaultStallAfter
 	}
 	if cfg.Debounce <= 0 {
-		cfg.Debounce = DefaultDebounce
+		cfg.Debounce = defaultDebounce
 	}
 	if cfg.DiscoverTimeout <= 0 {
 		cfg.DiscoverTimeout = 30 * time.Second
 	}
 	if cfg.CheckpointEvery <= 0 {
-		cfg.CheckpointEvery = DefaultCheckpointEvery
+		cfg.CheckpointEvery = defaultCheckpointEvery
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

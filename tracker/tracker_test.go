@@ -122,8 +122,8 @@ func TestStartupRecoveryOverStaleRecords(t *testing.T) {
 	if _, err := tr.Reconcile(context.Background(), "startup"); err != nil {
 		t.Fatal(err)
 	}
-	if r := get(t, st, "live"); r.Status != session.StatusRunning || r.PID() != live.PID {
-		t.Errorf("live owner: %s pid %d (%s)", r.Status, r.PID(), r.StatusReason)
+	if r := get(t, st, "live"); r.Status != session.StatusRunning || ownerPID(r) != live.PID {
+		t.Errorf("live owner: %s pid %d (%s)", r.Status, ownerPID(r), r.StatusReason)
 	}
 	if r := get(t, st, "dead-idle"); r.Status != session.StatusStopped {
 		t.Errorf("dead idle owner: %s (%s)", r.Status, r.StatusReason)
@@ -227,8 +227,8 @@ func TestGraceAndRevival(t *testing.T) {
 	_, second := startProcess(t, host)
 	ad.set(adapters.Observation{Sessions: []adapters.Observed{{UpstreamID: "u2", Owners: []adapters.Owner{{Identity: second, Evidence: "argv --resume"}}, Activity: session.ActivityIdle}}}, nil)
 	r = pass()
-	if r.Status != session.StatusRunning || r.PID() != second.PID || r.StoppedAt != nil {
-		t.Fatalf("revival: %s pid %d stopped_at %v", r.Status, r.PID(), r.StoppedAt)
+	if r.Status != session.StatusRunning || ownerPID(r) != second.PID || r.StoppedAt != nil {
+		t.Fatalf("revival: %s pid %d stopped_at %v", r.Status, ownerPID(r), r.StoppedAt)
 	}
 	if r.ID != launched.ID {
 		t.Fatalf("revival changed the id: %s -> %s", launched.ID, r.ID)
@@ -363,7 +363,7 @@ func TestLinkLaunchedAfterExit(t *testing.T) {
 	one := mk("/w/one")
 	twoA, twoB := mk("/w/two"), mk("/w/two")
 	for _, r := range []*session.Record{one, twoA, twoB} {
-		if err := tr.RecordLaunch(r); err != nil {
+		if err := recordLaunch(tr, r); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -119,11 +119,6 @@ func RunCommand(command, description string, timeout time.Duration) Reply {
 	return Reply{ToolCalls: []ToolCall{{Input: in}}}
 }
 
-// CallTool is a reply that calls one named tool.
-func CallTool(name string, input map[string]any) Reply {
-	return Reply{ToolCalls: []ToolCall{{Name: name, Input: input}}}
-}
-
 // Message is one message of a request's conversation, normalized across the
 // two APIs.
 type Message struct {
@@ -296,16 +291,6 @@ func (s *Server) setFallback(r Reply) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fallback = r
-}
-
-// SetAux replaces the answer to auxiliary requests (KindAux).
-func (s *Server) SetAux(f func(*Request) Reply) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f == nil {
-		f = s.defaultAux
-	}
-	s.aux = f
 }
 
 // defaultAux answers side requests. OpenCode's title generator wants the

@@ -89,25 +89,6 @@ type FakeMessage struct {
 	Parts []map[string]any `json:"parts"`
 }
 
-// AddMessage adds a message and its parts as the server would show them
-// (the legacy JSON shape is the API's: objects carrying their ids).
-func (f *FakeServer) AddMessage(m Message, parts ...Part) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fm := &FakeMessage{Info: decode(m.LegacyJSON())}
-	for _, p := range parts {
-		if p.MessageID == "" {
-			p.MessageID = m.ID
-		}
-		if p.SessionID == "" {
-			p.SessionID = m.SessionID
-		}
-		fm.Parts = append(fm.Parts, decode(p.LegacyJSON()))
-	}
-	f.Messages[m.SessionID] = append(f.Messages[m.SessionID], fm)
-	f.Sessions[m.SessionID] = true
-}
-
 // LoadFromDB makes the server show sessions as `opencode serve` on that
 // database would: their messages and parts, read from the file.
 func (f *FakeServer) LoadFromDB(dbPath string, sessionIDs ...string) error {
