@@ -146,3 +146,12 @@ func (h *Host) Snapshot() (*Snapshot, error) {
 	}
 	return s, nil
 }
+
+// UID is the real user id pid runs as.
+func (h *Host) UID(pid int) (int, error) {
+	k, err := kinfo(pid)
+	if err != nil {
+		return 0, err
+	}
+	return int(k.Eproc.Ucred.Uid), nil
+}

@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -155,4 +156,17 @@ func parsePID(name string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// UID is the user id pid runs as: the owner of its /proc directory.
+func (h *Host) UID(pid int) (int, error) {
+	fi, err := os.Stat(filepath.Join(h.root(), strconv.Itoa(pid)))
+	if err != nil {
+		return 0, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, fmt.Errorf("stat of pid %d: no owner", pid)
+	}
+	return int(st.Uid), nil
 }

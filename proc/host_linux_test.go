@@ -416,3 +416,13 @@ func TestBootIDMissing(t *testing.T) {
 	}
 	wantProbe(t, h, Identity{BootID: "x", PID: 1}, Unknown, "boot id")
 }
+
+func TestUIDOfOwnProcess(t *testing.T) {
+	uid, err := NewHost().UID(os.Getpid())
+	if err != nil || uid != os.Getuid() {
+		t.Fatalf("UID of self = %d, %v; want %d", uid, err, os.Getuid())
+	}
+	if _, err := NewHost().UID(1 << 30); err == nil {
+		t.Fatal("UID of a pid that cannot exist: no error")
+	}
+}

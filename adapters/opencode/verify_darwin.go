@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"golang.org/x/sys/unix"
+	"github.com/sessiond/sessiond/proc"
 )
-
-// sZomb is p_stat of a zombie (SZOMB in <sys/proc.h>).
-const sZomb = 5
 
 // verifyServer checks, just before a server found in an earlier pass is
 // asked or written anything, that it is still this uid's. macOS has no
@@ -23,19 +20,15 @@ func verifyServer(_ string, s serverInfo, _ netip.AddrPort, uid int) error {
 	if pid <= 0 {
 		return fmt.Errorf("check server %s: its process is not known", s.URL)
 	}
-	ks, err := unix.SysctlKinfoProcSlice("kern.proc.pid", pid)
+	h := proc.NewHost()
+	if r := h.Probe(s.Owner); r.Liveness != proc.Alive {
+		return fmt.Errorf("check server %s: its process %d is not the one found (%s: %s)", s.URL, pid, r.Liveness, r.Reason)
+	}
+	got, err := h.UID(pid)
 	if err != nil {
-		return fmt.Errorf("check server %s: sysctl kern.proc.pid %d: %w", s.URL, pid, err)
+		return fmt.Errorf("check server %s: %w", s.URL, err)
 	}
-	if len(ks) == 0 || ks[0].Proc.P_stat == sZomb {
-		return fmt.Errorf("check server %s: its process %d has exited", s.URL, pid)
-	}
-	k := &ks[0]
-	tv := k.Proc.P_starttime
-	if start := uint64(tv.Sec)*1_000_000 + uint64(tv.Usec); start != s.Owner.StartTicks {
-		return fmt.Errorf("check server %s: pid %d is another process now (started %d, want %d)", s.URL, pid, start, s.Owner.StartTicks)
-	}
-	if got := int(k.Eproc.Ucred.Uid); got != uid {
+	if got != uid {
 		return fmt.Errorf("check server %s: its process %d runs as uid %d, not sessiond's uid %d", s.URL, pid, got, uid)
 	}
 	return nil
