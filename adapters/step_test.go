@@ -71,3 +71,41 @@ func TestStepConstructorsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyNotesAndSkips: a note is reported as it is, a Skip from an
+// action skips that step and the plan goes on, a failure stops it (notes
+// after the failure still reported as they are).
+func TestApplyNotesAndSkips(t *testing.T) {
+	ran := 0
+	run := func(err error) func(context.Context) error {
+		return func(context.Context) error { ran++; return err }
+	}
+	plan := []PlannedStep{
+		Note(Skipped("keep", "a", "alive")),
+		Plan("remove", "b", "dead", run(Skip("came back"))),
+		Plan("remove", "c", "dead", run(nil)),
+		Plan("remove", "d", "dead", run(errors.New("EPERM"))),
+		Note(Skipped("leave", "e", "never rewritten")),
+		Plan("remove", "f", "dead", run(nil)),
+	}
+	if got := DryRun(plan); got[0].Outcome != OutcomeSkipped || got[1].Outcome != OutcomePlanned || ran != 0 {
+		t.Fatalf("dry run %+v ran %d", got, ran)
+	}
+	steps, err := Apply(context.Background(), plan)
+	if err == nil || err.Error() != "EPERM" || ran != 3 {
+		t.Fatalf("err %v ran %d, want EPERM after 3 actions", err, ran)
+	}
+	want := []struct{ target, outcome, detail string }{
+		{"a", OutcomeSkipped, "alive"}, {"b", OutcomeSkipped, "came back"}, {"c", OutcomeDone, "dead"},
+		{"d", OutcomeFailed, "dead"}, {"e", OutcomeSkipped, "never rewritten"},
+		{"f", OutcomeSkipped, "not attempted after the failure above"},
+	}
+	if len(steps) != len(want) {
+		t.Fatalf("steps %+v", steps)
+	}
+	for i, w := range want {
+		if s := steps[i]; s.Target != w.target || s.Outcome != w.outcome || s.Detail != w.detail {
+			t.Errorf("step %d = %+v, want %+v", i, s, w)
+		}
+	}
+}

@@ -34,16 +34,26 @@ func repairRoot(t adapters.RepairTarget) string {
 // found by name, never opened). Transcripts are left alone: Claude drops a
 // dangling tool call when the session is resumed.
 func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
-	return a.repair(ctx, t, false)
+	plan, err := a.repairPlan(ctx, t)
+	return adapters.DryRun(plan), err
 }
 
 // ApplyRepair plans again and removes what is still dead, re-probing each
-// pid just before its entry is removed.
+// pid just before its entry is removed. A removal that fails stops the
+// rest, which are reported not attempted.
 func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
-	return a.repair(ctx, t, true)
+	plan, err := a.repairPlan(ctx, t)
+	if err != nil {
+		return adapters.DryRun(plan), err
+	}
+	steps, _ := adapters.Apply(ctx, plan) // a failure is in its step
+	return steps, nil
 }
 
-func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply bool) ([]adapters.Step, error) {
+// repairPlan lists the registry entries of the session: each one whose
+// owner is confirmed dead is planned for removal with its .key files; the
+// others are kept, each with why.
+func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]adapters.PlannedStep, error) {
 	root := repairRoot(t)
 	dir := filepath.Join(root, "sessions")
 	ents, err := os.ReadDir(dir)
@@ -51,10 +61,10 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 		return nil, fmt.Errorf("read registry %s: %w", dir, err)
 	}
 	v := newProcView(nil, a.host, a.cfg.DefaultRoot, a.cfg.Home)
-	var steps []adapters.Step
+	var plan []adapters.PlannedStep
 	for _, de := range ents {
 		if ctx.Err() != nil {
-			return steps, ctx.Err()
+			return plan, ctx.Err()
 		}
 		if !isRegistryName(de.Name()) {
 			continue
@@ -62,45 +72,43 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, apply boo
 		path := filepath.Join(dir, de.Name())
 		b, err := os.ReadFile(path)
 		if err != nil {
-			steps = append(steps, adapters.Failed("remove registry entry", path, "", err))
+			plan = append(plan, adapters.Note(adapters.Failed("remove registry entry", path, "", err)))
 			continue
 		}
 		e, err := parseRegistry(b)
 		if err != nil || e.SessionID != t.UpstreamID {
 			continue
 		}
-		keys := keyFiles(ents, dir, e.PID)
 		dead, why := a.entryDead(&e, v)
 		if !dead {
-			steps = append(steps, adapters.Skipped("keep registry entry", path, why))
+			plan = append(plan, adapters.Note(adapters.Skipped("keep registry entry", path, why)))
 			continue
 		}
 		detail := fmt.Sprintf("%s; the entry says %q", why, e.Status)
-		steps = append(steps, a.removeStep("remove registry entry", path, detail, apply, &e, v))
-		for _, k := range keys {
-			steps = append(steps, a.removeStep("remove token file (not read)", k, fmt.Sprintf("belongs to dead pid %d", e.PID), apply, &e, v))
+		plan = append(plan, adapters.Plan("remove registry entry", path, detail, a.removeIfDead(path, &e, v)))
+		for _, k := range keyFiles(ents, dir, e.PID) {
+			plan = append(plan, adapters.Plan("remove token file (not read)", k,
+				fmt.Sprintf("belongs to dead pid %d", e.PID), a.removeIfDead(k, &e, v)))
 		}
 	}
-	steps = append(steps, adapters.Skipped("leave transcript", t.UpstreamID+".jsonl",
-		"Claude drops a dangling tool call when the session is resumed; the transcript is never rewritten"))
-	return steps, nil
+	plan = append(plan, adapters.Note(adapters.Skipped("leave transcript", t.UpstreamID+".jsonl",
+		"Claude drops a dangling tool call when the session is resumed; the transcript is never rewritten")))
+	return plan, nil
 }
 
-// removeStep plans or applies one removal; applying re-probes the pid
-// first, so an entry whose process came back (or a reused pid that now
-// matches) is never removed.
-func (a *Adapter) removeStep(action, path, detail string, apply bool, e *registryEntry, v *procView) adapters.Step {
-	s := adapters.Planned(action, path, detail)
-	if !apply {
-		return s
+// removeIfDead removes path once the entry's pid is probed again and
+// still confirmed dead, so an entry whose process came back (or a reused
+// pid that now matches) is never removed.
+func (a *Adapter) removeIfDead(path string, e *registryEntry, v *procView) func(context.Context) error {
+	return func(context.Context) error {
+		if dead, why := a.entryDead(e, v); !dead {
+			return adapters.Skip("no longer confirmed dead: " + why)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
 	}
-	if dead, why := a.entryDead(e, v); !dead {
-		return s.Skipped("no longer confirmed dead: " + why)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return s.Failed(err)
-	}
-	return s.Done()
 }
 
 // entryDead reports whether the owner a registry entry names is confirmed
