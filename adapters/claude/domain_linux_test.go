@@ -17,6 +17,8 @@ import (
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
+
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
 // hostWithMachineID is a real process host whose machine id is read from
@@ -172,12 +174,7 @@ func startInNewNamespace(t *testing.T) (int, string) {
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	var pid int
 	var ns string
-	deadline := time.Now().Add(5 * time.Second)
-	for pid == 0 {
-		if time.Now().After(deadline) {
-			t.Skip("unshare -p started no process in a new namespace (not permitted here?)")
-		}
-		time.Sleep(20 * time.Millisecond)
+	found := testenv.Poll(5*time.Second, func() bool {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/task/" + strconv.Itoa(cmd.Process.Pid) + "/children")
 		for _, f := range strings.Fields(string(b)) {
 			if link, err := os.Readlink("/proc/" + f + "/ns/pid"); err == nil && link != ownNamespace(t) {
@@ -185,6 +182,10 @@ func startInNewNamespace(t *testing.T) (int, string) {
 				ns = link
 			}
 		}
+		return pid != 0
+	})
+	if !found {
+		t.Skip("unshare -p started no process in a new namespace (not permitted here?)")
 	}
 	return pid, ns
 }

@@ -56,6 +56,8 @@ import (
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
+
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
 var (
@@ -359,13 +361,8 @@ func (l *loop) kill(o *owner) {
 	}
 	// Wait until the death is visible (reaped, or a zombie of a dead
 	// daemon's), so "killed" means dead for the checks.
-	deadline := time.Now().Add(10 * time.Second)
-	for l.host.Probe(o.id).Liveness == proc.Alive {
-		if time.Now().After(deadline) {
-			l.t.Errorf("pid %d still alive 10s after SIGKILL", o.id.PID)
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !testenv.Poll(10*time.Second, func() bool { return l.host.Probe(o.id).Liveness != proc.Alive }) {
+		l.t.Errorf("pid %d still alive 10s after SIGKILL", o.id.PID)
 	}
 }
 
@@ -702,50 +699,57 @@ func (l *loop) settle(round int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var bad []string
-	for {
+	var listErr error
+	settled := testenv.Poll(30*time.Second, func() bool {
 		ss, err := l.c.Sessions(ctx, api.ListOptions{All: true})
 		if err != nil {
-			l.t.Errorf("round %d: list: %v", round, err)
-			return
+			listErr = err
+			return true
 		}
-		byUp := map[string]api.Session{}
-		for _, s := range ss {
-			byUp[s.UpstreamID] = s
-		}
-		bad = bad[:0]
-		l.mu.Lock()
-		for _, o := range l.owners {
-			s, ok := byUp[o.upstream]
-			alive := l.host.Probe(o.id).Liveness == proc.Alive
-			switch {
-			case !ok:
-				bad = append(bad, fmt.Sprintf("pid %d (%s): no session", o.id.PID, o.upstream))
-			case o.sid != "" && s.ID != o.sid:
-				bad = append(bad, fmt.Sprintf("pid %d: session %s, was %s", o.id.PID, s.ID, o.sid))
-			case alive && s.Status != session.StatusRunning:
-				bad = append(bad, fmt.Sprintf("pid %d lives, session %s is %s (%s)", o.id.PID, s.ID, s.Status, s.StatusReason))
-			case !alive && s.Status != session.StatusStopped && s.Status != session.StatusInterrupted:
-				bad = append(bad, fmt.Sprintf("pid %d is dead, session %s is %s (%s)", o.id.PID, s.ID, s.Status, s.StatusReason))
-			case o.killed && alive:
-				bad = append(bad, fmt.Sprintf("pid %d killed but alive", o.id.PID))
-			}
-			if ok {
-				if o.sid == "" {
-					o.sid = s.ID
-				}
-				l.ackLocked(s)
-			}
-		}
-		l.mu.Unlock()
-		if len(bad) == 0 {
-			return
-		}
-		if ctx.Err() != nil {
-			l.t.Errorf("round %d: not settled after 30s:\n  %s", round, strings.Join(bad, "\n  "))
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
+		bad = l.unsettled(ss)
+		return len(bad) == 0
+	})
+	switch {
+	case listErr != nil:
+		l.t.Errorf("round %d: list: %v", round, listErr)
+	case !settled:
+		l.t.Errorf("round %d: not settled after 30s:\n  %s", round, strings.Join(bad, "\n  "))
 	}
+}
+
+// unsettled says, for each owner whose session is not in its final state
+// in ss, what is wrong.
+func (l *loop) unsettled(ss []api.Session) []string {
+	byUp := map[string]api.Session{}
+	for _, s := range ss {
+		byUp[s.UpstreamID] = s
+	}
+	var bad []string
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range l.owners {
+		s, ok := byUp[o.upstream]
+		alive := l.host.Probe(o.id).Liveness == proc.Alive
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("pid %d (%s): no session", o.id.PID, o.upstream))
+		case o.sid != "" && s.ID != o.sid:
+			bad = append(bad, fmt.Sprintf("pid %d: session %s, was %s", o.id.PID, s.ID, o.sid))
+		case alive && s.Status != session.StatusRunning:
+			bad = append(bad, fmt.Sprintf("pid %d lives, session %s is %s (%s)", o.id.PID, s.ID, s.Status, s.StatusReason))
+		case !alive && s.Status != session.StatusStopped && s.Status != session.StatusInterrupted:
+			bad = append(bad, fmt.Sprintf("pid %d is dead, session %s is %s (%s)", o.id.PID, s.ID, s.Status, s.StatusReason))
+		case o.killed && alive:
+			bad = append(bad, fmt.Sprintf("pid %d killed but alive", o.id.PID))
+		}
+		if ok {
+			if o.sid == "" {
+				o.sid = s.ID
+			}
+			l.ackLocked(s)
+		}
+	}
+	return bad
 }
 
 // killAll kills every owner the test started or had sessiond launch,

@@ -16,13 +16,24 @@ const poll = 20 * time.Millisecond
 // long. cond runs at least once, and on the test's goroutine.
 func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Poll(within, cond) {
+		t.Fatalf("%s: not within %s", what, within)
+	}
+}
+
+// Poll polls cond until it holds or the bound passes, and reports whether
+// it held: for the few waits whose caller does something else than fail
+// at once when it does not (skip the test, report an error and go on).
+// cond runs at least once.
+func Poll(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
+			return false
 		}
 		time.Sleep(poll)
 	}
+	return true
 }
 
 // EventuallyOK is Eventually for conditions whose failure needs what was
