@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +45,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"show", runningID}, exitOK, ""},
 		{[]string{"show", "5e55000000a"}, exitOK, ""},
 		{[]string{"show"}, exitUsage, "show takes one session id"},
+		{[]string{"show", ""}, exitUsage, "show takes one session id, not an empty string"},
 		{[]string{"show", "nope"}, exitNotFound, `no session matches "nope"`},
 		{[]string{"show", "5e55"}, exitNotFound, "candidates: " + runningID + " " + stoppedID},
 
@@ -109,4 +113,32 @@ func TestUnreachableExitsThree(t *testing.T) {
 	if out, _, _ := ctl("--socket", sock, "version"); !strings.Contains(out, "sessiond   (not reachable at "+sock+")") {
 		t.Errorf("version without a daemon:\n%s", out)
 	}
+}
+
+// A daemon that answers with an error (here a 500 for everything) makes
+// every command that asks it exit 1, naming the daemon's message.
+func TestDaemonErrorExitsOne(t *testing.T) {
+	d, err := os.MkdirTemp("", "sc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	sock := filepath.Join(d, "s.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":"the store is unreadable (test)","code":"internal"}`)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	var cases []exitCase
+	for _, args := range [][]string{{"ls"}, {"show", "x"}, {"events"}, {"health"}, {"launch", "--agent", "claude", "--cwd", d},
+		{"resume", "x"}, {"repair", "x"}, {"abort", "x"}, {"reap", "x"}, {"stop", "x"}} {
+		cases = append(cases, exitCase{append([]string{"--socket", sock}, args...), exitError, "the store is unreadable (test)"})
+	}
+	checkExits(t, cases)
 }

@@ -67,6 +67,13 @@ func TestJSONOutput(t *testing.T) {
 	if res.Action != "repair" || res.Applied || res.Session.ID != stoppedID || len(res.Steps) == 0 || !strings.HasPrefix(res.Summary, "repair (dry run)") {
 		t.Errorf("repair: %+v", res)
 	}
+	for _, action := range []string{"abort", "reap"} {
+		res = api.ActionResult{}
+		ctlJSON(t, &res, action, stoppedID)
+		if res.Action != action || res.Session.ID != stoppedID || len(res.Steps) == 0 || res.Summary == "" {
+			t.Errorf("%s: %+v", action, res)
+		}
+	}
 	res = api.ActionResult{}
 	ctlJSON(t, &res, "stop", victimID, "--timeout", "2s")
 	if res.Action != "stop" || !res.Applied || len(res.Steps) != 1 || res.Steps[0].Outcome != adapters.OutcomeDone ||

@@ -143,6 +143,11 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 		if len(args) != n {
 			return usageError{fmt.Errorf("%s takes %s (got %d arguments)", cmd.Name(), what, len(args))}
 		}
+		for _, a := range args {
+			if strings.TrimSpace(a) == "" {
+				return usageError{fmt.Errorf("%s takes %s, not an empty string", cmd.Name(), what)}
+			}
+		}
 		return nil
 	}
 }
