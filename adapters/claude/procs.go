@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/proc"
+
+	"github.com/sessiond/sessiond/adapters/internal/paths"
 )
 
 // procView is one pass's view of the process table: the live claude
@@ -71,7 +73,7 @@ func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot, home string) *
 		case p.Env == nil:
 		case p.Env["CLAUDE_CONFIG_DIR"] != "":
 			cp.root = cleanRoot(p.Env["CLAUDE_CONFIG_DIR"], p.Cwd)
-		case p.Env["HOME"] != "" && home != "" && !sameDir(p.Env["HOME"], home):
+		case p.Env["HOME"] != "" && home != "" && !paths.SameDir(p.Env["HOME"], home):
 			// Another home (a sandbox, another test's world): its own
 			// .claude, never ours, whatever session id its argv names.
 			cp.root = cleanRoot(filepath.Join(p.Env["HOME"], ".claude"), p.Cwd)
@@ -89,18 +91,6 @@ func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot, home string) *
 		}
 	}
 	return v
-}
-
-// sameDir reports whether two paths name one directory, through symlinks
-// (a HOME reached by a link is still sessiond's home). Paths that cannot be
-// resolved are compared as written.
-func sameDir(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
-	}
-	ra, err1 := filepath.EvalSymlinks(a)
-	rb, err2 := filepath.EvalSymlinks(b)
-	return err1 == nil && err2 == nil && ra == rb
 }
 
 // cleanRoot makes a CLAUDE_CONFIG_DIR value an absolute clean path

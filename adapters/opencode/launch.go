@@ -9,6 +9,8 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/session"
+
+	"github.com/sessiond/sessiond/adapters/internal/paths"
 )
 
 var _ adapters.Launcher = (*Adapter)(nil)
@@ -70,7 +72,7 @@ func (a *Adapter) NewCommand(spec adapters.LaunchSpec) (adapters.Command, error)
 // directory's instance. A fork into another directory is therefore
 // refused with the reason rather than started in the wrong place.
 func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSpec, fork bool) (adapters.Command, error) {
-	if spec.Cwd != "" && !sameDir(spec.Cwd, cur.Cwd) {
+	if spec.Cwd != "" && !paths.SameDir(spec.Cwd, cur.Cwd) {
 		return adapters.Command{}, fmt.Errorf("opencode cannot move session %s to %s: a resume or fork of it always runs in its own directory %s; "+
 			"resume it there (with --fork for a copy), or launch a new session in %s", cur.UpstreamID, spec.Cwd, cur.Cwd, spec.Cwd)
 	}
@@ -87,16 +89,6 @@ func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSp
 		cmd.UpstreamID, cmd.OutputID = cur.UpstreamID, nil
 	}
 	return cmd, nil
-}
-
-// sameDir reports whether two paths name the same directory.
-func sameDir(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
-	}
-	ra, err1 := filepath.EvalSymlinks(a)
-	rb, err2 := filepath.EvalSymlinks(b)
-	return err1 == nil && err2 == nil && ra == rb
 }
 
 // Exists answers from the databases, the legacy files, or a server.
