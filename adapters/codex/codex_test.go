@@ -1,0 +1,286 @@
+package codex
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// The rollouts in testdata were written by the real codex exec 0.169.0
+// (testdata/README.md says how).
+type fixture struct {
+	file, id string
+	busy     bool
+	pending  []string // tool names of calls without output
+	aborted  string
+}
+
+var fixtures = []fixture{
+	{file: "done.jsonl", id: "01a2100e-6a76-7f61-8169-3d1e21ad66f1"},
+	{file: "killed.jsonl", id: "01a2100e-73e8-7692-b08b-41c0e0969ddc", busy: true, pending: []string{"exec_command"}},
+	{file: "sigint.jsonl", id: "01a2100e-87f0-7283-9ab9-72e2009951ed", aborted: "interrupted"},
+	{file: "sigterm.jsonl", id: "01a2100e-9f9f-7202-b46e-9bdedd0ac584", busy: true, pending: []string{"exec_command"}},
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRealRollouts reads each real rollout as a first listing does: the
+// session_meta from the head, the turn state from the tail.
+func TestRealRollouts(t *testing.T) {
+	for _, fx := range fixtures {
+		t.Run(fx.file, func(t *testing.T) {
+			b := readFixture(t, fx.file)
+			r := bytes.NewReader(b)
+			m, _, err := readHead(r, int64(len(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.ID != fx.id || m.Cwd != "/tmp/cx/work" || m.CLIVersion != "0.169.0" || m.Originator != "codex_exec" ||
+				m.Source != "exec" || m.Title != "run it" || m.Started.IsZero() {
+				t.Errorf("meta %+v", m)
+			}
+			var res readResult
+			if err := readTail(r, int64(len(b)), defaultTail, &res); err != nil {
+				t.Fatal(err)
+			}
+			tu := res.turn
+			var names []string
+			for _, c := range tu.Pending {
+				names = append(names, c.Name)
+				if !strings.HasPrefix(c.ID, "call_") || !strings.Contains(c.Args, "sleep") {
+					t.Errorf("pending call %+v", c)
+				}
+			}
+			if !tu.Known || tu.Busy != fx.busy || !reflect.DeepEqual(names, fx.pending) || tu.Aborted != fx.aborted || res.bad != 0 {
+				t.Errorf("turn %+v bad %d; want busy %v pending %v aborted %q", tu, res.bad, fx.busy, fx.pending, fx.aborted)
+			}
+			if res.offset != int64(len(b)) {
+				t.Errorf("offset %d, want the file's end %d", res.offset, len(b))
+			}
+		})
+	}
+}
+
+// TestAppendedReadsAsWhole: a rollout read in two parts, at any line
+// boundary (its first part a first listing, the rest appended), says what
+// one read of the whole says; and a tail window that must grow past a
+// long run of lines without a turn boundary still finds it.
+func TestAppendedReadsAsWhole(t *testing.T) {
+	for _, fx := range fixtures {
+		b := readFixture(t, fx.file)
+		var whole readResult
+		if err := readTail(bytes.NewReader(b), int64(len(b)), defaultTail, &whole); err != nil {
+			t.Fatal(err)
+		}
+		for cut := bytes.IndexByte(b, '\n') + 1; cut < len(b); {
+			var res readResult
+			if err := readTail(bytes.NewReader(b[:cut]), int64(cut), defaultTail, &res); err != nil {
+				t.Fatal(err)
+			}
+			if err := readAppended(bytes.NewReader(b), res.offset, int64(len(b)), &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.turn.Busy != whole.turn.Busy || len(res.turn.Pending) != len(whole.turn.Pending) || res.turn.Aborted != whole.turn.Aborted || res.offset != whole.offset {
+				t.Errorf("%s cut at %d: %+v, whole %+v", fx.file, cut, res.turn, whole.turn)
+			}
+			next := bytes.IndexByte(b[cut:], '\n')
+			if next < 0 {
+				break
+			}
+			cut += next + 1
+		}
+	}
+	// A turn whose tool output is 300 KB of lines: the boundary is far
+	// from the end.
+	b := readFixture(t, "killed.jsonl")
+	filler := bytes.Repeat([]byte(`{"timestamp":"2026-11-25T00:15:20.000Z","ordinal":99,"type":"event_msg","payload":{"type":"token_count","info":"`+strings.Repeat("x", 1000)+`"}}`+"\n"), 300)
+	b = append(b, filler...)
+	var res readResult
+	if err := readTail(bytes.NewReader(b), int64(len(b)), defaultTail, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.turn.Known || !res.turn.Busy || len(res.turn.Pending) != 1 {
+		t.Errorf("after 300 KB of lines: %+v", res.turn)
+	}
+}
+
+// home is a Codex home in a temp dir holding the given fixtures.
+func home(t *testing.T, files ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	day := filepath.Join(root, "sessions", "2026", "11", "25")
+	if err := os.MkdirAll(day, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range files {
+		for _, fx := range fixtures {
+			if fx.file == name {
+				writeRollout(t, day, fx.id, readFixture(t, name))
+			}
+		}
+	}
+	return root
+}
+
+func writeRollout(t *testing.T, day, id string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(day, "rollout-2026-11-25T00-15-09-"+id+".jsonl")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func discover(t *testing.T, a *Adapter) map[string]adapters.Observed {
+	t.Helper()
+	snap, err := proc.NewHost().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := a.Discover(context.Background(), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]adapters.Observed{}
+	for _, o := range obs.Sessions {
+		out[o.UpstreamID] = o
+	}
+	return out
+}
+
+// TestDiscoverAndGrow lists every fixture, then follows a rollout that
+// grows from its first turn's start to its end.
+func TestDiscoverAndGrow(t *testing.T) {
+	root := home(t, "done.jsonl", "sigint.jsonl")
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true})
+	got := discover(t, a)
+	if len(got) != 2 {
+		t.Fatalf("sessions %v", got)
+	}
+	d := got[fixtures[0].id]
+	if d.Activity != session.ActivityIdle || d.Cwd != "/tmp/cx/work" || d.Title != "run it" || d.Root != root || len(d.InFlight) != 0 || len(d.Owners) != 0 {
+		t.Errorf("done: %+v", d)
+	}
+
+	b := readFixture(t, "killed.jsonl")
+	cut := bytes.Index(b, []byte(`"type":"function_call"`))
+	cut = bytes.LastIndexByte(b[:cut], '\n') + 1
+	day := filepath.Join(root, "sessions", "2026", "11", "25")
+	p := writeRollout(t, day, fixtures[1].id, b[:cut])
+	k := discover(t, a)[fixtures[1].id]
+	if k.Activity != session.ActivityBusy || len(k.InFlight) != 1 || k.InFlight[0].Kind != session.ProblemIncompleteMessage {
+		t.Errorf("killed, before the call: %+v", k)
+	}
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(b[cut:])
+	f.Close()
+	k = discover(t, a)[fixtures[1].id]
+	if k.Activity != session.ActivityBusy || len(k.InFlight) != 1 || k.InFlight[0].Kind != session.ProblemOrphanedToolCall ||
+		!strings.Contains(k.InFlight[0].Detail, "exec_command") {
+		t.Errorf("killed, after the call: %+v", k)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := discover(t, a)[fixtures[1].id]; ok {
+		t.Error("a removed rollout is still listed")
+	}
+}
+
+// TestHelperHoldsLock is not a test: run with SESSIOND_CODEX_HOLD=<path>,
+// it takes the writer lock on path as Codex does and sleeps.
+func TestHelperHoldsLock(t *testing.T) {
+	path := os.Getenv("SESSIOND_CODEX_HOLD")
+	if path == "" {
+		t.Skip("helper process only")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		os.Exit(3)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		os.Exit(4)
+	}
+	os.WriteFile(path+".ready", nil, 0o644)
+	time.Sleep(time.Minute)
+	os.Exit(0)
+}
+
+// TestWriterLockNamesTheOwner: the process holding the lock file is the
+// owner, by its exact identity; killed, its lock file stays and names no
+// one, and a tool that carries the session's CODEX_THREAD_ID is then an
+// orphan (while the owner lived it was not).
+func TestWriterLockNamesTheOwner(t *testing.T) {
+	root := home(t, "killed.jsonl")
+	id := fixtures[1].id
+	locks := filepath.Join(root, "thread-writer-locks")
+	if err := os.MkdirAll(locks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(locks, id+".lock")
+	holder := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsLock$")
+	holder.Env = append(os.Environ(), "SESSIOND_CODEX_HOLD="+lock)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	tool := exec.Command("sleep", "60")
+	tool.Env = append(os.Environ(), "CODEX_THREAD_ID="+id)
+	if err := tool.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { tool.Process.Kill(); tool.Wait() }()
+	testenv.Eventually(t, 10*time.Second, "the helper holds the lock", func() bool {
+		_, err := os.Stat(lock + ".ready")
+		return err == nil
+	})
+
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true})
+	o := discover(t, a)[id]
+	want, err := proc.NewHost().Identify(holder.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Owners) != 1 || o.Owners[0].Identity != want || o.Owners[0].Inferred || !strings.Contains(o.Owners[0].Evidence, "writer lock") {
+		t.Fatalf("owners %+v, want %v", o.Owners, want)
+	}
+	if len(o.Problems) != 0 {
+		t.Errorf("a tool of a live owner named an orphan: %+v", o.Problems)
+	}
+
+	holder.Process.Kill()
+	holder.Wait()
+	o = discover(t, a)[id]
+	if len(o.Owners) != 0 {
+		t.Fatalf("a dead holder still owns: %+v", o.Owners)
+	}
+	if len(o.Problems) != 1 || o.Problems[0].Kind != session.ProblemOrphanProcesses || o.Problems[0].Process.PID != tool.Process.Pid {
+		t.Errorf("orphans %+v, want the sleep %d", o.Problems, tool.Process.Pid)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Errorf("the lock file should stay: %v", err)
+	}
+}

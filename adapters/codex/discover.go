@@ -1,0 +1,465 @@
+package codex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// rootState is what the adapter knows of one Codex home.
+type rootState struct {
+	path    string
+	learned bool
+	files   map[string]*fileState // by path
+	dirs    map[string]*dirState  // listed folders, by path
+}
+
+// dirState is a folder's last listing.
+type dirState struct {
+	mtime    time.Time
+	listedAt time.Time
+	names    []string // rollout names, or subfolder names for year/month
+}
+
+// fileState is what the adapter knows of one rollout.
+type fileState struct {
+	path       string
+	id         string
+	archived   bool
+	compressed bool // listed from its name only
+	nameTime   time.Time
+
+	read     bool
+	size     int64
+	mtime    time.Time
+	dev, ino uint64
+	meta     meta
+	metaErr  error
+	turn     turn
+	offset   int64
+	bad      int
+}
+
+// racyWindow: a folder modified this recently is listed again next pass
+// even if its mtime looks the same (one mtime tick can hide a new file).
+const racyWindow = 2 * time.Second
+
+// rolloutName matches rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl, and the
+// compressed forms.
+var rolloutName = regexp.MustCompile(`^rollout-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2})-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl(\.zst|\.gz)?$`)
+
+// Discover implements adapters.Adapter.
+func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.Observation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	full := a.forceFull.Swap(false) || a.lastFull.IsZero() || now.Sub(a.lastFull) >= a.cfg.FullRescan
+	if full {
+		a.lastFull = now
+	}
+	if !a.cfg.NoLearnedRoots {
+		a.learnRoots(snap)
+	}
+	held, lockErr := a.cfg.Host.FlockHolders()
+	var obs adapters.Observation
+	looked := 0
+	var rootErrs []error
+	for _, path := range a.order {
+		if err := ctx.Err(); err != nil {
+			return adapters.Observation{}, fmt.Errorf("codex discover: %w", err)
+		}
+		r := a.roots[path]
+		sessions, errs, ok := a.scanRoot(r, full, now, held, lockErr)
+		obs.Sessions = append(obs.Sessions, sessions...)
+		obs.Errors = append(obs.Errors, errs...)
+		if ok {
+			looked++
+		} else {
+			for _, e := range errs {
+				rootErrs = append(rootErrs, e)
+			}
+		}
+	}
+	if looked == 0 && len(a.order) > 0 {
+		a.logErrors(obs.Errors)
+		return adapters.Observation{}, fmt.Errorf("codex: no Codex home could be read: %w", errors.Join(rootErrs...))
+	}
+	a.addOrphans(obs.Sessions, snap)
+	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
+	obs.Warnings = a.warnings()
+	a.logErrors(obs.Errors)
+	a.updateWatch()
+	return obs, nil
+}
+
+// learnRoots adds the Codex homes of live codex processes of this user
+// that set CODEX_HOME.
+func (a *Adapter) learnRoots(snap *proc.Snapshot) {
+	if snap == nil {
+		return
+	}
+	uid := os.Getuid()
+	for _, p := range snap.Procs {
+		home := p.Env["CODEX_HOME"]
+		if home == "" || p.UID != uid || !isCodexArgv(p.Argv) || !filepath.IsAbs(home) {
+			continue
+		}
+		home = filepath.Clean(home)
+		if a.roots[home] == nil && len(a.order) < maxRoots {
+			a.addRoot(home, true)
+			a.log.Info("learned Codex home from a live process", zap.String("root", home), zap.Int("pid", p.Identity.PID))
+		}
+	}
+}
+
+const maxRoots = 64
+
+// isCodexArgv: the native codex binary or its npm wrapper.
+func isCodexArgv(argv []string) bool {
+	if len(argv) == 0 {
+		return false
+	}
+	if filepath.Base(argv[0]) == "codex" {
+		return true
+	}
+	return len(argv) > 1 && strings.HasPrefix(filepath.Base(argv[0]), "node") && filepath.Base(argv[1]) == "codex"
+}
+
+// scanRoot finds, reads and observes the rollouts of one Codex home. ok
+// is false when the home itself could not be looked at.
+func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held proc.FlockHolders, lockErr error) ([]adapters.Observed, []adapters.InputError, bool) {
+	fi, err := os.Stat(r.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		clear(r.files)
+		clear(r.dirs)
+		return nil, nil, true // Codex never ran with this home
+	case err != nil:
+		return nil, []adapters.InputError{{Input: r.path, Err: err}}, false
+	case !fi.IsDir():
+		return nil, []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, false
+	}
+	locks, errs := a.lockFiles(r)
+	paths, lerrs := a.listRollouts(r, full, now)
+	errs = append(errs, lerrs...)
+	for _, path := range paths {
+		f := r.files[path]
+		if f.compressed || !(full || !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || locks[f.id]) {
+			continue
+		}
+		if err := a.refresh(f); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				delete(r.files, path)
+				continue
+			}
+			errs = append(errs, adapters.InputError{Input: path, Err: err})
+		}
+	}
+	ow := a.owners(r, locks, held, lockErr)
+	return a.observe(r, ow), errs, true
+}
+
+// listRollouts lists sessions/YYYY/MM/DD/ and archived_sessions/ where
+// they changed and returns every rollout path known, each with its state.
+func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string, []adapters.InputError) {
+	var errs []adapters.InputError
+	seen := map[string]bool{}
+	var dayDirs []string
+	sessions := filepath.Join(r.path, "sessions")
+	for _, y := range a.list(r, sessions, full, now, &errs, isDigits(4)) {
+		for _, m := range a.list(r, filepath.Join(sessions, y), full, now, &errs, isDigits(2)) {
+			for _, d := range a.list(r, filepath.Join(sessions, y, m), full, now, &errs, isDigits(2)) {
+				dayDirs = append(dayDirs, filepath.Join(sessions, y, m, d))
+			}
+		}
+	}
+	var paths []string
+	add := func(dir string, archived bool) {
+		for _, n := range a.list(r, dir, full, now, &errs, isRollout) {
+			p := filepath.Join(dir, n)
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			if r.files[p] == nil {
+				m := rolloutName.FindStringSubmatch(n)
+				t, _ := time.ParseInLocation("2006-01-02T15-04-05", m[1], time.Local)
+				r.files[p] = &fileState{path: p, id: m[2], archived: archived, compressed: m[3] != "", nameTime: t}
+			}
+			paths = append(paths, p)
+		}
+	}
+	for _, d := range dayDirs {
+		add(d, false)
+	}
+	add(filepath.Join(r.path, "archived_sessions"), true)
+	for p := range r.files {
+		if !seen[p] {
+			delete(r.files, p)
+		}
+	}
+	return paths, errs
+}
+
+func isDigits(n int) func(string, fs.DirEntry) bool {
+	return func(name string, e fs.DirEntry) bool {
+		if len(name) != n || !e.IsDir() {
+			return false
+		}
+		for _, c := range name {
+			if c < '0' || c > '9' {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func isRollout(name string, e fs.DirEntry) bool {
+	return e.Type().IsRegular() && rolloutName.MatchString(name)
+}
+
+// list returns the names in dir that keep passes, listing it again only
+// when its mtime changed (or within the racy window, or at a full rescan).
+// A folder that does not exist has no names; one that cannot be read is
+// an error, and its last listing stands.
+func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(string, fs.DirEntry) bool) []string {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(r.dirs, dir)
+		return nil
+	}
+	d := r.dirs[dir]
+	if err != nil {
+		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
+		if d != nil {
+			return d.names
+		}
+		return nil
+	}
+	if d != nil && !full && fi.ModTime().Equal(d.mtime) && d.listedAt.Sub(d.mtime) >= racyWindow {
+		return d.names
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
+		if d != nil {
+			return d.names
+		}
+		return nil
+	}
+	nd := &dirState{mtime: fi.ModTime(), listedAt: now}
+	for _, e := range ents {
+		if keep(e.Name(), e) {
+			nd.names = append(nd.names, e.Name())
+		}
+	}
+	r.dirs[dir] = nd
+	return nd.names
+}
+
+// lockFiles lists thread-writer-locks/: the ids with a lock file, held or
+// not. A clean exit removes its lock file, so this folder holds only the
+// sessions being written and those whose writer died.
+func (a *Adapter) lockFiles(r *rootState) (map[string]bool, []adapters.InputError) {
+	dir := filepath.Join(r.path, "thread-writer-locks")
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, []adapters.InputError{{Input: dir, Err: err}}
+	}
+	out := map[string]bool{}
+	for _, e := range ents {
+		if id, ok := strings.CutSuffix(e.Name(), ".lock"); ok && !strings.HasPrefix(id, ".") {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// refresh stats f and reads what changed: a new or replaced file from its
+// head and tail, a grown one from where the last read ended (a growth
+// past MaxTail as a new tail).
+func (a *Adapter) refresh(f *fileState) error {
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return err
+	}
+	dev, ino := fileID(fi)
+	size, mtime := fi.Size(), fi.ModTime()
+	replaced := f.read && (dev != f.dev || ino != f.ino || size < f.size)
+	if f.read && !replaced && size == f.size && mtime.Equal(f.mtime) {
+		return nil
+	}
+	file, err := os.Open(f.path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	res := readResult{meta: f.meta, hasMeta: f.metaErr == nil && f.read, turn: f.turn, offset: f.offset}
+	switch {
+	case !f.read || replaced:
+		res = readResult{}
+		m, _, err := readHead(file, size)
+		f.metaErr = err
+		res.meta, res.hasMeta = m, err == nil
+		if size > 0 {
+			if err := readTail(file, size, a.cfg.MaxTail, &res); err != nil {
+				return fmt.Errorf("read rollout tail: %w", err)
+			}
+		}
+	case size-f.offset > a.cfg.MaxTail:
+		if err := readTail(file, size, a.cfg.MaxTail, &res); err != nil {
+			return fmt.Errorf("read rollout tail: %w", err)
+		}
+	default:
+		res.turn.Pending = append([]call(nil), res.turn.Pending...)
+		if err := readAppended(file, f.offset, size, &res); err != nil {
+			return fmt.Errorf("read rollout: %w", err)
+		}
+	}
+	if res.hasMeta {
+		f.meta = res.meta
+	}
+	if fresh := !f.read || replaced; fresh {
+		f.bad = res.bad
+	} else {
+		f.bad += res.bad
+	}
+	f.read, f.size, f.mtime, f.dev, f.ino = true, size, mtime, dev, ino
+	f.turn, f.offset = res.turn, res.offset
+	return nil
+}
+
+// observe turns the known rollouts of r into observations.
+func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner) []adapters.Observed {
+	byID := map[string]*fileState{}
+	for _, f := range r.files {
+		// One session per id: a live rollout over its archived copy, else
+		// the newer file.
+		if o := byID[f.id]; o == nil || (o.archived && !f.archived) || (o.archived == f.archived && f.mtime.After(o.mtime)) {
+			byID[f.id] = f
+		}
+	}
+	out := make([]adapters.Observed, 0, len(byID))
+	for id, f := range byID {
+		out = append(out, observed(r, f, ow[id]))
+	}
+	return out
+}
+
+// observed is one rollout's observation.
+func observed(r *rootState, f *fileState, owners []adapters.Owner) adapters.Observed {
+	o := adapters.Observed{
+		UpstreamID:       f.id,
+		Source:           f.path,
+		Root:             r.path,
+		Cwd:              f.meta.Cwd,
+		Title:            f.meta.Title,
+		Owners:           owners,
+		Activity:         session.ActivityIdle,
+		ActivityEvidence: "rollout tail",
+		LastActivity:     f.turn.Last,
+	}
+	if o.LastActivity.IsZero() {
+		o.LastActivity = f.mtime
+	}
+	if f.compressed {
+		o.Activity, o.ActivityEvidence, o.LastActivity = session.ActivityUnknown, "compressed rollout (not read)", f.nameTime
+		return o
+	}
+	if !f.read || !f.turn.Known {
+		o.Activity = session.ActivityUnknown
+		return o
+	}
+	if !f.turn.Busy {
+		return o
+	}
+	o.Activity = session.ActivityBusy
+	for _, c := range f.turn.Pending {
+		o.InFlight = append(o.InFlight, adapters.Issue{
+			Kind: session.ProblemOrphanedToolCall, Key: c.ID, Since: c.Since,
+			Detail: fmt.Sprintf("%s call %s without its output: %s", c.Name, c.ID, c.Args),
+		})
+	}
+	if len(o.InFlight) == 0 {
+		o.InFlight = append(o.InFlight, adapters.Issue{
+			Kind: session.ProblemIncompleteMessage, Key: f.turn.TurnID, Since: f.turn.Since,
+			Detail: fmt.Sprintf("turn %s started and never completed (no task_complete or turn_aborted)", f.turn.TurnID),
+		})
+	}
+	return o
+}
+
+// warnings names rollouts read only in part: a first line that is not a
+// session_meta, lines that do not parse.
+func (a *Adapter) warnings() []adapters.InputError {
+	var out []adapters.InputError
+	for _, path := range a.order {
+		for _, f := range a.roots[path].files {
+			switch {
+			case f.read && f.metaErr != nil:
+				out = append(out, adapters.InputError{Input: f.path, Err: fmt.Errorf("session metadata not read: %w", f.metaErr)})
+			case f.bad > 0:
+				out = append(out, adapters.InputError{Input: f.path, Err: fmt.Errorf("%d lines skipped: not JSON", f.bad)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Input < out[j].Input })
+	return out
+}
+
+// logErrors logs input errors when the set changes, not at every pass.
+func (a *Adapter) logErrors(errs []adapters.InputError) {
+	now := map[string]string{}
+	for _, e := range errs {
+		now[e.Input] = e.Err.Error()
+		if a.lastErrs[e.Input] != e.Err.Error() {
+			a.log.Warn("cannot read Codex data", zap.String("input", e.Input), zap.Error(e.Err))
+		}
+	}
+	a.lastErrs = now
+}
+
+// updateWatch keeps the watch list: the fixed folders and the newest day
+// folders of each home.
+func (a *Adapter) updateWatch() {
+	var out []string
+	for _, path := range a.order {
+		r := a.roots[path]
+		for _, p := range []string{r.path, filepath.Join(r.path, "sessions"), filepath.Join(r.path, "archived_sessions"), filepath.Join(r.path, "thread-writer-locks")} {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				out = append(out, p)
+			}
+		}
+		var days []string
+		for dir := range r.dirs {
+			if rel, err := filepath.Rel(filepath.Join(r.path, "sessions"), dir); err == nil && strings.Count(rel, string(filepath.Separator)) >= 1 {
+				days = append(days, dir) // year/month and year/month/day
+			}
+		}
+		sort.Sort(sort.Reverse(sort.StringSlice(days)))
+		out = append(out, days[:min(len(days), maxDayWatches)]...)
+	}
+	a.watchMu.Lock()
+	a.watch = out
+	a.watchMu.Unlock()
+}
+
+const maxDayWatches = 8

@@ -1,0 +1,82 @@
+package codex
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// addOrphans names the tool processes a dead Codex left behind. Codex runs
+// each tool in its own session (setsid) with PR_SET_PDEATHSIG, so the
+// tool's shell dies with it, but what that shell forked lives on,
+// re-parented; every such process still carries CODEX_THREAD_ID, the
+// session id. One of those is an orphan when its session has no live
+// owner: while the owner lives, a process of its session may be a
+// background command it still tracks. Nothing is killed here.
+func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot) {
+	if snap == nil {
+		return
+	}
+	at := map[string]int{}
+	for i := range obs {
+		at[obs[i].UpstreamID] = i
+	}
+	pids := make([]int, 0, len(snap.Procs))
+	for pid := range snap.Procs {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	uid := os.Getuid()
+	for _, pid := range pids {
+		p := snap.Procs[pid]
+		i, ok := at[p.Env["CODEX_THREAD_ID"]]
+		if !ok || p.UID != uid || p.State == 'Z' || p.State == 'X' || isCodexArgv(p.Argv) {
+			continue
+		}
+		if ownerAlive(snap, obs[i].Owners) {
+			continue
+		}
+		id := p.Identity
+		obs[i].Problems = append(obs[i].Problems, adapters.Issue{
+			Kind:    session.ProblemOrphanProcesses,
+			Key:     strconv.Itoa(pid),
+			Process: &id,
+			Detail:  fmt.Sprintf("pid %d of this Codex session still runs with no live Codex owning it: %s (cwd %s)", pid, shortArgv(p.Argv), orUnknown(p.Cwd)),
+		})
+	}
+}
+
+// ownerAlive: one of the owners is in the snapshot as that very process.
+func ownerAlive(snap *proc.Snapshot, owners []adapters.Owner) bool {
+	for _, o := range owners {
+		if p := snap.Procs[o.Identity.PID]; p != nil && p.Identity == o.Identity && p.State != 'Z' && p.State != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+func shortArgv(argv []string) string {
+	if len(argv) == 0 {
+		return "?"
+	}
+	s := filepath.Base(argv[0])
+	if len(argv) > 1 {
+		s += " " + strings.Join(argv[1:], " ")
+	}
+	return shorten(s, 100)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}

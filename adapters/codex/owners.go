@@ -1,0 +1,60 @@
+package codex
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
+)
+
+// owners names the writer of each rollout of r that has a lock file: the
+// process holding thread-writer-locks/<id>.lock with flock(LOCK_EX), from
+// the kernel's lock table. Codex takes that lock for as long as it has
+// the session loaded and the kernel drops it with the process, so it is
+// the exact owner (the native binary, never the npm wrapper; for the TUI
+// its app-server daemon). A lock file nobody holds is a writer that died:
+// no owner. Where the lock table cannot be read (macOS), the process that
+// has the lock file open stands in, marked inferred.
+func (a *Adapter) owners(r *rootState, locks map[string]bool, held proc.FlockHolders, lockErr error) map[string][]adapters.Owner {
+	out := map[string][]adapters.Owner{}
+	dir := filepath.Join(r.path, "thread-writer-locks")
+	ids := make([]string, 0, len(locks))
+	for id := range locks {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		path := filepath.Join(dir, id+".lock")
+		pid, evidence, inferred := a.lockHolder(path, held, lockErr)
+		if pid <= 0 {
+			continue
+		}
+		ident, err := a.cfg.Host.Identify(pid)
+		if err != nil {
+			continue // gone since: the next pass sees the lock free
+		}
+		out[id] = append(out[id], adapters.Owner{Identity: ident, Evidence: evidence, Inferred: inferred})
+	}
+	return out
+}
+
+// lockHolder returns the pid holding the lock file at path, 0 when none
+// does.
+func (a *Adapter) lockHolder(path string, held proc.FlockHolders, lockErr error) (pid int, evidence string, inferred bool) {
+	if lockErr == nil {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return 0, "", false
+		}
+		dev, ino := fileID(fi)
+		return held[proc.FileKey{Dev: dev, Ino: ino}], "holds the writer lock " + path, false
+	}
+	pids, err := a.cfg.Host.Holders(path)
+	if err != nil || len(pids) == 0 {
+		return 0, "", false
+	}
+	return pids[0], fmt.Sprintf("has the writer lock %s open (the lock table is not readable: %v)", path, lockErr), true
+}
