@@ -168,7 +168,7 @@ type Record struct {
 	V int `json:"v"`
 	// ID is sessiond's own short random id.
 	ID string `json:"id"`
-	// Agent is the adapter name ("claude", "opencode").
+	// Agent is the adapter name ("claude", "opencode", "codex").
 	Agent string `json:"agent"`
 	// UpstreamID is the agent's own session id; (Agent, UpstreamID) is unique.
 	// Empty for a launched session whose agent has not yet shown its id.

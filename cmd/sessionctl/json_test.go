@@ -52,7 +52,7 @@ func TestJSONOutput(t *testing.T) {
 
 	var h api.Health
 	ctlJSON(t, &h, "health")
-	if h.Socket != w.Socket || h.PID == 0 || h.PID == os.Getpid() || h.Sessions["running"] != 2 || h.Sessions["stopped"] != 1 || len(h.Adapters) != 2 {
+	if h.Socket != w.Socket || h.PID == 0 || h.PID == os.Getpid() || h.Sessions["running"] != 2 || h.Sessions["stopped"] != 1 || len(h.Adapters) != 3 {
 		t.Errorf("health: %+v", h)
 	}
 

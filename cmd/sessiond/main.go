@@ -22,6 +22,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude"
+	"github.com/sessiond/sessiond/adapters/codex"
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
@@ -59,13 +60,15 @@ func firstStartGC() int {
 
 // options are the parsed flags.
 type options struct {
-	stateDir    string
-	socket      string
-	claudeDirs  []string
-	claudeBin   string
-	learnRoots  bool
-	opencodeDir string
-	opencodeBin string
+	stateDir        string
+	socket          string
+	claudeDirs      []string
+	claudeBin       string
+	learnRoots      bool
+	codexDirs       []string
+	codexLearnRoots bool
+	opencodeDir     string
+	opencodeBin     string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -195,6 +198,13 @@ func defaultClaudeDirs() []string {
 	return []string{filepath.Join(home(), ".claude")}
 }
 
+func defaultCodexDirs() []string {
+	if v := os.Getenv("CODEX_HOME"); v != "" {
+		return []string{v}
+	}
+	return []string{filepath.Join(home(), ".codex")}
+}
+
 func defaultOpenCodeDir() string {
 	if v := os.Getenv("XDG_DATA_HOME"); v != "" {
 		return filepath.Join(v, "opencode")
@@ -209,7 +219,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `sessiond: the per-user supervisor of AI coding-agent sessions.
 
-It tracks Claude Code and OpenCode sessions, decides from process identity
+It tracks Claude Code, OpenCode and Codex sessions, decides from process identity
 which really run, and serves the answer on a Unix socket (see sessionctl).
 
 Usage: sessiond [flags]
@@ -232,8 +242,11 @@ already running on this state dir or socket.
 	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
 	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
+	codexDirs := &stringList{vals: defaultCodexDirs()}
+	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
+	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
 	durs.Var(&o.repairGrace, "opencode-repair-grace", "SESSIOND_OPENCODE_REPAIR_GRACE", opencode.DefaultRepairGrace, "an OpenCode repair writes only data still for this long ($SESSIOND_OPENCODE_REPAIR_GRACE)")
 	durs.Var(&o.interval, "reconcile-interval", "SESSIOND_RECONCILE_INTERVAL", 5*time.Second, "period of the reconcile pass ($SESSIOND_RECONCILE_INTERVAL)")
 	durs.Var(&o.grace, "grace", "SESSIOND_GRACE", 30*time.Second, "grace period for launches and owner-less sessions ($SESSIOND_GRACE)")
@@ -253,6 +266,7 @@ already running on this state dir or socket.
 		return nil, err
 	}
 	o.claudeDirs = claude.vals
+	o.codexDirs = codexDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -294,6 +308,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 		opencode.New(opencode.Config{DataDir: o.opencodeDir, Binary: o.opencodeBin, Logger: log.Named("opencode"),
 			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME"),
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
+		codex.New(codex.Config{Roots: o.codexDirs, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
 	}
 }
 

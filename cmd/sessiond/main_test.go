@@ -50,7 +50,7 @@ func isolate(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(d) })
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SESSIOND_") || strings.HasPrefix(k, "XDG_") ||
-			k == "CLAUDE_CONFIG_DIR" || k == "NOTIFY_SOCKET" || k == "WATCHDOG_USEC" {
+			k == "CLAUDE_CONFIG_DIR" || k == "CODEX_HOME" || k == "NOTIFY_SOCKET" || k == "WATCHDOG_USEC" {
 			t.Setenv(k, "")
 			os.Unsetenv(k)
 		}

@@ -77,7 +77,7 @@ func spawnDaemon(bins Bins, cfg daemonConfig) (*daemon, error) {
 		oc = filepath.Join(d.Home, ".local", "share", "opencode")
 	}
 	args := []string{"--state-dir", d.StateDir, "--socket", d.Socket, "--opencode-dir", oc,
-		"--claude-learn-roots=false", "--log-level", "warn"}
+		"--claude-learn-roots=false", "--codex-learn-roots=false", "--log-level", "warn"}
 	for _, c := range claude {
 		args = append(args, "--claude-dir", c)
 	}

@@ -20,7 +20,7 @@ func Isolated(home, socket, stateDir string) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case k == "HOME", k == "CLAUDE_CONFIG_DIR", k == "NOTIFY_SOCKET", k == "WATCHDOG_USEC",
+		case k == "HOME", k == "CLAUDE_CONFIG_DIR", k == "CODEX_HOME", k == "NOTIFY_SOCKET", k == "WATCHDOG_USEC",
 			strings.HasPrefix(k, "XDG_"), strings.HasPrefix(k, "SESSIOND_"):
 			continue
 		}
