@@ -19,7 +19,7 @@ import (
 
 // Adapter is one agent's observer.
 type Adapter interface {
-	// Name is the agent name stored in records ("claude", "opencode").
+	// Name is the agent name stored in records ("claude", "opencode", "codex").
 	Name() string
 	// Discover looks at the agent's data once. An error means "could not
 	// look at all", never "found nothing"; inputs that failed while others
