@@ -73,15 +73,10 @@ func classifyOpenAI(r *Request) Kind {
 // arguments, a finish chunk (finish_reason tool_calls or stop), a usage
 // chunk when stream_options.include_usage asked for it, then data: [DONE].
 func (s *Server) replyOpenAI(w http.ResponseWriter, hr *http.Request, r *Request, rep Reply) {
-	if rep.Status != 0 && rep.Status != http.StatusOK {
-		writeJSON(w, rep.Status, map[string]any{"error": map[string]any{
-			"message": "fakemodel: scripted error", "type": "server_error", "code": rep.Status}})
+	if openAIError(w, rep) {
 		return
 	}
-	model := r.Model
-	if model == "" {
-		model = "fake-model"
-	}
+	model := modelOf(r)
 	finish := "stop"
 	if len(rep.ToolCalls) > 0 {
 		finish = "tool_calls"
@@ -142,4 +137,23 @@ func (s *Server) replyOpenAI(w http.ResponseWriter, hr *http.Request, r *Request
 		}
 	}
 	e.raw("data: [DONE]\n\n")
+}
+
+// openAIError answers a scripted HTTP error in the body both OpenAI APIs
+// use, and reports whether it did.
+func openAIError(w http.ResponseWriter, rep Reply) bool {
+	if rep.Status == 0 || rep.Status == http.StatusOK {
+		return false
+	}
+	writeJSON(w, rep.Status, map[string]any{"error": map[string]any{
+		"message": "fakemodel: scripted error", "type": "server_error", "code": rep.Status}})
+	return true
+}
+
+// modelOf is the model the request asked for, "fake-model" when none.
+func modelOf(r *Request) string {
+	if r.Model == "" {
+		return "fake-model"
+	}
+	return r.Model
 }

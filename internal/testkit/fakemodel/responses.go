@@ -137,15 +137,10 @@ func codexArgs(c ToolCall) map[string]any {
 // output_text.delta (text) and output_item.done, then response.completed
 // with the usage. Not streamed: the response object.
 func (s *Server) replyResponses(w http.ResponseWriter, hr *http.Request, r *Request, rep Reply) {
-	if rep.Status != 0 && rep.Status != http.StatusOK {
-		writeJSON(w, rep.Status, map[string]any{"error": map[string]any{
-			"message": "fakemodel: scripted error", "type": "server_error", "code": rep.Status}})
+	if openAIError(w, rep) {
 		return
 	}
-	model := r.Model
-	if model == "" {
-		model = "fake-model"
-	}
+	model := modelOf(r)
 	id := newID("resp_")
 	inTok := estimateTokens(r.Raw)
 	outTok := len(rep.Text)/4 + 1
