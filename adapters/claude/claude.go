@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/inputlog"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -131,7 +132,7 @@ type Adapter struct {
 	roots      []*rootState
 	lastFull   time.Time
 	remembered map[proc.Identity]*ownerMemory
-	lastErrs   map[string]string
+	inputs     *inputlog.Log
 	stats      stats
 	// restored holds saved transcript state (Restore) until the first
 	// pass lists each transcript; saved is the gen of each saved entry.
@@ -211,7 +212,7 @@ func New(cfg Config) *Adapter {
 		fs:         cfg.FS,
 		host:       cfg.Host,
 		remembered: map[proc.Identity]*ownerMemory{},
-		lastErrs:   map[string]string{},
+		inputs:     inputlog.New(cfg.Logger, "Claude Code data"),
 	}
 	seen := map[string]bool{}
 	for _, r := range cfg.Roots {
@@ -338,7 +339,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
 	}
 	if len(a.roots) > 0 && looked == 0 {
-		a.logErrors(obs.Errors)
+		a.inputs.Report(obs.Errors)
 		return adapters.Observation{}, fmt.Errorf("claude: no config root could be read: %w", errors.Join(rootErrs...))
 	}
 	obs.Errors = append(obs.Errors, readErrs...)
@@ -350,7 +351,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	// drops it.
 	a.restored = nil
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
-	a.logErrors(obs.Errors)
+	a.inputs.Report(obs.Errors)
 	// The watch list ranks projects by their newest write: it changes only
 	// with what shapePrint covers, or a directory listed again.
 	if full || shape != a.watchShape {
@@ -388,23 +389,6 @@ func (a *Adapter) learnRoots(v *procView) {
 		a.roots = append(a.roots, newRootState(cp.root, true))
 		a.log.Info("learned Claude config root from a live process", zap.String("root", cp.root), zap.Int("pid", cp.p.Identity.PID))
 	}
-}
-
-// logErrors logs input errors when the set changes, not at every pass.
-func (a *Adapter) logErrors(errs []adapters.InputError) {
-	now := map[string]string{}
-	for _, e := range errs {
-		now[e.Input] = e.Err.Error()
-		if a.lastErrs[e.Input] != e.Err.Error() {
-			a.log.Warn("cannot read Claude Code data", zap.String("input", e.Input), zap.Error(e.Err))
-		}
-	}
-	for in := range a.lastErrs {
-		if _, ok := now[in]; !ok {
-			a.log.Info("Claude Code data readable again", zap.String("input", in))
-		}
-	}
-	a.lastErrs = now
 }
 
 func (a *Adapter) countState() {

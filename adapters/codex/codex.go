@@ -31,6 +31,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/adapters/internal/inputlog"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -79,7 +80,7 @@ type Adapter struct {
 	order     []string // roots in the order they were added
 	lastFull  time.Time
 	forceFull atomic.Bool
-	lastErrs  map[string]string
+	inputs    *inputlog.Log
 
 	watchMu sync.Mutex
 	watch   []string
@@ -108,7 +109,8 @@ func New(cfg Config) *Adapter {
 	if cfg.MaxTail <= 0 {
 		cfg.MaxTail = defaultTail
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger, roots: map[string]*rootState{}, lastErrs: map[string]string{}}
+	a := &Adapter{cfg: cfg, log: cfg.Logger, roots: map[string]*rootState{},
+		inputs: inputlog.New(cfg.Logger, "Codex data")}
 	for _, r := range cfg.Roots {
 		a.addRoot(filepath.Clean(r), false)
 	}

@@ -94,14 +94,14 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		}
 	}
 	if looked == 0 && len(a.order) > 0 {
-		a.logErrors(obs.Errors)
+		a.inputs.Report(obs.Errors)
 		return adapters.Observation{}, fmt.Errorf("codex: no Codex home could be read: %w", errors.Join(rootErrs...))
 	}
 	a.addOrphans(obs.Sessions, snap)
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
-	a.logErrors(obs.Errors)
+	a.inputs.Report(obs.Errors)
 	a.updateWatch()
 	return obs, nil
 }
@@ -423,18 +423,6 @@ func (a *Adapter) warnings() []adapters.InputError {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Input < out[j].Input })
 	return out
-}
-
-// logErrors logs input errors when the set changes, not at every pass.
-func (a *Adapter) logErrors(errs []adapters.InputError) {
-	now := map[string]string{}
-	for _, e := range errs {
-		now[e.Input] = e.Err.Error()
-		if a.lastErrs[e.Input] != e.Err.Error() {
-			a.log.Warn("cannot read Codex data", zap.String("input", e.Input), zap.Error(e.Err))
-		}
-	}
-	a.lastErrs = now
 }
 
 // updateWatch keeps the watch list: the fixed folders and the newest day
