@@ -180,9 +180,9 @@ func (t *turn) apply(raw []byte) (ok bool) {
 		case "task_started":
 			t.Known, t.Busy, t.TurnID, t.Since, t.Pending, t.Aborted = true, true, p.TurnID, ts, nil, ""
 		case "task_complete":
-			t.Known, t.Busy, t.Pending, t.Aborted = true, false, nil, ""
+			t.Known, t.Busy, t.TurnID, t.Pending, t.Aborted = true, false, p.TurnID, nil, ""
 		case "turn_aborted":
-			t.Known, t.Busy, t.Pending, t.Aborted = true, false, nil, p.Reason
+			t.Known, t.Busy, t.TurnID, t.Pending, t.Aborted = true, false, p.TurnID, nil, p.Reason
 			if t.Aborted == "" {
 				t.Aborted = "aborted"
 			}

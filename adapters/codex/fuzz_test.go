@@ -1,0 +1,50 @@
+package codex
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// FuzzRolloutAppend: any bytes, read whole or as a first read of a prefix
+// and then what was appended, say the same turn state, and neither read
+// panics. Seeded with the real rollouts.
+func FuzzRolloutAppend(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint16(len(b)/2))
+	}
+	f.Add([]byte("{\"type\":\"event_msg\",\"payload\":{\"type\":\"task_started\",\"turn_id\":\"t\"}}\nnot json\n"), uint16(20))
+	f.Fuzz(func(t *testing.T, b []byte, cut uint16) {
+		c := min(int(cut), len(b))
+		var whole, parts readResult
+		if err := readTail(bytes.NewReader(b), int64(len(b)), defaultTail, &whole); err != nil {
+			t.Fatal(err)
+		}
+		if err := readTail(bytes.NewReader(b[:c]), int64(c), defaultTail, &parts); err != nil {
+			t.Fatal(err)
+		}
+		if err := readAppended(bytes.NewReader(b), parts.offset, int64(len(b)), &parts); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(r readResult) []string {
+			var out []string
+			for _, c := range r.turn.Pending {
+				out = append(out, c.ID)
+			}
+			return out
+		}
+		w, p := whole.turn, parts.turn
+		if w.Busy != p.Busy || w.Known != p.Known || w.TurnID != p.TurnID || w.Aborted != p.Aborted ||
+			!slices.Equal(ids(whole), ids(parts)) || whole.offset != parts.offset {
+			t.Fatalf("cut at %d: parts %+v (offset %d), whole %+v (offset %d)", c, p, parts.offset, w, whole.offset)
+		}
+		readHead(bytes.NewReader(b), int64(len(b)))
+	})
+}
