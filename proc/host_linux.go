@@ -116,9 +116,9 @@ func readProcess(dir string, pid int, boot string, buf []byte) (*Process, []byte
 	if err != nil {
 		return nil, buf
 	}
-	uid := -1
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		uid = int(sys.Uid)
+	uid, ok := fileUID(fi)
+	if !ok {
+		uid = -1
 	}
 	p := &Process{
 		Identity: Identity{BootID: boot, PID: pid, StartTicks: st.StartTicks},
@@ -164,9 +164,18 @@ func (h *Host) UID(pid int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	uid, ok := fileUID(fi)
 	if !ok {
 		return 0, fmt.Errorf("stat of pid %d: no owner", pid)
 	}
-	return int(st.Uid), nil
+	return uid, nil
+}
+
+// fileUID is the owner of a /proc/<pid> directory: the process's user.
+func fileUID(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
 }
