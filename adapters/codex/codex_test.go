@@ -284,3 +284,39 @@ func TestWriterLockNamesTheOwner(t *testing.T) {
 		t.Errorf("the lock file should stay: %v", err)
 	}
 }
+
+// countingHost counts reads of the lock table.
+type countingHost struct {
+	ProcHost
+	tables int
+}
+
+func (h *countingHost) FlockHolders() (proc.FlockHolders, error) {
+	h.tables++
+	return h.ProcHost.FlockHolders()
+}
+
+// A pass reads the lock table only when a home has a lock file, and then
+// once, however many homes have one.
+func TestLockTableReadOnlyWhenNeeded(t *testing.T) {
+	a1, a2 := home(t, "done.jsonl"), home(t, "sigint.jsonl")
+	h := &countingHost{ProcHost: proc.NewHost()}
+	a := New(Config{Roots: []string{a1, a2}, NoLearnedRoots: true, Host: h})
+	discover(t, a)
+	if h.tables != 0 {
+		t.Fatalf("%d lock table reads with no lock file", h.tables)
+	}
+	for _, r := range []string{a1, a2} {
+		dir := filepath.Join(r, "thread-writer-locks")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fixtures[0].id+".lock"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	discover(t, a)
+	if h.tables != 1 {
+		t.Fatalf("%d lock table reads for two homes with lock files, want 1", h.tables)
+	}
+}

@@ -73,7 +73,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	if !a.cfg.NoLearnedRoots {
 		a.learnRoots(snap)
 	}
-	held, lockErr := a.cfg.Host.FlockHolders()
+	table := &lockTable{host: a.cfg.Host}
 	var obs adapters.Observation
 	looked := 0
 	var rootErrs []error
@@ -82,7 +82,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			return adapters.Observation{}, fmt.Errorf("codex discover: %w", err)
 		}
 		r := a.roots[path]
-		sessions, errs, ok := a.scanRoot(r, full, now, held, lockErr)
+		sessions, errs, ok := a.scanRoot(r, full, now, table)
 		obs.Sessions = append(obs.Sessions, sessions...)
 		obs.Errors = append(obs.Errors, errs...)
 		if ok {
@@ -141,7 +141,7 @@ func isCodexArgv(argv []string) bool {
 
 // scanRoot finds, reads and observes the rollouts of one Codex home. ok
 // is false when the home itself could not be looked at.
-func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held proc.FlockHolders, lockErr error) ([]adapters.Observed, []adapters.InputError, bool) {
+func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTable) ([]adapters.Observed, []adapters.InputError, bool) {
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -169,7 +169,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held proc.Flo
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
 		}
 	}
-	ow := a.owners(r, locks, held, lockErr)
+	ow := a.owners(r, locks, table)
 	return a.observe(r, ow), errs, true
 }
 

@@ -18,7 +18,7 @@ import (
 // its app-server daemon). A lock file nobody holds is a writer that died:
 // no owner. Where the lock table cannot be read (macOS), the process that
 // has the lock file open stands in, marked inferred.
-func (a *Adapter) owners(r *rootState, locks map[string]bool, held proc.FlockHolders, lockErr error) map[string][]adapters.Owner {
+func (a *Adapter) owners(r *rootState, locks map[string]bool, table *lockTable) map[string][]adapters.Owner {
 	out := map[string][]adapters.Owner{}
 	dir := filepath.Join(r.path, "thread-writer-locks")
 	ids := make([]string, 0, len(locks))
@@ -28,7 +28,7 @@ func (a *Adapter) owners(r *rootState, locks map[string]bool, held proc.FlockHol
 	sort.Strings(ids)
 	for _, id := range ids {
 		path := filepath.Join(dir, id+".lock")
-		pid, evidence, inferred := a.lockHolder(path, held, lockErr)
+		pid, evidence, inferred := a.lockHolder(path, table)
 		if pid <= 0 {
 			continue
 		}
@@ -43,7 +43,8 @@ func (a *Adapter) owners(r *rootState, locks map[string]bool, held proc.FlockHol
 
 // lockHolder returns the pid holding the lock file at path, 0 when none
 // does.
-func (a *Adapter) lockHolder(path string, held proc.FlockHolders, lockErr error) (pid int, evidence string, inferred bool) {
+func (a *Adapter) lockHolder(path string, table *lockTable) (pid int, evidence string, inferred bool) {
+	held, lockErr := table.get()
 	if lockErr == nil {
 		fi, err := os.Stat(path)
 		if err != nil {
@@ -57,4 +58,22 @@ func (a *Adapter) lockHolder(path string, held proc.FlockHolders, lockErr error)
 		return 0, "", false
 	}
 	return pids[0], fmt.Sprintf("has the writer lock %s open (the lock table is not readable: %v)", path, lockErr), true
+}
+
+// lockTable reads the kernel's lock table at most once per pass, and only
+// when a home has a lock file to look up: with no Codex writing and none
+// killed, a pass reads no /proc/locks at all.
+type lockTable struct {
+	host ProcHost
+	read bool
+	held proc.FlockHolders
+	err  error
+}
+
+func (t *lockTable) get() (proc.FlockHolders, error) {
+	if !t.read {
+		t.held, t.err = t.host.FlockHolders()
+		t.read = true
+	}
+	return t.held, t.err
 }
