@@ -58,7 +58,7 @@ func count(steps []adapters.Step) map[string]int {
 // "nothing written" check compares these byte for byte.
 func rows(t *testing.T, dbPath, sessionID string) map[string]string {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func path(m map[string]any, keys ...string) any {
 // checkRepaired asserts the shape OpenCode itself leaves after an abort.
 func checkRepaired(t *testing.T, dbPath string, sh opencodetest.Shape) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}

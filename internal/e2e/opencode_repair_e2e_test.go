@@ -75,7 +75,7 @@ func startServeProcess(t *testing.T, dir, dbPath string, port int) *exec.Cmd {
 
 func toolStatus(t *testing.T, dbPath, partID string) string {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func toolStatus(t *testing.T, dbPath, partID string) string {
 
 func messageCompleted(t *testing.T, dbPath, msgID string) bool {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
