@@ -229,6 +229,26 @@ func TestHelperHoldsLock(t *testing.T) {
 	os.Exit(0)
 }
 
+// holdLock starts a process that holds the writer lock file at path as
+// Codex does, and returns once it does; the test's end kills it.
+func holdLock(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsLock$")
+	holder.Env = append(os.Environ(), "SESSIOND_CODEX_HOLD="+path)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	testenv.Eventually(t, 10*time.Second, "the helper holds the lock", func() bool {
+		_, err := os.Stat(path + ".ready")
+		return err == nil
+	})
+	return holder
+}
+
 // TestWriterLockNamesTheOwner: the process holding the lock file is the
 // owner, by its exact identity; killed, its lock file stays and names no
 // one, and a tool that carries the session's CODEX_THREAD_ID is then an
@@ -241,22 +261,13 @@ func TestWriterLockNamesTheOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock := filepath.Join(locks, id+".lock")
-	holder := exec.Command(os.Args[0], "-test.run=^TestHelperHoldsLock$")
-	holder.Env = append(os.Environ(), "SESSIOND_CODEX_HOLD="+lock)
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { holder.Process.Kill(); holder.Wait() }()
 	tool := exec.Command("sleep", "60")
 	tool.Env = append(os.Environ(), "CODEX_THREAD_ID="+id)
 	if err := tool.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { tool.Process.Kill(); tool.Wait() }()
-	testenv.Eventually(t, 10*time.Second, "the helper holds the lock", func() bool {
-		_, err := os.Stat(lock + ".ready")
-		return err == nil
-	})
+	holder := holdLock(t, lock)
 
 	a := New(Config{Roots: []string{root}, NoLearnedRoots: true})
 	o := discover(t, a)[id]
