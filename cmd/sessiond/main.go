@@ -69,6 +69,7 @@ type options struct {
 	codexLearnRoots bool
 	opencodeDir     string
 	opencodeBin     string
+	codexBin        string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -244,6 +245,7 @@ already running on this state dir or socket.
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
 	codexDirs := &stringList{vals: defaultCodexDirs()}
 	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
+	fs.StringVar(&o.codexBin, "codex-bin", envOr("SESSIOND_CODEX_BIN", "codex"), "codex executable for launch and resume ($SESSIOND_CODEX_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -308,7 +310,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 		opencode.New(opencode.Config{DataDir: o.opencodeDir, Binary: o.opencodeBin, Logger: log.Named("opencode"),
 			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME"),
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
-		codex.New(codex.Config{Roots: o.codexDirs, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
+		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
 	}
 }
 

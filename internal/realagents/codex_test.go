@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/fakemodel"
 	"github.com/sessiond/sessiond/session"
 )
@@ -128,4 +129,125 @@ func TestCodexExecKilledMidToolReap(t *testing.T) {
 		t.Errorf("python3 %d survived reap --apply", orphans[0].PID)
 	}
 	w.step("reaped")
+}
+
+// codexExecArgs are what a headless codex needs in a test's project, a
+// folder that is no git repository and has no sandbox to offer.
+var codexExecArgs = []string{"--", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"}
+
+// codexRollout is the one rollout of upstream under the world's home.
+func (w *world) codexRollout(upstream string) string {
+	w.t.Helper()
+	m, _ := filepath.Glob(filepath.Join(w.codexHome(), "sessions", "*", "*", "*", "rollout-*-"+upstream+".jsonl"))
+	if len(m) != 1 {
+		w.t.Fatalf("rollouts of %s: %v", upstream, m)
+	}
+	return m[0]
+}
+
+// A headless Codex session launched through sessiond is linked to the id
+// Codex picked (from its JSON output); killed mid tool it is interrupted,
+// its repair writes nothing and says why, and a resume through sessiond
+// continues the same session: the same id, the same rollout appended to,
+// and the model gets the earlier turns with the dangling call answered
+// "aborted" by Codex itself.
+func TestCodexLaunchKilledRepairResume(t *testing.T) {
+	bin := agentBin(t, codexBinEnv, "@openai/codex")
+	w := newWorld(t)
+	w.writeCodexConfig()
+	w.model.Enqueue(fakemodel.RunCommand("echo TOOL-OUTPUT-7c2; "+longTool, "Run the long job", 10*time.Minute))
+	w.startDaemon("--codex-bin", bin, "--grace", "5s")
+	w.step("daemon ready")
+
+	r := w.launch(append([]string{"launch", "--agent", "codex", "--cwd", w.proj(), "--prompt", "Run the job FIRST-PROMPT-4e1"}, codexExecArgs...)...)
+	id := r.Session.ID
+	s := w.waitSession(id, 60*time.Second, "linked, running and busy in its tool", func(s api.Session) bool {
+		return s.UpstreamID != "" && s.Resume != nil && s.Status == session.StatusRunning && s.Activity == session.ActivityBusy
+	})
+	up := s.UpstreamID
+	w.step("linked " + up + ", busy")
+	if s.Resume.Root != w.codexHome() || s.Resume.Cwd != w.proj() || s.Agent != "codex" {
+		t.Errorf("session %+v, resume cursor %+v", s, s.Resume)
+	}
+	rollout := w.codexRollout(up)
+	var native int
+	w.waitFor(30*time.Second, "the native codex and its python3 tool", func() (bool, string) {
+		for _, p := range procs(func(p procInfo) bool { return filepath.Base(p.Exe) == "codex" && p.Env["CODEX_HOME"] == w.codexHome() }) {
+			native = p.PID
+		}
+		return native != 0 && len(codexTools(up)) > 0, fmt.Sprint(codexTools(up))
+	})
+
+	killed := time.Now()
+	if err := syscall.Kill(native, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(id, killed, time.Second, session.ProblemOrphanedToolCall)
+	w.step("interrupted after " + took.Round(time.Millisecond).String())
+	if orphans := codexTools(up); len(orphans) > 0 {
+		w.reapAll(id, orphans)
+	}
+
+	size := func() int64 {
+		fi, err := os.Stat(rollout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	plan := w.action("repair", id, "--apply")
+	var actions []string
+	for _, st := range plan.Steps {
+		if st.Outcome != "skipped" {
+			t.Errorf("repair step %+v: a Codex repair writes nothing", st)
+		}
+		actions = append(actions, st.Action)
+	}
+	if !strings.Contains(strings.Join(actions, ","), "keep tool call without output") || size() != before {
+		t.Errorf("repair %v changed the rollout %d -> %d or did not name the call", plan.Steps, before, size())
+	}
+	w.step("repair planned nothing")
+
+	w.model.Enqueue(fakemodel.Say("Second answer, marker SECOND-ANSWER-a90."))
+	n := len(w.model.Turns())
+	r2 := w.launch(append([]string{"resume", id, "--prompt", "And again SECOND-PROMPT-b38"}, codexExecArgs...)...)
+	if r2.Session.ID != id || r2.Session.UpstreamID != up || r2.Fresh || r2.Forked {
+		t.Fatalf("resume answer %+v", r2)
+	}
+	s = w.waitSession(id, 60*time.Second, "stopped after the resumed turn", func(s api.Session) bool {
+		return s.Status == session.StatusStopped && s.Exit != nil && s.Exit.PID == r2.Session.PID
+	})
+	if s.Exit.Code != 0 || s.UpstreamID != up {
+		t.Fatalf("resumed run ended %+v, upstream %s, problems %v; log:\n%s", s.Exit, s.UpstreamID, problemKinds(s), logTail(r2.LogPath))
+	}
+	w.step("resumed turn stopped")
+	if w.codexRollout(up) != rollout || size() <= before {
+		t.Errorf("the resume did not append to %s (%d bytes before)", rollout, before)
+	}
+	var resumed *fakemodel.Request
+	for _, tr := range w.model.Turns()[n:] {
+		if strings.Contains(tr.LastUserText(), "SECOND-PROMPT-b38") {
+			resumed = tr
+		}
+	}
+	if resumed == nil {
+		t.Fatal("the model never got the resumed prompt")
+	}
+	if txt := resumed.Text(); !strings.Contains(txt, "FIRST-PROMPT-4e1") || !strings.Contains(txt, "TOOL-OUTPUT-7c2") {
+		t.Fatalf("the resumed request lacks the earlier turn and its call:\n%s", tail(txt, 3000))
+	}
+	var answered []string
+	for _, m := range resumed.Messages {
+		for _, tr := range m.ToolResults {
+			answered = append(answered, tr.Content)
+		}
+	}
+	if len(answered) != 1 || !strings.Contains(answered[0], "aborted") {
+		t.Errorf("tool results sent on resume %q: want the killed call answered \"aborted\" by Codex", answered)
+	}
+	metas, _ := os.ReadFile(rollout)
+	if c := strings.Count(string(metas), `"type":"session_meta"`); c != 1 {
+		t.Errorf("%d session_meta lines in %s, want 1 (a resume appends)", c, rollout)
+	}
 }
