@@ -120,6 +120,13 @@ type Observed struct {
 	InFlight []Issue
 	// Problems are other problems the adapter found (orphan_processes).
 	Problems []Issue
+	// OwnersExact, when set, says why Owners is the whole truth (Codex:
+	// the kernel's lock table names the writer lock's holder). A process
+	// recorded as the owner that is not among Owners has then let the
+	// session go, even while it lives on (Codex's app-server daemon
+	// unloads a thread and serves others). A process sessiond launched
+	// stays a candidate: it may not have taken the lock yet.
+	OwnersExact string
 	// Stamp, when not zero, is the adapter's promise that an Observed of
 	// this session with the same Stamp is the same as this one, so the
 	// tracker need not compare them field by field to know nothing

@@ -41,7 +41,14 @@ type candidate struct {
 	result   proc.Result
 	// settled: the result came from the agent's data, not from a probe.
 	settled bool
+	// released: the agent's data names its owners exactly and this one is
+	// not among them any more (result Dead, whether or not it lives on).
+	released bool
 }
+
+// launchEvidence is the owner evidence of a process sessiond launched,
+// until the agent's data names another owner.
+const launchEvidence = "launched by sessiond"
 
 // decide returns the record as it should be after this evidence, and the
 // events that record the change. It never returns events for an unchanged
@@ -245,6 +252,10 @@ func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 		}
 		seen[id] = true
 		c := candidate{id: id, inferred: inferred, evidence: evidence}
+		if known == nil && ev.obs != nil && ev.obs.OwnersExact != "" && evidence != launchEvidence && !owns(ev.obs, id) {
+			c.released = true
+			known = &proc.Result{Liveness: proc.Dead, Reason: ev.obs.OwnersExact + " names another owner, or none"}
+		}
 		if known != nil {
 			c.result, c.settled = *known, true
 		} else {
@@ -271,6 +282,16 @@ func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 		add(id, true, "recorded candidate", knownDead(terminal))
 	}
 	return out
+}
+
+// owns says whether the observation names id as an owner.
+func owns(o *adapters.Observed, id proc.Identity) bool {
+	for _, ow := range o.Owners {
+		if ow.Identity == id {
+			return true
+		}
+	}
+	return false
 }
 
 // knownDead is the answer for a recorded owner of a terminal session: it
@@ -392,6 +413,9 @@ func exitWords(x *session.ExitStatus) string {
 
 func deadReason(cands []candidate) string {
 	if len(cands) == 1 {
+		if cands[0].released {
+			return fmt.Sprintf("owner pid %d let the session go: %s", cands[0].id.PID, cands[0].result.Reason)
+		}
 		return fmt.Sprintf("owner pid %d is dead: %s", cands[0].id.PID, cands[0].result.Reason)
 	}
 	return "every candidate owner is dead (" + pidList(cands) + ")"

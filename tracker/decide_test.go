@@ -203,6 +203,28 @@ func TestDecideInvariants(t *testing.T) {
 			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusInterrupted, wantPID: 200,
 			problems: []session.ProblemKind{session.ProblemOrphanedToolCall}, events: 1},
 
+		// Owners the agent's data names exactly (Codex's writer lock): a live
+		// process that no longer holds the session has let it go.
+		{name: "a live owner that let the session go leaves it stopped", rec: rec(session.StatusRunning, &id1),
+			obs:  &adapters.Observed{UpstreamID: "up-1", OwnersExact: "the lock table"},
+			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusStopped, wantPID: 100, events: 1},
+		{name: "a live owner that let a busy session go leaves it interrupted", rec: rec(session.StatusRunning, &id1),
+			obs:  &adapters.Observed{UpstreamID: "up-1", OwnersExact: "the lock table", InFlight: []adapters.Issue{toolCall}},
+			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusInterrupted, wantPID: 100,
+			problems: []session.ProblemKind{session.ProblemOrphanedToolCall}, events: 1},
+		{name: "exact owners name a new owner", rec: rec(session.StatusRunning, &id1),
+			obs:  &adapters.Observed{UpstreamID: "up-1", OwnersExact: "the lock table", Owners: []adapters.Owner{own(200, false)}, Activity: session.ActivityBusy},
+			live: map[proc.Identity]proc.Liveness{id1: proc.Alive, id2: proc.Alive}, want: session.StatusRunning, wantAct: session.ActivityBusy, wantPID: 200, events: 1},
+		{name: "without exact owners a live recorded owner keeps it running", rec: rec(session.StatusRunning, &id1),
+			obs:  &adapters.Observed{UpstreamID: "up-1", Activity: session.ActivityIdle},
+			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusRunning, wantAct: session.ActivityIdle, wantPID: 100, events: 0},
+		{name: "a process sessiond launched is not released before it takes the lock", rec: func() *session.Record {
+			r := rec(session.StatusStarting, &id1)
+			r.Launched, r.LaunchedAt, r.OwnerEvidence = true, ptime(t0.Add(-time.Second)), launchEvidence
+			return r
+		}(), obs: &adapters.Observed{UpstreamID: "up-1", OwnersExact: "the lock table", Activity: session.ActivityIdle, LastActivity: t0},
+			live: map[proc.Identity]proc.Liveness{id1: proc.Alive}, want: session.StatusRunning, wantAct: session.ActivityIdle, wantPID: 100, events: 1},
+
 		// The watchdog.
 		{name: "busy with no progress past the threshold is stalled", rec: rec(session.StatusRunning, &id1),
 			obs:  &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{own(100, false)}, Activity: session.ActivityBusy, LastActivity: t0.Add(-21 * time.Minute)},
@@ -305,5 +327,16 @@ func TestDecideNewSessionDiscoveredDead(t *testing.T) {
 	}
 	if !got.StoppedAt.Equal(last) {
 		t.Errorf("stopped_at = %s, want last write %s", got.StoppedAt, last)
+	}
+}
+
+// A released owner is not called dead: the reason says it let go.
+func TestDecideReleasedReason(t *testing.T) {
+	id1 := ident(100)
+	ev := evidence{obs: &adapters.Observed{UpstreamID: "up-1", OwnersExact: "the lock table"},
+		probe: probeTable(map[proc.Identity]proc.Liveness{id1: proc.Alive}), now: t0, grace: 30 * time.Second}
+	got, _ := decide(rec(session.StatusRunning, &id1), ev)
+	if want := "owner pid 100 let the session go: the lock table names another owner, or none"; got.StatusReason != want {
+		t.Errorf("reason %q, want %q", got.StatusReason, want)
 	}
 }

@@ -43,7 +43,7 @@ func (t *Tracker) recordLaunch(rec *session.Record) error {
 	rec.Activity = session.ActivityUnknown
 	rec.Launched = true
 	rec.LaunchedAt = &now
-	rec.OwnerEvidence = "launched by sessiond"
+	rec.OwnerEvidence = launchEvidence
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = now
 	}
@@ -133,7 +133,7 @@ func (t *Tracker) Adopt(id string, check func(*session.Record) error, start func
 	rec, err := t.cfg.Store.Update(id, func(r *session.Record) ([]session.Event, error) {
 		from := r.Status
 		o := owner
-		r.Owner, r.OwnerInferred, r.OwnerEvidence, r.Candidates = &o, false, "launched by sessiond", nil
+		r.Owner, r.OwnerInferred, r.OwnerEvidence, r.Candidates = &o, false, launchEvidence, nil
 		r.Launched, r.LaunchedAt, r.Exit, r.StoppedAt = true, &now, nil, nil
 		r.Status, r.Activity = session.StatusStarting, session.ActivityUnknown
 		r.StatusReason = fmt.Sprintf("%s as pid %d; waiting for the agent's data", reason, owner.PID)

@@ -3,10 +3,12 @@ package codex
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +228,7 @@ func TestHelperHoldsLock(t *testing.T) {
 	}
 	os.WriteFile(path+".ready", nil, 0o644)
 	time.Sleep(time.Minute)
+	runtime.KeepAlive(f) // the lock lives as long as the open file
 	os.Exit(0)
 }
 
@@ -275,8 +278,8 @@ func TestWriterLockNamesTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.Owners) != 1 || o.Owners[0].Identity != want || o.Owners[0].Inferred || !strings.Contains(o.Owners[0].Evidence, "writer lock") {
-		t.Fatalf("owners %+v, want %v", o.Owners, want)
+	if len(o.Owners) != 1 || o.Owners[0].Identity != want || o.Owners[0].Inferred || !strings.Contains(o.Owners[0].Evidence, "writer lock") || o.OwnersExact == "" {
+		t.Fatalf("owners %+v (exact %q), want exactly %v", o.Owners, o.OwnersExact, want)
 	}
 	if len(o.Problems) != 0 {
 		t.Errorf("a tool of a live owner named an orphan: %+v", o.Problems)
@@ -285,8 +288,8 @@ func TestWriterLockNamesTheOwner(t *testing.T) {
 	holder.Process.Kill()
 	holder.Wait()
 	o = discover(t, a)[id]
-	if len(o.Owners) != 0 {
-		t.Fatalf("a dead holder still owns: %+v", o.Owners)
+	if len(o.Owners) != 0 || o.OwnersExact == "" {
+		t.Fatalf("a dead holder still owns: %+v (exact %q)", o.Owners, o.OwnersExact)
 	}
 	if len(o.Problems) != 1 || o.Problems[0].Kind != session.ProblemOrphanProcesses || o.Problems[0].Process.PID != tool.Process.Pid {
 		t.Errorf("orphans %+v, want the sleep %d", o.Problems, tool.Process.Pid)
@@ -329,5 +332,47 @@ func TestLockTableReadOnlyWhenNeeded(t *testing.T) {
 	discover(t, a)
 	if h.tables != 1 {
 		t.Fatalf("%d lock table reads for two homes with lock files, want 1", h.tables)
+	}
+}
+
+// noLockTable is a host whose kernel lock table cannot be read (macOS).
+type noLockTable struct{ ProcHost }
+
+func (noLockTable) FlockHolders() (proc.FlockHolders, error) { return nil, errors.ErrUnsupported }
+
+// Owners are exact only where the lock's holder is known: with no lock
+// table, a session with a lock file names an inferred owner, not all of
+// them; one with no lock file has none, which is exact (a writer always
+// holds its lock file). An unlistable lock folder makes none exact.
+func TestOwnersExactOnlyWhereKnown(t *testing.T) {
+	root := home(t, "killed.jsonl", "done.jsonl")
+	locked := fixtures[1].id
+	holder := holdLock(t, filepath.Join(root, "thread-writer-locks", locked+".lock"))
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, Host: noLockTable{proc.NewHost()}})
+	obs := discover(t, a)
+	if o := obs[locked]; o.OwnersExact != "" || len(o.Owners) != 1 || !o.Owners[0].Inferred || o.Owners[0].Identity.PID != holder.Process.Pid {
+		t.Errorf("no lock table, lock file open by %d: %+v (exact %q)", holder.Process.Pid, o.Owners, o.OwnersExact)
+	}
+	if o := obs[fixtures[0].id]; o.OwnersExact == "" || len(o.Owners) != 0 {
+		t.Errorf("no lock file: %+v (exact %q), want none, exactly", o.Owners, o.OwnersExact)
+	}
+
+	locks := filepath.Join(root, "thread-writer-locks")
+	if err := os.Rename(locks, locks+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(locks, []byte("not a folder"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := New(Config{Roots: []string{root}, NoLearnedRoots: true})
+	snap, err := proc.NewHost().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.Discover(context.Background(), snap)
+	for _, o := range got.Sessions {
+		if o.OwnersExact != "" {
+			t.Errorf("%s: exact owners %q with an unreadable lock folder", o.UpstreamID, o.OwnersExact)
+		}
 	}
 }

@@ -154,6 +154,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTa
 		return nil, []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, false
 	}
 	locks, errs := a.lockFiles(r)
+	locksRead := len(errs) == 0
 	paths, lerrs := a.listRollouts(r, full, now)
 	errs = append(errs, lerrs...)
 	for _, path := range paths {
@@ -169,8 +170,11 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTa
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
 		}
 	}
-	ow := a.owners(r, locks, table)
-	return a.observe(r, ow), errs, true
+	ow, inexact := a.owners(r, locks, table)
+	if !locksRead {
+		inexact = nil // every id: an unlisted lock folder names no one
+	}
+	return a.observe(r, ow, inexact), errs, true
 }
 
 // listRollouts lists sessions/YYYY/MM/DD/ and archived_sessions/ where
@@ -348,7 +352,12 @@ func (a *Adapter) refresh(f *fileState) error {
 }
 
 // observe turns the known rollouts of r into observations.
-func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner) []adapters.Observed {
+//
+// Where the holder of each lock is known (the lock folder was listed, and
+// the kernel's lock table read for each lock file in it), the owners are
+// exact: a recorded owner that does not hold the lock has let the session
+// go. inexact nil means none is exact.
+func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner, inexact map[string]bool) []adapters.Observed {
 	byID := map[string]*fileState{}
 	for _, f := range r.files {
 		// One session per id: a live rollout over its archived copy, else
@@ -359,7 +368,11 @@ func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner) []adapte
 	}
 	out := make([]adapters.Observed, 0, len(byID))
 	for id, f := range byID {
-		out = append(out, observed(r, f, ow[id]))
+		o := observed(r, f, ow[id])
+		if inexact != nil && !inexact[id] {
+			o.OwnersExact = "the kernel's lock table, for thread-writer-locks/" + id + ".lock,"
+		}
+		out = append(out, o)
 	}
 	return out
 }

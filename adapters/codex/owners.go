@@ -17,9 +17,10 @@ import (
 // the exact owner (the native binary, never the npm wrapper; for the TUI
 // its app-server daemon). A lock file nobody holds is a writer that died:
 // no owner. Where the lock table cannot be read (macOS), the process that
-// has the lock file open stands in, marked inferred.
-func (a *Adapter) owners(r *rootState, locks map[string]bool, table *lockTable) map[string][]adapters.Owner {
-	out := map[string][]adapters.Owner{}
+// has the lock file open stands in, marked inferred, and its id is in
+// inexact: there the owners are not the whole truth.
+func (a *Adapter) owners(r *rootState, locks map[string]bool, table *lockTable) (out map[string][]adapters.Owner, inexact map[string]bool) {
+	out, inexact = map[string][]adapters.Owner{}, map[string]bool{}
 	dir := filepath.Join(r.path, "thread-writer-locks")
 	ids := make([]string, 0, len(locks))
 	for id := range locks {
@@ -29,6 +30,9 @@ func (a *Adapter) owners(r *rootState, locks map[string]bool, table *lockTable) 
 	for _, id := range ids {
 		path := filepath.Join(dir, id+".lock")
 		pid, evidence, inferred := a.lockHolder(path, table)
+		if _, err := table.get(); err != nil {
+			inexact[id] = true
+		}
 		if pid <= 0 {
 			continue
 		}
@@ -38,7 +42,7 @@ func (a *Adapter) owners(r *rootState, locks map[string]bool, table *lockTable) 
 		}
 		out[id] = append(out[id], adapters.Owner{Identity: ident, Evidence: evidence, Inferred: inferred})
 	}
-	return out
+	return out, inexact
 }
 
 // lockHolder returns the pid holding the lock file at path, 0 when none
