@@ -251,3 +251,81 @@ func TestCodexLaunchKilledRepairResume(t *testing.T) {
 		t.Errorf("%d session_meta lines in %s, want 1 (a resume appends)", c, rollout)
 	}
 }
+
+// The interactive TUI typed into a tmux pane, as people run it: the
+// session is owned by Codex's app-server daemon (it holds the writer lock),
+// never by the TUI. Busy while the long tool runs; the TUI killed with -9,
+// the turn goes on in the daemon and the session stays running and busy;
+// the daemon killed with -9, interrupted within a second with the call in
+// flight; whatever tool process is left is reaped.
+func TestCodexInteractiveTmux(t *testing.T) {
+	bin := agentBin(t, codexBinEnv, "@openai/codex")
+	w := newWorld(t)
+	w.writeCodexConfig()
+	w.model.Enqueue(fakemodel.RunCommand(longTool+"; echo done", "Run the long job", 10*time.Minute))
+	w.startDaemon("--codex-bin", bin, "--grace", "5s", "--reconcile-interval", "1s")
+	lw := w.watchLiveNeverDead()
+	w.step("daemon ready")
+
+	p := w.startTmux(bin).newPane(w.proj())
+	p.typeLine("codex")
+	p.waitScreen(60*time.Second, "Ask Codex to do anything")
+	diag := func() string { return compactScreen(p.capture()) }
+	wrapper, ok := p.child(func(procInfo) bool { return true })
+	if !ok {
+		t.Fatalf("no codex below the pane's shell %d:\n%s", p.ShellPID, diag())
+	}
+	tui := procs(func(c procInfo) bool { return c.PPID == wrapper.PID && filepath.Base(c.Exe) == "codex" })
+	if len(tui) != 1 {
+		t.Fatalf("the TUI below the wrapper %d: %+v", wrapper.PID, tui)
+	}
+	w.step("TUI ready")
+
+	p.typeLine("Run the long job")
+	var up string
+	w.waitFor(60*time.Second, "the TUI's python3 tool running", func() (bool, string) {
+		ps := procs(func(p procInfo) bool { return p.Env["CODEX_THREAD_ID"] != "" && isPython(p) })
+		if len(ps) == 0 {
+			return false, diag()
+		}
+		up = ps[0].Env["CODEX_THREAD_ID"]
+		return true, ""
+	})
+	s := w.waitUpstream(up, 15*time.Second, "running and busy", runningWith(session.ActivityBusy))
+	owner, ok := readProc(s.PID)
+	if !ok || s.PID == wrapper.PID || s.PID == tui[0].PID || !strings.Contains(strings.Join(owner.Args, " "), "app-server") {
+		t.Fatalf("owner %d %q: want Codex's app-server daemon, not the TUI %d or its wrapper %d", s.PID, owner.Args, tui[0].PID, wrapper.PID)
+	}
+	lw.claim("codex", up, s.PID)
+	w.step("running/busy, owner the app-server daemon")
+
+	// The TUI goes; the daemon keeps the turn running (the fact sheet, §7).
+	for _, pid := range []int{tui[0].PID, wrapper.PID} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.waitFor(10*time.Second, "the TUI gone", func() (bool, string) { return !alive(tui[0].PID) && !alive(wrapper.PID), "" })
+	gone := time.Now()
+	w.waitFor(10*time.Second, "a reconcile pass after the TUI died", func() (bool, string) {
+		var h api.Health
+		w.CtlJSON(&h, "health")
+		return h.LastReconcile.After(gone), h.LastReconcile.String()
+	})
+	s = w.waitUpstream(up, 5*time.Second, "still running and busy after the TUI's kill -9", runningWith(session.ActivityBusy))
+	if s.PID != owner.PID || len(codexTools(up)) == 0 {
+		t.Fatalf("after the TUI died: owner %d (want %d), tools %+v", s.PID, owner.PID, codexTools(up))
+	}
+	w.step("TUI killed: still running/busy")
+
+	killed := time.Now()
+	if err := syscall.Kill(owner.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(s.ID, killed, time.Second, session.ProblemOrphanedToolCall)
+	w.step("daemon killed: interrupted after " + took.Round(time.Millisecond).String())
+	if orphans := codexTools(up); len(orphans) > 0 {
+		t.Logf("left behind by the daemon: %+v", orphans)
+		w.reapAll(s.ID, orphans)
+	}
+}
