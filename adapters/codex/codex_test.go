@@ -83,6 +83,29 @@ func TestRealRollouts(t *testing.T) {
 	}
 }
 
+// The TUI's first prompt is ~40 KB into its rollout: the head read goes
+// on for it (a chunk at a time, bounded), and the title is the prompt.
+func TestTUIRolloutTitle(t *testing.T) {
+	b := readFixture(t, "tui.jsonl")
+	m, head, err := readHead(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Title != "Say hello" || m.Originator != "codex-tui" || m.ID != "01a21047-a4db-7da3-a4b6-af38d46bcf07" {
+		t.Errorf("meta %+v", m)
+	}
+	if i := bytes.Index(b, []byte(`"text":"Say hello"`)); i < headChunk || len(head) > titleHead {
+		t.Errorf("the prompt is at %d (want past the first chunk, %d); read %d bytes (bound %d)", i, headChunk, len(head), titleHead)
+	}
+	// A head with no prompt in reach stops at the bound.
+	pad := bytes.Repeat([]byte(`{"type":"world_state","payload":{}}`+"\n"), 4000)
+	big := append(append(append([]byte{}, b[:bytes.IndexByte(b, '\n')+1]...), pad...), b[bytes.IndexByte(b, '\n')+1:]...)
+	m, head, err = readHead(bytes.NewReader(big), int64(len(big)))
+	if err != nil || m.Title != "" || len(head) != titleHead {
+		t.Errorf("a prompt out of reach: title %q, read %d bytes (want the bound %d), err %v", m.Title, len(head), titleHead, err)
+	}
+}
+
 // TestAppendedReadsAsWhole: a rollout read in two parts, at any line
 // boundary (its first part a first listing, the rest appended), says what
 // one read of the whole says; and a tail window that must grow past a

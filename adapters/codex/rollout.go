@@ -258,11 +258,13 @@ type readResult struct {
 }
 
 // Window sizes: the head is read in chunks until the first line (the
-// session_meta, ~21 KB on 0.169.0) ends; the tail from 16 KiB, doubling
+// session_meta, ~21 KB on 0.169.0) ends, and on up to titleHead for the
+// first prompt (~31 KB in for exec, ~40 KB for the TUI); the tail from 16 KiB, doubling
 // until a turn boundary is in it.
 const (
 	headChunk   = 32 << 10
 	maxHead     = 1 << 20
+	titleHead   = 96 << 10
 	tailStart   = 16 << 10
 	defaultTail = 4 << 20
 )
@@ -285,13 +287,27 @@ func readHead(r io.ReaderAt, size int64) (meta, []byte, error) {
 				return meta{}, buf, err
 			}
 			rest := buf[i+1:]
-			for len(rest) > 0 && m.Title == "" {
+			for m.Title == "" {
 				j := bytes.IndexByte(rest, '\n')
-				if j < 0 {
+				if j >= 0 {
+					m.Title = prompt(rest[:j])
+					rest = rest[j+1:]
+					continue
+				}
+				// The prompt follows Codex's own instructions, environment
+				// and world state (~40 KB from the start in the 0.169.0
+				// TUI): read on for it, a chunk at a time, up to titleHead.
+				have := int64(len(buf))
+				if have >= size || have >= titleHead {
 					break
 				}
-				m.Title = prompt(rest[:j])
-				rest = rest[j+1:]
+				more := make([]byte, min(size, have+headChunk, titleHead)-have)
+				got, err := r.ReadAt(more, have)
+				if err != nil && !errors.Is(err, io.EOF) {
+					break
+				}
+				buf = append(buf, more[:got]...)
+				rest = buf[len(buf)-got-len(rest):]
 			}
 			return m, buf, nil
 		}
