@@ -252,14 +252,16 @@ func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 		}
 		seen[id] = true
 		c := candidate{id: id, inferred: inferred, evidence: evidence}
-		if known == nil && ev.obs != nil && ev.obs.OwnersExact != "" && evidence != launchEvidence && !owns(ev.obs, id) {
-			c.released = true
-			known = &proc.Result{Liveness: proc.Dead, Reason: ev.obs.OwnersExact + " names another owner, or none"}
-		}
 		if known != nil {
 			c.result, c.settled = *known, true
 		} else {
 			c.result = ev.probe(id)
+		}
+		// A process that lives on but no longer holds the session (by the
+		// agent's exact account) has let it go; a dead one is just dead.
+		if !c.settled && c.result.Liveness != proc.Dead && ev.obs != nil && ev.obs.OwnersExact != "" && evidence != launchEvidence && !owns(ev.obs, id) {
+			c.released, c.settled = true, true
+			c.result = proc.Result{Liveness: proc.Dead, Reason: ev.obs.OwnersExact + " names another owner, or none"}
 		}
 		out = append(out, c)
 	}

@@ -339,4 +339,10 @@ func TestDecideReleasedReason(t *testing.T) {
 	if want := "owner pid 100 let the session go: the lock table names another owner, or none"; got.StatusReason != want {
 		t.Errorf("reason %q, want %q", got.StatusReason, want)
 	}
+	// Dead, it is dead, whatever the lock says.
+	ev.probe = probeTable(nil)
+	got, _ = decide(rec(session.StatusRunning, &id1), ev)
+	if want := "owner pid 100 is dead: no such process"; got.StatusReason != want {
+		t.Errorf("reason %q, want %q", got.StatusReason, want)
+	}
 }
