@@ -3,6 +3,7 @@ package realagents
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -328,4 +329,82 @@ func TestCodexInteractiveTmux(t *testing.T) {
 		t.Logf("left behind by the daemon: %+v", orphans)
 		w.reapAll(s.ID, orphans)
 	}
+}
+
+// `sessionctl launch --agent codex --tmux`: the TUI in a detached tmux
+// session, linked to the rollout its first prompt makes (by cwd and time:
+// the TUI prints no id, and its app-server daemon, not the TUI, holds the
+// writer lock), titled with its first prompt. Running and idle after the
+// answer; a resume is refused while it runs (single writer); the tmux
+// session killed, running and owned by Codex's daemon while it keeps the
+// thread, and stopped (not interrupted: the turn ended) once the daemon
+// lets it go or is killed.
+func TestCodexLaunchTmux(t *testing.T) {
+	bin := agentBin(t, codexBinEnv, "@openai/codex")
+	if _, err := exec.LookPath("tmux"); err != nil {
+		skipLoudly(t, "REAL AGENTS NOT TESTED: tmux is not on PATH (%v)", err)
+	}
+	w := newWorld(t)
+	w.writeCodexConfig()
+	w.Extra = append(w.Extra, "TMUX_TMPDIR="+w.Dir) // a tmux server of the test's own
+	w.model.Enqueue(fakemodel.Say("Hello from the TUI, marker TUI-ANSWER-1f3."))
+	w.startDaemon("--codex-bin", bin, "--grace", "5s", "--reconcile-interval", "1s")
+	w.step("daemon ready")
+
+	r := w.launch("launch", "--agent", "codex", "--cwd", w.proj(), "--tmux", "--prompt", "Say hello TUI-PROMPT-2a7")
+	tmux := func(args ...string) string {
+		cmd := exec.Command("tmux", args...)
+		cmd.Env = w.Environ()
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	t.Cleanup(func() { tmux("kill-server") })
+	if r.Session.Tmux == "" || r.Attach != "tmux attach -t "+r.Session.Tmux {
+		t.Fatalf("launch answer %+v", r)
+	}
+	id := r.Session.ID
+	s := w.waitSession(id, 60*time.Second, "linked, running and idle after its first answer", func(s api.Session) bool {
+		return s.UpstreamID != "" && s.Resume != nil && s.Status == session.StatusRunning && s.Activity == session.ActivityIdle
+	})
+	w.step("linked " + s.UpstreamID + ", running/idle")
+	if !strings.Contains(s.Title, "TUI-PROMPT-2a7") {
+		t.Errorf("title %q, want the first prompt", s.Title)
+	}
+	rollout, err := os.ReadFile(w.codexRollout(s.UpstreamID))
+	if err != nil || !strings.Contains(string(rollout), "TUI-ANSWER-1f3") {
+		t.Fatalf("the rollout of %s lacks the answer (%v)", s.UpstreamID, err)
+	}
+	if _, errs, code := w.Ctl("resume", id, "--prompt", "again"); code != 1 || !strings.Contains(errs, "running") {
+		t.Errorf("resume of a running TUI session: exit %d %q, want 1 and why", code, errs)
+	}
+
+	// The TUI closed with its terminal: Codex's daemon keeps the thread
+	// loaded for a while (~60 s here), then lets it go. Either way the
+	// session is never interrupted, and while running its owner is the
+	// daemon holding the lock, not the dead TUI.
+	tui := s.PID
+	tmux("kill-session", "-t", "="+r.Session.Tmux)
+	w.waitFor(10*time.Second, "the TUI gone", func() (bool, string) { return !alive(tui), "" })
+	gone := time.Now()
+	w.waitFor(10*time.Second, "a reconcile pass after the TUI died", func() (bool, string) {
+		var h api.Health
+		w.CtlJSON(&h, "health")
+		return h.LastReconcile.After(gone), h.LastReconcile.String()
+	})
+	s = w.Show(id)
+	if s.Status == session.StatusRunning {
+		p, ok := readProc(s.PID)
+		if !ok || s.PID == tui || !strings.Contains(strings.Join(p.Args, " "), "app-server") {
+			t.Fatalf("running after the TUI %d died, owner %d %q: want Codex's app-server daemon", tui, s.PID, p.Args)
+		}
+		w.step("tmux session killed: running, owner the daemon")
+		if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = w.waitSession(id, 5*time.Second, "stopped", func(s api.Session) bool { return s.Status == session.StatusStopped })
+	if len(s.Problems) != 0 {
+		t.Errorf("a session whose turn ended is stopped with problems %v (%s)", problemKinds(s), s.StatusReason)
+	}
+	w.step("stopped: " + s.StatusReason)
 }
