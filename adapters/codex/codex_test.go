@@ -16,13 +16,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/testkit/codextest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
 
-// The rollouts in testdata were written by the real codex exec 0.169.0
-// (testdata/README.md says how).
+// The rollouts of codextest were written by the real codex exec 0.169.0
+// (its testdata/README.md says how).
 type fixture struct {
 	file, id string
 	busy     bool
@@ -39,11 +40,7 @@ var fixtures = []fixture{
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return codextest.Fixture(name)
 }
 
 // TestRealRollouts reads each real rollout as a first listing does: the

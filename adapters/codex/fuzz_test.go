@@ -2,22 +2,18 @@ package codex
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/sessiond/sessiond/internal/testkit/codextest"
 )
 
 // FuzzRolloutAppend: any bytes, read whole or as a first read of a prefix
 // and then what was appended, say the same turn state, and neither read
 // panics. Seeded with the real rollouts.
 func FuzzRolloutAppend(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
-	for _, p := range files {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, name := range codextest.Fixtures() {
+		b := codextest.Fixture(name)
 		f.Add(b, uint16(len(b)/2))
 	}
 	f.Add([]byte("{\"type\":\"event_msg\",\"payload\":{\"type\":\"task_started\",\"turn_id\":\"t\"}}\nnot json\n"), uint16(20))

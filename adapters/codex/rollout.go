@@ -16,7 +16,7 @@ import (
 // KB: it embeds the base instructions). A turn is "event_msg"
 // task_started ... task_complete or turn_aborted; a tool call is a
 // "response_item" function_call (or custom_tool_call) answered by its
-// *_output with the same call_id. Checked on 0.169.0: see testdata/.
+// *_output with the same call_id. Checked on 0.169.0: see internal/testkit/codextest/testdata/.
 
 // meta is what the session_meta line says of the session.
 type meta struct {

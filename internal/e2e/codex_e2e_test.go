@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/codextest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
 // Codex everywhere a user looks, from rollouts the real codex exec wrote
-// (adapters/codex/testdata) in the default home ~/.codex: `ls --agent
+// (internal/testkit/codextest) in the default home ~/.codex: `ls --agent
 // codex` and its filters, show, health's adapter line and the metrics.
 // The killed one left its writer lock file behind, held by nobody.
 func TestCodexInListingsHealthAndMetrics(t *testing.T) {
@@ -26,10 +27,7 @@ func TestCodexInListingsHealthAndMetrics(t *testing.T) {
 	day := filepath.Join(home, "sessions", "2026", "11", "25")
 	const done, killed = "01a2100e-6a76-7f61-8169-3d1e21ad66f1", "01a2100e-73e8-7692-b08b-41c0e0969ddc"
 	for id, fx := range map[string]string{done: "done.jsonl", killed: "killed.jsonl"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "adapters", "codex", "testdata", fx))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := codextest.Fixture(fx)
 		if err := os.MkdirAll(day, 0o755); err != nil {
 			t.Fatal(err)
 		}
