@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	claudeBin := fs.String("claude-bin", os.Getenv("SESSIOND_CLAUDE_BIN"), "peers: the real claude CLI ($SESSIOND_CLAUDE_BIN; the scenario is skipped without one)")
 	coldFiles := fs.Int("cold-files", full.ColdFiles, "cold/steady/memory/api: Claude transcripts")
 	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
+	cxRollouts := fs.Int("codex-rollouts", full.CodexRollouts, "cold, restart: Codex rollouts")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
 	apiClients := fs.Int("api-clients", full.APIClients, "api: concurrent clients on GET /v1/sessions/{id}")
 	subscribers := fs.Int("subscribers", full.Subscribers, "burst: event-stream subscribers")
@@ -122,6 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opt.RestartTenK = *restart12k
 	}
 	pick("opencode-sessions", &opt.OpenCodeSessions, *ocSessions)
+	pick("codex-rollouts", &opt.CodexRollouts, *cxRollouts)
 	pick("api-clients", &opt.APIClients, *apiClients)
 	pick("subscribers", &opt.Subscribers, *subscribers)
 	pick("burst", &opt.Burst, *burst)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/codextest"
 )
 
 // Scenarios are the benchmark's scenarios in the order they run.
@@ -65,6 +66,9 @@ type Options struct {
 	ColdFiles, ColdProjects int
 	OpenCodeSessions        int
 	OpenCodeTurns           int
+	// CodexRollouts: the Codex home of the cold and restart scenarios
+	// (codextest.WriteHome, up to CodexTurns turns each).
+	CodexRollouts, CodexTurns int
 	// DropCaches empties the page cache before each cold start (root).
 	DropCaches bool
 
@@ -92,7 +96,7 @@ func Full() Options {
 		Restarts: 5, RestartSettle: 2 * time.Second, RestartTenK: true,
 		GrowthScales: []int{1000, 10000, 100000}, GrowthIdle: 20 * time.Second, GrowthSettle: 10 * time.Second, GrowthLists: 5, GrowthTouch: 10,
 		PeerOwners: 20, PeerRuns: 10,
-		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25,
+		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25, CodexRollouts: 5000, CodexTurns: 40,
 		Settle: 15 * time.Second, SteadyFor: 60 * time.Second,
 		ListRequests: 20, APIClients: 100, APIRequests: 200,
 		Subscribers: 100, Burst: 1000,
@@ -109,7 +113,7 @@ func Quick() Options {
 		Restarts: 2, RestartSettle: 200 * time.Millisecond, RestartTenK: true,
 		GrowthScales: []int{100, 1000}, GrowthIdle: 6 * time.Second, GrowthSettle: time.Second, GrowthLists: 3, GrowthTouch: 10,
 		PeerOwners: 3, PeerRuns: 3,
-		ColdFiles: 200, ColdProjects: 10, OpenCodeSessions: 20, OpenCodeTurns: 4,
+		ColdFiles: 200, ColdProjects: 10, OpenCodeSessions: 20, OpenCodeTurns: 4, CodexRollouts: 50, CodexTurns: 8,
 		Settle: 3 * time.Second, SteadyFor: 3 * time.Second,
 		ListRequests: 5, APIClients: 10, APIRequests: 20,
 		Subscribers: 10, Burst: 30,
@@ -150,6 +154,7 @@ type runner struct {
 	// The OpenCode database, written once by openCodeData.
 	ocDir string
 	ocIDs []string
+	codex *codextest.Home
 
 	// current is the scenario running (data rows go under the scenario
 	// that made the data).

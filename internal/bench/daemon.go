@@ -37,6 +37,7 @@ type daemonConfig struct {
 	// replaced by empty directories, so nothing real is ever read.
 	ClaudeDirs  []string
 	OpenCodeDir string
+	CodexDir    string
 	// Args are extra flags (they follow the defaults, so they win).
 	Args []string
 }
@@ -80,6 +81,9 @@ func spawnDaemon(bins Bins, cfg daemonConfig) (*daemon, error) {
 		"--claude-learn-roots=false", "--codex-learn-roots=false", "--log-level", "warn"}
 	for _, c := range claude {
 		args = append(args, "--claude-dir", c)
+	}
+	if cfg.CodexDir != "" {
+		args = append(args, "--codex-dir", cfg.CodexDir)
 	}
 	args = append(args, cfg.Args...)
 	d.Cmd = exec.Command(bins.Sessiond, args...)

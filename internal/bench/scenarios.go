@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/codextest"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
@@ -400,6 +401,31 @@ func (r *runner) openCodeData() (string, []string, error) {
 	return ocDir, ids, nil
 }
 
+// codexData writes, once per run, the Codex home of the cold and restart
+// scenarios.
+func (r *runner) codexData() (*codextest.Home, error) {
+	if r.codex != nil {
+		return r.codex, nil
+	}
+	dir, err := r.dir("cx")
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	h, err := codextest.WriteHome(filepath.Join(dir, "codex"), codextest.HomeSpec{
+		Rollouts: r.opt.CodexRollouts, Days: 120, MaxTurns: r.opt.CodexTurns, InFlightEvery: 20, Seed: 16})
+	if err != nil {
+		r.cleanup(dir)
+		return nil, err
+	}
+	r.opt.Log("wrote the Codex home (%d rollouts, %s) in %s", len(h.IDs), Bytes(h.Bytes), time.Since(t0).Round(time.Millisecond))
+	r.add(r.current, "Codex data", fmt.Sprintf("%d rollouts, %s, over 120 day folders; 1 in 20 ends mid tool call", len(h.IDs), Bytes(h.Bytes)), "",
+		nil, fmt.Sprintf("codextest.WriteHome: the real lines of a codex exec 0.169.0 rollout, 1–%d turns (log-uniform) of ~13 KB each after a ~21 KB session_meta", r.opt.CodexTurns))
+	r.codex = h
+	r.later(func() { r.cleanup(dir) })
+	return h, nil
+}
+
 // cold: time to the first complete ls over the Claude history plus an
 // OpenCode database, and the bytes read.
 func (r *runner) cold(ctx context.Context) error {
@@ -456,6 +482,46 @@ func (r *runner) cold(ctx context.Context) error {
 	r.add("cold", "bytes read per transcript", fmt.Sprintf("%s (rchar %s in all)", Bytes(per), Bytes(st.ReadChars)), "≤ 128 KiB", ptr(per <= 128<<10),
 		"/proc/<pid>/io rchar of the Claude-only daemon after its first complete ls, divided by the transcripts; an upper bound (it also counts /proc scans)")
 	r.add("cold", "peak RSS, Claude only", Bytes(st.PeakRSS), "", nil, "VmHWM")
+	return r.coldCodex(ctx)
+}
+
+// coldCodex: the first complete ls over the Codex home alone.
+func (r *runner) coldCodex(ctx context.Context) error {
+	h, err := r.codexData()
+	if err != nil {
+		return err
+	}
+	dir, err := r.dir("coldcx")
+	if err != nil {
+		return err
+	}
+	defer r.cleanup(dir)
+	cache := r.dropCaches()
+	d, err := r.startDaemon(dir, daemonConfig{CodexDir: h.Root})
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+	took, err := d.WaitComplete(ctx, len(h.IDs), 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	st, err := procStats(d)
+	if err != nil {
+		return err
+	}
+	counts, err := statusCounts(ctx, d)
+	if err != nil {
+		return err
+	}
+	n := len(h.IDs)
+	r.add("cold", fmt.Sprintf("first complete ls, %d Codex sessions", n), dur(took), "", nil, "as above, a fresh state dir, only the Codex home; "+cache)
+	r.add("cold", "statuses, Codex", fmt.Sprintf("%d stopped, %d interrupted (want %d, %d)", counts["stopped"], counts["interrupted"], n-len(h.InFlight), len(h.InFlight)), "",
+		ptr(counts["stopped"] == n-len(h.InFlight) && counts["interrupted"] == len(h.InFlight)), "GET /v1/sessions?all=true by status")
+	r.add("cold", "CPU time to that ls, Codex", fmt.Sprintf("%.2f s (threads waited %s for a CPU)", st.CPUSeconds, dur(st.RunQueueWait)), "", nil, "as above")
+	r.add("cold", "bytes read per rollout", fmt.Sprintf("%s (rchar %s in all; the rollouts hold %s)", Bytes(float64(st.ReadChars)/float64(n)), Bytes(st.ReadChars), Bytes(h.Bytes)), "", nil,
+		"/proc/<pid>/io rchar divided by the rollouts: the head up to the first prompt (~31 KB), the tail from 16 KiB back to the last turn boundary")
+	r.add("cold", "peak RSS, Codex", Bytes(st.PeakRSS), "", nil, "VmHWM")
 	return nil
 }
 
