@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -125,11 +124,11 @@ func (a *Adapter) Checkpoint() adapters.Checkpoint {
 	return cp
 }
 
-// encodeFileState writes f in checkpointFormat: uvarints and varints,
-// strings as a length and bytes, times as a flag then seconds and
-// nanoseconds.
+// encodeFileState writes f in checkpointFormat (package wire's
+// encoding; times keep the instant, not the location: summaries hold UTC
+// times, and a file's mtime is compared with Equal).
 func encodeFileState(f *fileState, window, maxLine int) []byte {
-	w := cpWriter{wire.Writer{B: make([]byte, 0, 256)}}
+	w := wire.Writer{B: make([]byte, 0, 256)}
 	w.Byte(checkpointFormat)
 	w.Uvarint(uint64(window))
 	w.Uvarint(uint64(maxLine))
@@ -148,7 +147,7 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 	w.Uvarint(f.ino)
 	w.Varint(f.size)
 	w.Varint(f.offset)
-	w.time(f.mtime)
+	w.Time(f.mtime)
 
 	s := &f.sum
 	w.Str(s.SessionID)
@@ -156,14 +155,14 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 	w.Str(s.Version)
 	w.Str(s.GitBranch)
 	w.Str(s.Title)
-	w.time(s.First)
-	w.time(s.Last)
+	w.Time(s.First)
+	w.Time(s.Last)
 	w.Uvarint(uint64(len(s.Pending)))
 	for _, tc := range s.Pending {
 		w.Str(tc.ID)
 		w.Str(tc.Name)
 		w.Str(tc.Input)
-		w.time(tc.At)
+		w.Time(tc.At)
 	}
 	w.Uvarint(uint64(s.pendingDropped))
 	if p := s.Prompt; p == nil {
@@ -176,7 +175,7 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 		w.Str(p.Cwd)
 		w.Str(p.Version)
 		w.Str(p.GitBranch)
-		w.time(p.Time)
+		w.Time(p.Time)
 		w.Bool(p.Sidechain)
 		w.Uvarint(uint64(p.Kind))
 		w.Str(p.Prompt)
@@ -184,7 +183,7 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 		w.Str(p.Title)
 	}
 	w.Uvarint(uint64(s.state))
-	w.time(s.stateAt)
+	w.Time(s.stateAt)
 	w.Str(s.stateUUID)
 	w.Str(s.stopReason)
 
@@ -205,7 +204,7 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	if !isTranscriptName(filepath.Base(path)) || !filepath.IsAbs(path) {
 		return nil, errors.New("not a transcript path")
 	}
-	r := cpReader{wire.NewReader(b)}
+	r := wire.NewReader(b)
 	if v := r.Byte(); r.Err() == nil && v != checkpointFormat {
 		return nil, fmt.Errorf("format %d, this build reads %d", v, checkpointFormat)
 	}
@@ -219,7 +218,7 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	f.ino = r.Uvarint()
 	f.size = r.Varint()
 	f.offset = r.Varint()
-	f.mtime = r.time().Local()
+	f.mtime = r.Time().Local()
 
 	s := &f.sum
 	s.SessionID = r.Str()
@@ -227,14 +226,14 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	s.Version = r.Str()
 	s.GitBranch = r.Str()
 	s.Title = r.Str()
-	s.First = r.time()
-	s.Last = r.time()
+	s.First = r.Time()
+	s.Last = r.Time()
 	n := r.Uvarint()
 	if n > maxPending {
 		r.Fail("more pending tool calls than are kept")
 	}
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
-		s.Pending = append(s.Pending, toolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.time()})
+		s.Pending = append(s.Pending, toolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.Time()})
 	}
 	s.pendingDropped = int(r.Uvarint())
 	switch r.Byte() {
@@ -247,7 +246,7 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 		p.Cwd = r.Str()
 		p.Version = r.Str()
 		p.GitBranch = r.Str()
-		p.Time = r.time()
+		p.Time = r.Time()
 		p.Sidechain = r.Bool()
 		p.Kind = lineKind(r.Uvarint())
 		p.Prompt = r.Str()
@@ -264,7 +263,7 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	if s.state > turnInterrupted {
 		r.Fail("unknown turn state")
 	}
-	s.stateAt = r.time()
+	s.stateAt = r.Time()
 	s.stateUUID = r.Str()
 	s.stopReason = r.Str()
 	for _, p := range []*int64{&f.bad.lines, &f.bad.tooLong, &f.bad.corrupt, &f.bad.glued, &f.bad.longHead} {
@@ -278,42 +277,4 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 		return nil, r.Err()
 	}
 	return f, nil
-}
-
-// cpWriter is wire.Writer with this adapter's time encoding.
-type cpWriter struct{ wire.Writer }
-
-// time keeps the instant, not the location: summaries hold UTC times, and
-// a file's mtime is compared with Equal.
-func (w *cpWriter) time(t time.Time) {
-	if t.IsZero() {
-		w.Byte(0)
-		return
-	}
-	w.Byte(1)
-	w.Varint(t.Unix())
-	w.Uvarint(uint64(t.Nanosecond()))
-}
-
-// cpReader is wire.Reader with this adapter's time encoding.
-type cpReader struct{ wire.Reader }
-
-func (r *cpReader) time() time.Time {
-	switch r.Byte() {
-	case 0:
-		return time.Time{}
-	case 1:
-	default:
-		r.Fail("bad time flag")
-		return time.Time{}
-	}
-	sec, nsec := r.Varint(), r.Uvarint()
-	if r.Err() != nil {
-		return time.Time{}
-	}
-	if nsec >= 1e9 {
-		r.Fail("bad nanoseconds")
-		return time.Time{}
-	}
-	return time.Unix(sec, int64(nsec)).UTC()
 }

@@ -3,12 +3,13 @@
 // and one-byte booleans. A Reader's first error sticks and later reads
 // return zero values, so a decoder reads a whole entry and checks one error
 // at the end; it never panics on garbage and never reads past the end.
-// Times and the meaning of each field are the adapter's own.
+// The meaning of each field is the adapter's own.
 package wire
 
 import (
 	"encoding/binary"
 	"errors"
+	"time"
 )
 
 // Writer appends encoded values to B.
@@ -36,6 +37,18 @@ func (w *Writer) Bool(v bool) {
 	} else {
 		w.B = append(w.B, 0)
 	}
+}
+
+// Time appends the instant t (not its location) as a flag, then seconds
+// and nanoseconds; the zero time is the flag alone.
+func (w *Writer) Time(t time.Time) {
+	if t.IsZero() {
+		w.Byte(0)
+		return
+	}
+	w.Byte(1)
+	w.Varint(t.Unix())
+	w.Uvarint(uint64(t.Nanosecond()))
 }
 
 // Reader reads what a Writer wrote.
@@ -141,4 +154,25 @@ func (r *Reader) Bool() bool {
 	}
 	r.Fail("bad bool")
 	return false
+}
+
+// Time reads what Writer.Time wrote, in UTC.
+func (r *Reader) Time() time.Time {
+	switch r.Byte() {
+	case 0:
+		return time.Time{}
+	case 1:
+	default:
+		r.Fail("bad time flag")
+		return time.Time{}
+	}
+	sec, nsec := r.Varint(), r.Uvarint()
+	if r.err != nil {
+		return time.Time{}
+	}
+	if nsec >= 1e9 {
+		r.Fail("bad nanoseconds")
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -13,8 +14,12 @@ func TestRoundTrip(t *testing.T) {
 	w.Str("é\x00x")
 	w.Bool(true)
 	w.Bool(false)
+	at := time.Date(2026, 11, 25, 1, 2, 3, 456789012, time.FixedZone("x", 3600))
+	w.Time(at)
+	w.Time(time.Time{})
 	r := NewReader(w.B)
-	if r.Byte() != 7 || r.Uvarint() != math.MaxUint64 || r.Varint() != math.MinInt64 || r.Str() != "é\x00x" || !r.Bool() || r.Bool() {
+	if r.Byte() != 7 || r.Uvarint() != math.MaxUint64 || r.Varint() != math.MinInt64 || r.Str() != "é\x00x" || !r.Bool() || r.Bool() ||
+		!r.Time().Equal(at) || !r.Time().IsZero() {
 		t.Fatalf("round trip differs: %v", r.Err())
 	}
 	r.End()
@@ -30,6 +35,8 @@ func TestRoundTrip(t *testing.T) {
 		r.Str()
 		r.Bool()
 		r.Bool()
+		r.Time()
+		r.Time()
 		r.End()
 		if r.Err() == nil {
 			t.Fatalf("a cut to %d of %d bytes read whole", n, len(w.B))
