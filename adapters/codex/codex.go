@@ -81,6 +81,12 @@ type Adapter struct {
 	lastFull  time.Time
 	forceFull atomic.Bool
 	inputs    *inputlog.Log
+	gen       uint64 // the last fileState.gen given
+
+	// restored is what Restore handed over, by path, until a listing takes
+	// it; saved is the gen of each path's last committed checkpoint entry.
+	restored map[string]*fileState
+	saved    map[string]uint64
 
 	watchMu sync.Mutex
 	watch   []string

@@ -51,6 +51,8 @@ type fileState struct {
 	turn     turn
 	offset   int64
 	bad      int
+	// gen changes with every read (checkpoint.go saves what changed).
+	gen uint64
 }
 
 // racyWindow: a folder modified this recently is listed again next pass
@@ -96,6 +98,11 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	if looked == 0 && len(a.order) > 0 {
 		a.inputs.Report(obs.Errors)
 		return adapters.Observation{}, fmt.Errorf("codex: no Codex home could be read: %w", errors.Join(rootErrs...))
+	}
+	if full {
+		// Every rollout was listed: a saved entry not taken by now has no
+		// rollout any more (the next Checkpoint deletes it).
+		a.restored = nil
 	}
 	a.addOrphans(obs.Sessions, snap)
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
@@ -202,7 +209,12 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 			if r.files[p] == nil {
 				m := rolloutName.FindStringSubmatch(n)
 				t, _ := time.ParseInLocation("2006-01-02T15-04-05", m[1], time.Local)
-				r.files[p] = &fileState{path: p, id: m[2], archived: archived, compressed: m[3] != "", nameTime: t}
+				f := a.takeRestored(p)
+				if f == nil || f.id != m[2] {
+					f = &fileState{}
+				}
+				f.path, f.id, f.archived, f.compressed, f.nameTime = p, m[2], archived, m[3] != "", t
+				r.files[p] = f
 			}
 			paths = append(paths, p)
 		}
@@ -348,6 +360,8 @@ func (a *Adapter) refresh(f *fileState) error {
 	}
 	f.read, f.size, f.mtime, f.dev, f.ino = true, size, mtime, dev, ino
 	f.turn, f.offset = res.turn, res.offset
+	a.gen++
+	f.gen = a.gen
 	return nil
 }
 

@@ -1,0 +1,216 @@
+package codex
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/wire"
+)
+
+var _ adapters.Checkpointer = (*Adapter)(nil)
+
+// What the adapter learned of each rollout (its identity, size and mtime,
+// the session_meta, the turn state and where the next read starts) is
+// saved through the tracker in the store, keyed by the rollout's path.
+// After a restart a rollout whose (device, inode, size, mtime) still match
+// is not read at all, and one that grew is read from the saved offset, as
+// within one run: a restart costs a stat per rollout, not ~50 KB of reads.
+// Owners are never saved: each pass reads the lock table afresh.
+
+// checkpointFormat is the first byte of every saved entry. Bump it when the
+// layout changes, or when what a turn state means changes (a parser fix
+// that concludes differently from the same lines): an entry of another
+// format is ignored, and its rollout read again.
+const checkpointFormat = 1
+
+// maxSavedPending bounds the pending calls an entry may hold (garbage
+// must not allocate without limit).
+const maxSavedPending = 1 << 12
+
+// Restore implements adapters.Checkpointer. Entries wait for the first
+// listing to find their rollouts; those it does not find are dropped by
+// the next Checkpoint.
+func (a *Adapter) Restore(saved map[string][]byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.restored = make(map[string]*fileState, len(saved))
+	a.saved = make(map[string]uint64, len(saved))
+	bad := 0
+	var firstErr error
+	for path, b := range saved {
+		f, err := decodeFileState(path, b, a.cfg.MaxTail)
+		if err != nil {
+			bad++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s: %w", path, err)
+			}
+			a.saved[path] = 0 // deleted by the next Checkpoint unless read again
+			continue
+		}
+		a.gen++
+		f.gen = a.gen
+		a.restored[path] = f
+		a.saved[path] = f.gen
+	}
+	a.log.Info("restored saved rollout state", zap.Int("rollouts", len(a.restored)), zap.Int("unusable", bad))
+	if firstErr != nil {
+		a.log.Info("some saved rollout state is not usable; those rollouts are read again", zap.Int("unusable", bad), zap.NamedError("first", firstErr))
+	}
+}
+
+// takeRestored returns the saved state of the rollout at path, once.
+func (a *Adapter) takeRestored(path string) *fileState {
+	f := a.restored[path]
+	if f != nil {
+		delete(a.restored, path)
+	}
+	return f
+}
+
+// Checkpoint implements adapters.Checkpointer: the rollouts read since
+// their last save, and the saved ones no longer listed.
+func (a *Adapter) Checkpoint() adapters.Checkpoint {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.saved == nil {
+		a.saved = map[string]uint64{}
+	}
+	cp := adapters.Checkpoint{Put: map[string][]byte{}}
+	gens := map[string]uint64{}
+	live := map[string]bool{}
+	for _, r := range a.roots {
+		for path, f := range r.files {
+			if !f.read {
+				continue
+			}
+			live[path] = true
+			if g, ok := a.saved[path]; ok && g == f.gen {
+				continue
+			}
+			cp.Put[path] = encodeFileState(f, a.cfg.MaxTail)
+			gens[path] = f.gen
+		}
+	}
+	// Restored entries no listing has taken yet stay until a pass ran.
+	for path := range a.saved {
+		if !live[path] && a.restored[path] == nil {
+			cp.Del = append(cp.Del, path)
+		}
+	}
+	cp.Commit = func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for path, g := range gens {
+			a.saved[path] = g
+		}
+		for _, path := range cp.Del {
+			delete(a.saved, path)
+		}
+	}
+	return cp
+}
+
+// encodeFileState writes f in checkpointFormat (package wire's encoding).
+// maxTail is saved because a tail read under another bound may conclude
+// differently.
+func encodeFileState(f *fileState, maxTail int64) []byte {
+	w := wire.Writer{B: make([]byte, 0, 256)}
+	w.Byte(checkpointFormat)
+	w.Varint(maxTail)
+	w.Str(f.id)
+	w.Uvarint(f.dev)
+	w.Uvarint(f.ino)
+	w.Varint(f.size)
+	w.Time(f.mtime)
+	w.Varint(f.offset)
+	w.Varint(int64(f.bad))
+	metaErr := ""
+	if f.metaErr != nil {
+		metaErr = f.metaErr.Error()
+	}
+	w.Str(metaErr)
+	m := &f.meta
+	for _, s := range []string{m.ID, m.Cwd, m.CLIVersion, m.Originator, m.Source, m.ForkedFrom, m.Title} {
+		w.Str(s)
+	}
+	w.Time(m.Started)
+	t := &f.turn
+	w.Bool(t.Known)
+	w.Bool(t.Busy)
+	w.Str(t.TurnID)
+	w.Time(t.Since)
+	w.Str(t.Aborted)
+	w.Time(t.Last)
+	w.Uvarint(uint64(len(t.Pending)))
+	for _, c := range t.Pending {
+		w.Str(c.ID)
+		w.Str(c.Name)
+		w.Str(c.Args)
+		w.Time(c.Since)
+	}
+	return w.B
+}
+
+// errOtherTail: the entry was made under another tail bound.
+var errOtherTail = errors.New("saved with another tail bound")
+
+// decodeFileState reads an entry of encodeFileState. Any error means the
+// entry is not used (the rollout is read again); it never panics on
+// garbage.
+func decodeFileState(path string, b []byte, maxTail int64) (*fileState, error) {
+	m := rolloutName.FindStringSubmatch(filepath.Base(path))
+	if m == nil || m[3] != "" || !filepath.IsAbs(path) {
+		return nil, errors.New("not a rollout path")
+	}
+	r := wire.NewReader(b)
+	if v := r.Byte(); r.Err() == nil && v != checkpointFormat {
+		return nil, fmt.Errorf("format %d, this build reads %d", v, checkpointFormat)
+	}
+	if mt := r.Varint(); r.Err() == nil && mt != maxTail {
+		return nil, errOtherTail
+	}
+	f := &fileState{path: path, read: true}
+	f.id = r.Str()
+	f.dev = r.Uvarint()
+	f.ino = r.Uvarint()
+	f.size = r.Varint()
+	f.mtime = r.Time().Local()
+	f.offset = r.Varint()
+	f.bad = int(r.Varint())
+	if e := r.Str(); e != "" {
+		f.metaErr = errors.New(e)
+	}
+	me := &f.meta
+	for _, s := range []*string{&me.ID, &me.Cwd, &me.CLIVersion, &me.Originator, &me.Source, &me.ForkedFrom, &me.Title} {
+		*s = r.Str()
+	}
+	me.Started = r.Time()
+	t := &f.turn
+	t.Known = r.Bool()
+	t.Busy = r.Bool()
+	t.TurnID = r.Str()
+	t.Since = r.Time()
+	t.Aborted = r.Str()
+	t.Last = r.Time()
+	n := r.Uvarint()
+	if n > maxSavedPending {
+		r.Fail("more pending calls than are kept")
+	}
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
+		t.Pending = append(t.Pending, call{ID: r.Str(), Name: r.Str(), Args: r.Str(), Since: r.Time()})
+	}
+	r.End()
+	switch {
+	case r.Err() != nil:
+		return nil, r.Err()
+	case f.id != m[2]:
+		return nil, errors.New("saved for another session id")
+	case f.size < 0 || f.offset < 0 || f.offset > f.size || f.bad < 0:
+		return nil, errors.New("offsets out of range")
+	}
+	return f, nil
+}
