@@ -78,6 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	coldFiles := fs.Int("cold-files", full.ColdFiles, "cold/steady/memory/api: Claude transcripts")
 	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
 	cxRollouts := fs.Int("codex-rollouts", full.CodexRollouts, "cold, restart: Codex rollouts")
+	cxTurns := fs.Int("codex-turns", full.CodexTurns, "cold, restart: most turns of a Codex rollout (log-uniform from 1)")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
 	apiClients := fs.Int("api-clients", full.APIClients, "api: concurrent clients on GET /v1/sessions/{id}")
 	subscribers := fs.Int("subscribers", full.Subscribers, "burst: event-stream subscribers")
@@ -124,6 +125,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	pick("opencode-sessions", &opt.OpenCodeSessions, *ocSessions)
 	pick("codex-rollouts", &opt.CodexRollouts, *cxRollouts)
+	pick("codex-turns", &opt.CodexTurns, *cxTurns)
 	pick("api-clients", &opt.APIClients, *apiClients)
 	pick("subscribers", &opt.Subscribers, *subscribers)
 	pick("burst", &opt.Burst, *burst)
