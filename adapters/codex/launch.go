@@ -1,6 +1,7 @@
 package codex
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +90,8 @@ func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSp
 	if root == "" {
 		root = a.launchRoot()
 	}
-	if path, _ := findRollout(context.Background(), root, cur.UpstreamID); isArchived(path) {
+	// One folder to read: Exists has just looked for the rollout everywhere.
+	if path, _ := findIn(context.Background(), filepath.Join(root, "archived_sessions"), 0, cur.UpstreamID); path != "" {
 		return adapters.Command{}, fmt.Errorf("codex session %s is archived: Codex refuses to resume or fork it until `codex unarchive %s`", cur.UpstreamID, cur.UpstreamID)
 	}
 	if !fork {
@@ -129,42 +131,45 @@ func (a *Adapter) Exists(ctx context.Context, cur session.ResumeCursor) (adapter
 // archived_sessions/; "" when it is in neither, with the error of a folder
 // it could not read.
 func findRollout(ctx context.Context, root, id string) (string, error) {
+	p, err := findIn(ctx, filepath.Join(root, "sessions"), 3, id)
+	if p != "" {
+		return p, nil
+	}
+	p, aerr := findIn(ctx, filepath.Join(root, "archived_sessions"), 0, id)
+	if p != "" {
+		return p, nil
+	}
+	return "", errors.Join(err, aerr)
+}
+
+// findIn looks for id's rollout in dir, depth folders down.
+func findIn(ctx context.Context, dir string, depth int, id string) (string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
 	var unreadable error
-	var walk func(dir string, depth int) string
-	walk = func(dir string, depth int) string {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				unreadable = err
-			}
-			return ""
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return "", err
 		}
-		for _, e := range ents {
-			if err := ctx.Err(); err != nil {
-				unreadable = err
-				return ""
+		p := filepath.Join(dir, e.Name())
+		if depth == 0 {
+			if m := rolloutName.FindStringSubmatch(e.Name()); m != nil && m[2] == id {
+				return p, nil
 			}
-			p := filepath.Join(dir, e.Name())
-			if depth > 0 {
-				if e.IsDir() {
-					if found := walk(p, depth-1); found != "" {
-						return found
-					}
-				}
-			} else if m := rolloutName.FindStringSubmatch(e.Name()); m != nil && m[2] == id {
-				return p
-			}
+			continue
 		}
-		return ""
-	}
-	if p := walk(filepath.Join(root, "sessions"), 3); p != "" {
-		return p, nil
-	}
-	if p := walk(filepath.Join(root, "archived_sessions"), 0); p != "" {
-		return p, nil
+		if e.IsDir() {
+			found, err := findIn(ctx, p, depth-1, id)
+			if found != "" {
+				return found, nil
+			}
+			unreadable = cmp.Or(unreadable, err)
+		}
 	}
 	return "", unreadable
 }
-
-// isArchived says whether path is in a home's archived_sessions/.
-func isArchived(path string) bool { return filepath.Base(filepath.Dir(path)) == "archived_sessions" }
