@@ -309,12 +309,7 @@ func TestCodexInteractiveTmux(t *testing.T) {
 		}
 	}
 	w.waitFor(10*time.Second, "the TUI gone", func() (bool, string) { return !alive(tui[0].PID) && !alive(wrapper.PID), "" })
-	gone := time.Now()
-	w.waitFor(10*time.Second, "a reconcile pass after the TUI died", func() (bool, string) {
-		var h api.Health
-		w.CtlJSON(&h, "health")
-		return h.LastReconcile.After(gone), h.LastReconcile.String()
-	})
+	w.waitPassAfter(time.Now(), "the TUI died")
 	s = w.waitUpstream(up, 5*time.Second, "still running and busy after the TUI's kill -9", runningWith(session.ActivityBusy))
 	if s.PID != owner.PID || len(codexTools(up)) == 0 {
 		t.Fatalf("after the TUI died: owner %d (want %d), tools %+v", s.PID, owner.PID, codexTools(up))
@@ -387,12 +382,7 @@ func TestCodexLaunchTmux(t *testing.T) {
 	tui := s.PID
 	tmux("kill-session", "-t", "="+r.Session.Tmux)
 	w.waitFor(10*time.Second, "the TUI gone", func() (bool, string) { return !alive(tui), "" })
-	gone := time.Now()
-	w.waitFor(10*time.Second, "a reconcile pass after the TUI died", func() (bool, string) {
-		var h api.Health
-		w.CtlJSON(&h, "health")
-		return h.LastReconcile.After(gone), h.LastReconcile.String()
-	})
+	w.waitPassAfter(time.Now(), "the TUI died")
 	s = w.Show(id)
 	if s.Status == session.StatusRunning {
 		p, ok := readProc(s.PID)
@@ -409,4 +399,16 @@ func TestCodexLaunchTmux(t *testing.T) {
 		t.Errorf("a session whose turn ended is stopped with problems %v (%s)", problemKinds(s), s.StatusReason)
 	}
 	w.step("stopped: " + s.StatusReason)
+}
+
+// waitPassAfter waits for a reconcile pass that began after t (health's
+// last_reconcile), so what the test checks next was decided after what
+// happened at t.
+func (w *world) waitPassAfter(t time.Time, what string) {
+	w.t.Helper()
+	w.waitFor(10*time.Second, "a reconcile pass after "+what, func() (bool, string) {
+		var h api.Health
+		w.CtlJSON(&h, "health")
+		return h.LastReconcile.After(t), h.LastReconcile.String()
+	})
 }
