@@ -8,14 +8,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat's start time. It is
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// readBootTime reads the boot time from the btime line of <root>/stat.
+// readBootTime is the wall-clock time of boot. On the real /proc it is
+// the realtime clock less the boot-time clock, to the nanosecond: the
+// btime line of /proc/stat is whole seconds, and a start time up to a
+// second early misorders a tool's start against a hook received just
+// before it. Under another root (tests) it is that root's btime line.
 func (h *Host) readBootTime() (time.Time, error) {
+	if h.startTimeRoot() == "/proc" {
+		var boot unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err == nil {
+			return time.Now().Add(-time.Duration(boot.Nano())), nil
+		}
+	}
 	path := filepath.Join(h.startTimeRoot(), "stat")
 	b, err := os.ReadFile(path)
 	if err != nil {
