@@ -112,6 +112,15 @@ type Observed struct {
 	// ActivityEvidence says where Activity came from ("registry status",
 	// "transcript tail", "server status").
 	ActivityEvidence string
+	// ActivitySource names the kind of signal Activity came from.
+	ActivitySource session.ActivitySource
+	// ActivityAt, when not zero, is when that signal was last written, if
+	// that is not LastActivity (a registry's status update): a hook older
+	// than it is not taken over it.
+	ActivityAt time.Time
+	// WaitingFor says what the session waits for, when Activity is
+	// waiting or idle and the data says.
+	WaitingFor *session.WaitingFor
 	// LastActivity is the time of the session's last write, zero if unknown.
 	LastActivity time.Time
 	// InFlight lists work that was started and not finished: tool calls
@@ -163,6 +172,29 @@ type Issue struct {
 	// Process is the process an orphan_processes item is about, so a reap
 	// can check it is still that very process before signalling it.
 	Process *proc.Identity
+}
+
+// HookReader is implemented by adapters whose agent runs hooks: commands
+// it starts at points of a turn with the event's JSON on stdin.
+// `sessionctl hook <agent>` posts that JSON to the daemon, which hands it
+// here. Hooks refine activity (a pending approval shows in no file of
+// Codex's); they never make a session running, and the tracker takes one
+// only from a descendant of the session's owner.
+type HookReader interface {
+	// ReadHook reads one hook payload. An error says why it is not one.
+	ReadHook(payload []byte) (Hook, error)
+}
+
+// Hook is what one hook says about a session.
+type Hook struct {
+	UpstreamID string
+	// Event is the agent's name for it ("PermissionRequest").
+	Event string
+	// Activity is what the event says the session does from now on;
+	// empty when it says nothing about that (SessionStart, SessionEnd).
+	Activity   session.Activity
+	WaitingFor *session.WaitingFor
+	Cwd        string
 }
 
 // Launcher is implemented by adapters whose agent sessiond can start and

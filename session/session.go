@@ -57,6 +57,64 @@ const (
 	ActivityUnknown Activity = "unknown"
 )
 
+// ActivitySource names the signal a running session's activity came from.
+type ActivitySource string
+
+// The sources, in the order an adapter prefers them: the agent's own
+// live state, a hook the agent ran, the agent's transcript, its server.
+const (
+	// SourceRegistry: the agent's own live-session file (Claude's
+	// sessions/<pid>.json status).
+	SourceRegistry ActivitySource = "registry"
+	// SourceHook: a hook the agent ran (`sessionctl hook`), checked
+	// against the owner's identity.
+	SourceHook ActivitySource = "hook"
+	// SourceTranscript: the turn state at the end of the agent's
+	// transcript or rollout.
+	SourceTranscript ActivitySource = "transcript"
+	// SourceServer: the agent's server (OpenCode's session status).
+	SourceServer ActivitySource = "server"
+)
+
+// WaitingKind says what a session waits for from its user.
+type WaitingKind string
+
+// The kinds of waiting.
+const (
+	// WaitingPermission: a tool call waits for the user's approval.
+	WaitingPermission WaitingKind = "permission"
+	// WaitingQuestion: the agent asked the user a question.
+	WaitingQuestion WaitingKind = "question"
+	// WaitingInput: the turn ended; the agent waits for the next prompt.
+	WaitingInput WaitingKind = "input"
+	// WaitingOther: the agent says it waits for the user, for something
+	// else (a dialog, a sandbox request); Detail has its words.
+	WaitingOther WaitingKind = "other"
+)
+
+// WaitingFor says what a running session waits for: set while its
+// activity is waiting (permission, question, other) or idle (input).
+type WaitingFor struct {
+	Kind WaitingKind `json:"kind"`
+	// Tool is the tool waiting for permission ("Bash").
+	Tool string `json:"tool,omitempty"`
+	// Input is a short form of that tool's input (its command, its file).
+	Input string `json:"input,omitempty"`
+	// Question is the question asked.
+	Question string `json:"question,omitempty"`
+	// Detail is the agent's own words for it, when it has some
+	// ("permission prompt", "dialog open").
+	Detail string `json:"detail,omitempty"`
+}
+
+// Equal reports whether w and o say the same (both nil is equal).
+func (w *WaitingFor) Equal(o *WaitingFor) bool {
+	if w == nil || o == nil {
+		return w == o
+	}
+	return *w == *o
+}
+
 // ProblemKind names a kind of trouble with a session.
 type ProblemKind string
 
@@ -178,6 +236,14 @@ type Record struct {
 	Activity Activity `json:"activity"`
 	// StatusReason says in words why the status is what it is.
 	StatusReason string `json:"status_reason,omitempty"`
+	// ActivitySince is when the activity (with its waiting_for) last
+	// changed; ActivitySource which signal says it. Both are empty while
+	// the session is not running.
+	ActivitySince  *time.Time     `json:"activity_since,omitempty"`
+	ActivitySource ActivitySource `json:"activity_source,omitempty"`
+	// WaitingFor says what the session waits for from its user, while
+	// waiting (permission, question) or idle (input).
+	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
 
 	// Owner is the process that owns the session, when one is known.
 	Owner *proc.Identity `json:"owner,omitempty"`
@@ -249,6 +315,11 @@ func (r *Record) Clone() *Record {
 		c.Exit = &e
 	}
 	c.LastActivityAt = cloneTime(r.LastActivityAt)
+	c.ActivitySince = cloneTime(r.ActivitySince)
+	if r.WaitingFor != nil {
+		w := *r.WaitingFor
+		c.WaitingFor = &w
+	}
 	c.LastSeenAt = cloneTime(r.LastSeenAt)
 	if r.Resume != nil {
 		rc := *r.Resume
@@ -291,7 +362,9 @@ type Event struct {
 	From      Status    `json:"from,omitempty"`
 	To        Status    `json:"to,omitempty"`
 	Activity  Activity  `json:"activity,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
+	// WaitingFor is the record's waiting_for after the change.
+	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
 	// Problems lists the kinds present after the change.
 	Problems []ProblemKind `json:"problems,omitempty"`
 }

@@ -31,6 +31,9 @@ type evidence struct {
 	// stallAfter is how long a live, busy owner may make no progress before
 	// the session is flagged stalled.
 	stallAfter time.Duration
+	// hook is the latest hook received for the session, nil if none
+	// (hooks.go says when decide takes it).
+	hook *hookEvidence
 }
 
 // candidate is one process that owns or may own a session.
@@ -223,12 +226,7 @@ func decideLive(out, rec *session.Record, ev evidence, alive []candidate, proble
 			problems = append(problems, session.Problem{Kind: session.ProblemNotDiscovered, Detail: fmt.Sprintf("owner pid %d is alive but the agent's data has not shown this session", id.PID), Since: launchedAt.Add(ev.grace)})
 		}
 	}
-	switch {
-	case ev.obs != nil && ev.obs.Activity != "":
-		out.Activity = ev.obs.Activity
-	case out.Activity == "":
-		out.Activity = session.ActivityUnknown
-	}
+	setActivity(out, rec, ev, id)
 	// The watchdog: busy with no progress past the threshold, and not
 	// waiting for the user, is stalled. A flag, never a kill.
 	if out.Activity == session.ActivityBusy && out.LastActivityAt != nil && ev.stallAfter > 0 {
@@ -383,7 +381,7 @@ func markDead(out, rec *session.Record, observed bool, inFlight []adapters.Issue
 		*problems = append(*problems, session.Problem{Kind: session.ProblemLaunchFailed, Since: x.At,
 			Detail: fmt.Sprintf("exited %s after %s: %s", exitWords(x), x.At.Sub(launchTime(rec)).Round(10*time.Millisecond), x.LogTail)})
 	}
-	out.Activity = ""
+	out.Activity, out.ActivitySource, out.ActivitySince, out.WaitingFor = "", "", nil, nil
 	out.Candidates = nil
 	if out.StoppedAt == nil || !rec.Status.Terminal() {
 		t := now
@@ -480,12 +478,13 @@ func mergeProblems(prev, next []session.Problem) []session.Problem {
 // change that only moves timestamps or titles is recorded without an event.
 func events(prev, next *session.Record, isNew bool, now time.Time) []session.Event {
 	ev := session.Event{
-		Time:     now,
-		Agent:    next.Agent,
-		To:       next.Status,
-		Activity: next.Activity,
-		Reason:   next.StatusReason,
-		Problems: problemKinds(next.Problems),
+		Time:       now,
+		Agent:      next.Agent,
+		To:         next.Status,
+		Activity:   next.Activity,
+		WaitingFor: next.WaitingFor,
+		Reason:     next.StatusReason,
+		Problems:   problemKinds(next.Problems),
 	}
 	switch {
 	case isNew:
@@ -494,6 +493,7 @@ func events(prev, next *session.Record, isNew bool, now time.Time) []session.Eve
 		ev.Type = session.EventStatus
 		ev.From = prev.Status
 	case prev.Activity != next.Activity,
+		!prev.WaitingFor.Equal(next.WaitingFor),
 		!sameOwner(prev, next),
 		!sameProblems(prev.Problems, next.Problems),
 		!sameCursor(prev.Resume, next.Resume):

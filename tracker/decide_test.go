@@ -34,10 +34,11 @@ func rec(status session.Status, owner *proc.Identity) *session.Record {
 	r := &session.Record{
 		ID: "abc123", Agent: "claude", UpstreamID: "up-1", Status: status,
 		Activity: session.ActivityIdle, Owner: owner, CreatedAt: t0.Add(-time.Hour),
-		Problems: []session.Problem{},
+		Problems: []session.Problem{}, WaitingFor: &session.WaitingFor{Kind: session.WaitingInput},
+		ActivitySince: ptime(t0.Add(-time.Minute)),
 	}
 	if status.Terminal() {
-		r.Activity = ""
+		r.Activity, r.WaitingFor, r.ActivitySince = "", nil, nil
 	}
 	return r
 }

@@ -31,6 +31,7 @@ type pass struct {
 	probes  map[proc.Identity]proc.Result
 	unknown uint64
 	base    evidence // what every decision of this pass shares
+	hooks   map[hookKey]*hookEvidence
 
 	// Shared, not copied: the pass only reads them (decide copies the ones
 	// it changes), and the writes below go through Update.
@@ -64,6 +65,7 @@ func (p *pass) run(ctx context.Context) (PassReport, error) {
 	p.probes = map[proc.Identity]proc.Result{}
 	defer p.countProbes()
 	p.base = evidence{probe: p.probe, now: t.cfg.Now(), grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
+	p.hooks = t.hooks.snapshot()
 
 	if err := p.plan(); err != nil {
 		return p.rep, err
@@ -164,6 +166,7 @@ func (p *pass) evidenceFor(r *session.Record) (evidence, *adapters.QuietSet) {
 	}
 	var quiet *adapters.QuietSet
 	if up != "" {
+		ev.hook = p.hooks[hookKey{r.Agent, up}]
 		ev.obs = o.byUp[up]
 		if ev.obs == nil && o.quiet != nil {
 			ev.obs, quiet = o.quiet.Find(up), o.quiet
@@ -238,6 +241,7 @@ func (p *pass) create(agent, up string, ob *adapters.Observed) {
 	fresh := &session.Record{Agent: agent, UpstreamID: up, CreatedAt: p.base.now, Problems: []session.Problem{}}
 	ev := p.base
 	ev.obs = ob
+	ev.hook = p.hooks[hookKey{agent, up}]
 	next, evs := decide(fresh, ev)
 	p.creates = append(p.creates, created{next, evs[0]})
 }

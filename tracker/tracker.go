@@ -131,6 +131,8 @@ type Tracker struct {
 
 	cpMu sync.Mutex // one Checkpoint at a time
 
+	hooks hookBox // hooks received, until a pass decides them (hooks.go)
+
 	hint chan struct{}
 	kick chan struct{}
 

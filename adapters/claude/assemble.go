@@ -322,6 +322,14 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 			if act, ok := registryActivity(e.Status); ok && o.ActivityEvidence == "" {
 				o.Activity = act
 				o.ActivityEvidence = evidenceRegistryState
+				o.ActivitySource = session.SourceRegistry
+				o.ActivityAt = e.StatusUpdatedAt
+				if o.ActivityAt.IsZero() {
+					o.ActivityAt = e.UpdatedAt
+				}
+				if act == session.ActivityWaiting {
+					o.WaitingFor = registryWaiting(e.WaitingFor)
+				}
 				if act == session.ActivityWaiting && e.WaitingFor != "" {
 					o.ActivityEvidence += " (waiting for " + e.WaitingFor + ")"
 				}
@@ -399,6 +407,7 @@ func transcriptActivity(o *adapters.Observed, sum *summary, live []liveOwner) {
 	case anyLive && sum != nil:
 		o.Activity = tailActivity(sum)
 		o.ActivityEvidence = evidenceTranscript
+		o.ActivitySource = session.SourceTranscript
 	case anyLive:
 		o.Activity = session.ActivityUnknown
 		o.ActivityEvidence = "no status and no transcript yet"
@@ -406,6 +415,19 @@ func transcriptActivity(o *adapters.Observed, sum *summary, live []liveOwner) {
 		o.Activity = session.ActivityUnknown
 		o.ActivityEvidence = evidenceNoLiveOwner
 	}
+}
+
+// registryWaiting is what a registry's waitingFor words mean (2.1.328:
+// "permission prompt", "input needed" for AskUserQuestion, "dialog open",
+// "sandbox request", "worker request", "goal proposal").
+func registryWaiting(words string) *session.WaitingFor {
+	switch words {
+	case "permission prompt":
+		return &session.WaitingFor{Kind: session.WaitingPermission, Detail: words}
+	case "input needed":
+		return &session.WaitingFor{Kind: session.WaitingQuestion, Detail: words}
+	}
+	return &session.WaitingFor{Kind: session.WaitingOther, Detail: words}
 }
 
 func appendOwner(owners []adapters.Owner, o adapters.Owner) []adapters.Owner {

@@ -63,6 +63,7 @@ type ProcHost interface {
 	FlockHolders() (proc.FlockHolders, error)
 	Holders(paths ...string) ([]int, error)
 	Identify(pid int) (proc.Identity, error)
+	StartTime(id proc.Identity) (time.Time, error)
 }
 
 const (

@@ -104,7 +104,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		// rollout any more (the next Checkpoint deletes it).
 		a.restored = nil
 	}
-	a.addOrphans(obs.Sessions, snap)
+	a.addToolProcs(obs.Sessions, snap)
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
@@ -402,6 +402,7 @@ func observed(r *rootState, f *fileState, owners []adapters.Owner) adapters.Obse
 		Owners:           owners,
 		Activity:         session.ActivityIdle,
 		ActivityEvidence: "rollout tail",
+		ActivitySource:   session.SourceTranscript,
 		LastActivity:     f.turn.Last,
 	}
 	if o.LastActivity.IsZero() {

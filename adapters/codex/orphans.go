@@ -13,14 +13,23 @@ import (
 	"github.com/sessiond/sessiond/session"
 )
 
-// addOrphans names the tool processes a dead Codex left behind. Codex runs
+// addToolProcs looks at the processes of each session's tools: they carry
+// the session id in CODEX_THREAD_ID.
+//
+// While the owner lives, a tool process started after the rollout's last
+// write is progress the rollout does not show: Codex writes nothing
+// between a command's approval and its end, so it is the only sign that
+// an approved command runs (the tracker then ends the "waiting" a
+// PermissionRequest hook set).
+//
+// With no live owner, they are orphans. Codex runs
 // each tool in its own session (setsid) with PR_SET_PDEATHSIG, so the
 // tool's shell dies with it, but what that shell forked lives on,
 // re-parented; every such process still carries CODEX_THREAD_ID, the
 // session id. One of those is an orphan when its session has no live
 // owner: while the owner lives, a process of its session may be a
 // background command it still tracks. Nothing is killed here.
-func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot) {
+func (a *Adapter) addToolProcs(obs []adapters.Observed, snap *proc.Snapshot) {
 	if snap == nil {
 		return
 	}
@@ -41,6 +50,9 @@ func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot) {
 			continue
 		}
 		if ownerAlive(snap, obs[i].Owners) {
+			if t, err := a.cfg.Host.StartTime(p.Identity); err == nil && t.After(obs[i].LastActivity) {
+				obs[i].LastActivity = t
+			}
 			continue
 		}
 		id := p.Identity

@@ -12,6 +12,10 @@ import (
 type actResult struct {
 	activity session.Activity
 	evidence string
+	// wait is what a waiting session waits for.
+	wait *session.WaitingFor
+	// server: a server's answer decided it, not the data alone.
+	server bool
 	// stale: the data shows work in flight, but the live server that owns
 	// the session reports it idle (the restart shape of the seed report).
 	stale bool
@@ -39,10 +43,10 @@ func (p *pass) decideActivity(s *sessionData, depth int) *actResult {
 	var st statusEntry
 	for _, sv := range p.servers {
 		if sv.questions[s.ID] {
-			return &actResult{activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": question pending"}
+			return &actResult{server: true, activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": question pending", wait: &session.WaitingFor{Kind: session.WaitingQuestion}}
 		}
 		if sv.permissions[s.ID] {
-			return &actResult{activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": permission pending"}
+			return &actResult{server: true, activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": permission pending", wait: &session.WaitingFor{Kind: session.WaitingPermission}}
 		}
 		if v, ok := sv.status[s.ID]; ok && busyServer == nil {
 			busyServer, st = sv, v
@@ -51,12 +55,12 @@ func (p *pass) decideActivity(s *sessionData, depth int) *actResult {
 	if q := s.runningQuestion(); q != nil {
 		switch {
 		case busyServer != nil && busyServer.askedDirs[s.Directory]:
-			return &actResult{activity: session.ActivityBusy, evidence: "data: question tool part " + q.ID + " running, but server " + busyServer.URL + " has no pending question for it (stuck)"}
+			return &actResult{server: true, activity: session.ActivityBusy, evidence: "data: question tool part " + q.ID + " running, but server " + busyServer.URL + " has no pending question for it (stuck)"}
 		case busyServer == nil && p.stale(s):
-			return &actResult{activity: session.ActivityIdle, stale: true,
+			return &actResult{server: true, activity: session.ActivityIdle, stale: true,
 				evidence: "server reports it idle; the data's running question is stale (" + s.describeFlight() + ")"}
 		}
-		return &actResult{activity: session.ActivityWaiting, evidence: "data: question tool part " + q.ID + " running"}
+		return &actResult{activity: session.ActivityWaiting, evidence: "data: question tool part " + q.ID + " running", wait: &session.WaitingFor{Kind: session.WaitingQuestion, Tool: "question"}}
 	}
 	if busyServer != nil {
 		ev := "server " + busyServer.URL + " status " + st.Type
@@ -67,7 +71,7 @@ func (p *pass) decideActivity(s *sessionData, depth int) *actResult {
 			}
 			ev += ")"
 		}
-		return &actResult{activity: session.ActivityBusy, evidence: ev}
+		return &actResult{activity: session.ActivityBusy, evidence: ev, server: true}
 	}
 	if !s.inFlight() {
 		if s.LastAssistant == nil {
@@ -80,12 +84,12 @@ func (p *pass) decideActivity(s *sessionData, depth int) *actResult {
 			c := p.sessions[cid]
 			cr := p.activity(c, depth+1)
 			if cr.activity == session.ActivityWaiting || cr.activity == session.ActivityBusy {
-				return &actResult{activity: cr.activity, evidence: "subagent session " + cid + ": " + cr.evidence}
+				return &actResult{activity: cr.activity, evidence: "subagent session " + cid + ": " + cr.evidence, wait: cr.wait, server: cr.server}
 			}
 		}
 	}
 	if p.stale(s) {
-		return &actResult{activity: session.ActivityIdle, stale: true,
+		return &actResult{server: true, activity: session.ActivityIdle, stale: true,
 			evidence: "server reports it idle; the data's in-flight work is stale (" + s.describeFlight() + ")"}
 	}
 	return &actResult{activity: session.ActivityBusy, evidence: "data: " + s.describeFlight()}

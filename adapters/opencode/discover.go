@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
 )
 
 // databases lists the opencode*.db files of the data dir. A missing data
@@ -201,7 +202,11 @@ func (p *pass) observe(s *sessionData, orphans []adapters.Issue) adapters.Observ
 		LastActivity: p.lastActivity(s, 0),
 	}
 	act := p.activity(s, 0)
-	o.Activity, o.ActivityEvidence = act.activity, act.evidence
+	o.Activity, o.ActivityEvidence, o.WaitingFor = act.activity, act.evidence, act.wait
+	o.ActivitySource = session.SourceTranscript
+	if act.server {
+		o.ActivitySource = session.SourceServer
+	}
 	if s.inFlight() {
 		o.InFlight = s.issues("")
 		if act.stale {

@@ -1,0 +1,16 @@
+package codex
+
+import (
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/hookjson"
+)
+
+// Codex's hooks (`$CODEX_HOME/hooks.json`) take Claude Code's shape. They
+// are the only sign of a pending approval: the rollout's tail then looks
+// exactly like a running tool (the fact sheet, §10). Codex runs hooks
+// from the process that holds the thread (the app-server daemon for the
+// TUI), and only once the user trusted them.
+var hooks = hookjson.Agent{}
+
+// ReadHook reads one payload of `sessionctl hook codex`.
+func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) { return hooks.Read(payload) }

@@ -1,0 +1,161 @@
+// Package hookjson reads hook payloads of the shape Claude Code defined
+// and Codex copied: one JSON object on the hook's stdin with session_id,
+// hook_event_name and cwd, and per event the tool's name and input, the
+// prompt, or the notification's type. Each adapter says which of its
+// tools ask the user a question; the rest is the same for both agents.
+package hookjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
+)
+
+// payload is the part of a hook's JSON sessiond reads.
+type payload struct {
+	SessionID        string          `json:"session_id"`
+	Event            string          `json:"hook_event_name"`
+	Cwd              string          `json:"cwd"`
+	ToolName         string          `json:"tool_name"`
+	ToolInput        json.RawMessage `json:"tool_input"`
+	NotificationType string          `json:"notification_type"`
+	Message          string          `json:"message"`
+}
+
+// Agent is what differs between the agents that speak this shape.
+type Agent struct {
+	// QuestionTools are the tools whose call asks the user a question
+	// (Claude Code's AskUserQuestion), by name.
+	QuestionTools []string
+}
+
+// Read reads one payload: the session it names, the event, and what the
+// event says the session does from now on.
+func (a Agent) Read(b []byte) (adapters.Hook, error) {
+	var p payload
+	if err := json.Unmarshal(b, &p); err != nil {
+		return adapters.Hook{}, fmt.Errorf("hook payload is not a JSON object: %w", err)
+	}
+	switch {
+	case p.SessionID == "":
+		return adapters.Hook{}, errors.New("hook payload has no session_id")
+	case p.Event == "":
+		return adapters.Hook{}, errors.New("hook payload has no hook_event_name")
+	}
+	h := adapters.Hook{UpstreamID: p.SessionID, Event: p.Event, Cwd: p.Cwd}
+	h.Activity, h.WaitingFor = a.activity(&p)
+	return h, nil
+}
+
+// activity maps an event to the activity it starts. Events that say
+// nothing about what comes next (SessionStart, SessionEnd, the rest of
+// Claude Code's 33) map to "".
+func (a Agent) activity(p *payload) (session.Activity, *session.WaitingFor) {
+	question := func() (session.Activity, *session.WaitingFor) {
+		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingQuestion, Tool: p.ToolName, Question: questionText(p.ToolInput)}
+	}
+	asks := p.ToolName != "" && containsFold(a.QuestionTools, p.ToolName)
+	switch p.Event {
+	case "PreToolUse":
+		if asks {
+			// The question shows as the call starts; no permission
+			// request follows it.
+			return question()
+		}
+		return session.ActivityBusy, nil
+	case "PermissionRequest":
+		if asks {
+			return question()
+		}
+		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingPermission, Tool: p.ToolName, Input: ShortInput(p.ToolInput)}
+	case "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PermissionDenied",
+		"SubagentStart", "SubagentStop", "PreCompact", "PostCompact":
+		return session.ActivityBusy, nil
+	case "Stop", "Interrupt":
+		// The turn ended (Codex's Interrupt: the user stopped it): the
+		// agent waits for the next prompt.
+		return session.ActivityIdle, &session.WaitingFor{Kind: session.WaitingInput}
+	case "Notification":
+		switch p.NotificationType {
+		case "permission_prompt":
+			return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingPermission, Detail: clip(p.Message)}
+		case "idle_prompt":
+			return session.ActivityIdle, &session.WaitingFor{Kind: session.WaitingInput}
+		}
+	}
+	return "", nil
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxShort bounds the short forms, in runes.
+const maxShort = 160
+
+// ShortInput is a one-line form of a tool's input for a person deciding
+// on it: its command, file, URL or pattern when it has one, else its
+// JSON, cut at maxShort runes.
+func ShortInput(raw json.RawMessage) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) == nil {
+		for _, k := range []string{"command", "cmd", "file_path", "path", "notebook_path", "url", "pattern", "query", "prompt"} {
+			var s string
+			if v, ok := obj[k]; ok && json.Unmarshal(v, &s) == nil && s != "" {
+				return clip(s)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return ""
+	}
+	if buf.String() == "null" {
+		return ""
+	}
+	return clip(buf.String())
+}
+
+// questionText is the first question of a question tool's input
+// (AskUserQuestion's {"questions":[{"question":…}]}, or a plain
+// {"question":…}).
+func questionText(raw json.RawMessage) string {
+	var in struct {
+		Question  string `json:"question"`
+		Questions []struct {
+			Question string `json:"question"`
+		} `json:"questions"`
+	}
+	if json.Unmarshal(raw, &in) != nil {
+		return ""
+	}
+	q := in.Question
+	if len(in.Questions) > 0 {
+		q = in.Questions[0].Question
+		if n := len(in.Questions); n > 1 {
+			q = fmt.Sprintf("%s (and %d more)", q, n-1)
+		}
+	}
+	return clip(q)
+}
+
+// clip makes s one line of at most maxShort runes.
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= maxShort {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:maxShort-1]) + "…"
+}
