@@ -128,6 +128,12 @@ func (c *Client) Health(ctx context.Context) (*Health, error) {
 	return &h, c.do(ctx, "GET", "/v1/health", nil, &h)
 }
 
+// Hook posts a hook's payload, as the agent gave it, for the agent.
+func (c *Client) Hook(ctx context.Context, agent string, payload json.RawMessage) (*HookResult, error) {
+	var res HookResult
+	return &res, c.do(ctx, "POST", "/v1/hooks/"+url.PathEscape(agent), payload, &res)
+}
+
 // ListOptions filters GET /v1/sessions. By default every stopped session
 // is left out, whatever its age, so the list shows what may need a look
 // (interrupted sessions are listed: they may need a repair). Status, a

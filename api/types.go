@@ -16,33 +16,36 @@ import (
 // created_at, updated_at, stopped_at, last_activity_at and resume are a
 // contract other tools rely on; fields may be added, never renamed.
 type Session struct {
-	ID             string                `json:"id"`
-	Agent          string                `json:"agent"`
-	UpstreamID     string                `json:"upstream_id"`
-	Status         session.Status        `json:"status"`
-	StatusReason   string                `json:"status_reason,omitempty"`
-	Activity       session.Activity      `json:"activity"`
-	PID            int                   `json:"pid"`
-	PIDStart       uint64                `json:"pid_start"`
-	BootID         string                `json:"boot_id,omitempty"`
-	OwnerInferred  bool                  `json:"owner_inferred"`
-	OwnerEvidence  string                `json:"owner_evidence,omitempty"`
-	CandidatePIDs  []int                 `json:"candidate_pids,omitempty"`
-	Cwd            string                `json:"cwd"`
-	Title          string                `json:"title,omitempty"`
-	Source         string                `json:"source,omitempty"`
-	Launched       bool                  `json:"launched"`
-	LaunchedAt     *time.Time            `json:"launched_at,omitempty"`
-	Mode           string                `json:"mode,omitempty"`
-	Tmux           string                `json:"tmux_session,omitempty"`
-	LogPath        string                `json:"log_path,omitempty"`
-	Exit           *session.ExitStatus   `json:"exit,omitempty"`
-	Problems       []session.Problem     `json:"problems"`
-	CreatedAt      time.Time             `json:"created_at"`
-	UpdatedAt      time.Time             `json:"updated_at"`
-	StoppedAt      *time.Time            `json:"stopped_at"`
-	LastActivityAt *time.Time            `json:"last_activity_at"`
-	Resume         *session.ResumeCursor `json:"resume"`
+	ID             string                 `json:"id"`
+	Agent          string                 `json:"agent"`
+	UpstreamID     string                 `json:"upstream_id"`
+	Status         session.Status         `json:"status"`
+	StatusReason   string                 `json:"status_reason,omitempty"`
+	Activity       session.Activity       `json:"activity"`
+	ActivitySince  *time.Time             `json:"activity_since,omitempty"`
+	ActivitySource session.ActivitySource `json:"activity_source,omitempty"`
+	WaitingFor     *session.WaitingFor    `json:"waiting_for,omitempty"`
+	PID            int                    `json:"pid"`
+	PIDStart       uint64                 `json:"pid_start"`
+	BootID         string                 `json:"boot_id,omitempty"`
+	OwnerInferred  bool                   `json:"owner_inferred"`
+	OwnerEvidence  string                 `json:"owner_evidence,omitempty"`
+	CandidatePIDs  []int                  `json:"candidate_pids,omitempty"`
+	Cwd            string                 `json:"cwd"`
+	Title          string                 `json:"title,omitempty"`
+	Source         string                 `json:"source,omitempty"`
+	Launched       bool                   `json:"launched"`
+	LaunchedAt     *time.Time             `json:"launched_at,omitempty"`
+	Mode           string                 `json:"mode,omitempty"`
+	Tmux           string                 `json:"tmux_session,omitempty"`
+	LogPath        string                 `json:"log_path,omitempty"`
+	Exit           *session.ExitStatus    `json:"exit,omitempty"`
+	Problems       []session.Problem      `json:"problems"`
+	CreatedAt      time.Time              `json:"created_at"`
+	UpdatedAt      time.Time              `json:"updated_at"`
+	StoppedAt      *time.Time             `json:"stopped_at"`
+	LastActivityAt *time.Time             `json:"last_activity_at"`
+	Resume         *session.ResumeCursor  `json:"resume"`
 }
 
 // FromRecord converts a stored record to its wire form.
@@ -50,6 +53,7 @@ func FromRecord(r *session.Record) Session {
 	s := Session{
 		ID: r.ID, Agent: r.Agent, UpstreamID: r.UpstreamID,
 		Status: r.Status, StatusReason: r.StatusReason, Activity: r.Activity,
+		ActivitySince: r.ActivitySince, ActivitySource: r.ActivitySource, WaitingFor: r.WaitingFor,
 		OwnerInferred: r.OwnerInferred, OwnerEvidence: r.OwnerEvidence,
 		Cwd: r.Cwd, Title: r.Title, Source: r.Source, Launched: r.Launched,
 		LaunchedAt: r.LaunchedAt, Mode: r.Mode, Tmux: r.Tmux, LogPath: r.LogPath, Exit: r.Exit,
@@ -104,6 +108,18 @@ type AdapterHealth struct {
 	// too long lines, skipped links, unparseable entries); statuses are
 	// unaffected.
 	InputWarnings []string `json:"input_warnings,omitempty"`
+}
+
+// HookResult answers POST /v1/hooks/{agent}.
+type HookResult struct {
+	Agent      string              `json:"agent"`
+	SessionID  string              `json:"session_id"`
+	Event      string              `json:"event"`
+	Activity   session.Activity    `json:"activity,omitempty"`
+	WaitingFor *session.WaitingFor `json:"waiting_for,omitempty"`
+	// Taken: kept as evidence for the next pass (which takes it only
+	// from a descendant of the session's live owner).
+	Taken bool `json:"taken"`
 }
 
 // Health is the answer of GET /v1/health.

@@ -240,7 +240,11 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, s
 	launchers := map[string]adapters.Launcher{}
 	repairers := map[string]adapters.Repairer{}
 	aborters := map[string]adapters.Aborter{}
+	hookReaders := map[string]adapters.HookReader{}
 	for _, a := range cfg.Adapters {
+		if h, ok := a.(adapters.HookReader); ok {
+			hookReaders[a.Name()] = h
+		}
 		if l, ok := a.(adapters.Launcher); ok {
 			launchers[a.Name()] = l
 		}
@@ -256,6 +260,7 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, s
 		store: st, tracker: tr, log: log.Named("api"), version: cfg.Version,
 		started: started, socket: cfg.Socket, uid: os.Getuid(),
 		launcher: lc, launchers: launchers, repairers: repairers, aborters: aborters,
+		hookReaders: hookReaders, ancestors: host.Ancestors,
 		terminator: &actions.Terminator{Probe: host},
 	})
 }
@@ -349,13 +354,15 @@ const peerKey ctxKey = 0
 // peer is the caller's identity, resolved once per connection.
 type peer struct {
 	uid int
+	// pid is the client process as of connect, 0 if unknown.
+	pid int
 	err error
 }
 
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	p := peer{uid: -1}
 	if uc, ok := c.(*net.UnixConn); ok {
-		p.uid, p.err = peerUID(uc)
+		p.uid, p.pid, p.err = peerCred(uc)
 	} else {
 		p.err = fmt.Errorf("not a unix socket connection")
 	}

@@ -19,6 +19,7 @@ type metrics struct {
 	reconcile   *prometheus.HistogramVec
 	refused     prometheus.Counter
 	subscribers prometheus.Gauge
+	hooks       *prometheus.CounterVec
 }
 
 func newMetrics(st *state.Store, tr *tracker.Tracker) *metrics {
@@ -36,12 +37,16 @@ func newMetrics(st *state.Store, tr *tracker.Tracker) *metrics {
 		Name: "sessiond_event_subscribers",
 		Help: "Open event-stream connections.",
 	})
+	m.hooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sessiond_hooks_total",
+		Help: "Agent hooks received, by agent and result: taken (kept as evidence), no_activity (an event that says nothing of activity), no_caller (its process could not be read), bad (not a payload).",
+	}, []string{"agent", "result"})
 	counter := func(name, help string, f func(tracker.Stats) uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(f(tr.Stats())) })
 	}
 	m.reg.MustRegister(
-		m.reconcile, m.refused, m.subscribers,
+		m.reconcile, m.refused, m.subscribers, m.hooks,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		counter("sessiond_probes_unknown_total", "Liveness probes that could not decide (the check itself failed).", func(s tracker.Stats) uint64 { return s.ProbeUnknown }),

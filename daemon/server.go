@@ -18,6 +18,7 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/launch"
+	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
 	"github.com/sessiond/sessiond/tracker"
@@ -38,16 +39,20 @@ type serverConfig struct {
 	launcher *launch.Launcher
 	// launchers, repairers and aborters are the adapters that can start,
 	// repair and abort their agent's sessions, by name.
-	launchers  map[string]adapters.Launcher
-	repairers  map[string]adapters.Repairer
-	aborters   map[string]adapters.Aborter
-	terminator *actions.Terminator
-	tracker    *tracker.Tracker
-	log        *zap.Logger
-	version    string
-	started    time.Time
-	socket     string
-	uid        int
+	launchers map[string]adapters.Launcher
+	repairers map[string]adapters.Repairer
+	aborters  map[string]adapters.Aborter
+	// hookReaders read the hooks of the agents that run them, by name;
+	// ancestors lists a hook caller and its ancestors, nearest first.
+	hookReaders map[string]adapters.HookReader
+	ancestors   func(pid, max int) ([]proc.Identity, error)
+	terminator  *actions.Terminator
+	tracker     *tracker.Tracker
+	log         *zap.Logger
+	version     string
+	started     time.Time
+	socket      string
+	uid         int
 }
 
 // server is the /v1 API over the store and the tracker. It reads the store
@@ -96,6 +101,7 @@ func (s *server) routes() []route {
 		{pattern: "POST /v1/sessions/{id}/abort", handler: s.abortSession},
 		{pattern: "POST /v1/sessions/{id}/reap", handler: s.reapSession},
 		{pattern: "POST /v1/sessions/{id}/stop", handler: s.stopSession},
+		{pattern: "POST /v1/hooks/{agent}", handler: s.hook},
 		{pattern: "GET /v1/events", handler: s.events, stream: true},
 		{pattern: "GET /v1/openapi.json", handler: s.openapi},
 		{pattern: "GET /metrics", handler: s.metrics.ServeHTTP},

@@ -317,3 +317,28 @@ func readInto(path string, buf []byte) ([]byte, error) {
 		}
 	}
 }
+
+// Ancestors returns the identities of pid and of its ancestors, nearest
+// first, up to max processes or pid 1 (init is never included). A hook's
+// caller is checked against a session's owner with it: the hook counts
+// only when the owner is among them. A process that exits during the
+// walk ends it; what was read before stands.
+func (h *Host) Ancestors(pid, max int) ([]Identity, error) {
+	boot, err := h.BootID()
+	if err != nil {
+		return nil, fmt.Errorf("ancestors of pid %d: %w", pid, err)
+	}
+	var out []Identity
+	for pid > 1 && len(out) < max {
+		st, err := h.readState(pid)
+		if err != nil {
+			if len(out) == 0 {
+				return nil, fmt.Errorf("ancestors of pid %d: %w", pid, err)
+			}
+			break
+		}
+		out = append(out, Identity{BootID: boot, PID: pid, StartTicks: st.StartTicks})
+		pid = st.PPID
+	}
+	return out, nil
+}

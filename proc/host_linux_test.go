@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -424,5 +425,54 @@ func TestUIDOfOwnProcess(t *testing.T) {
 	}
 	if _, err := NewHost().UID(1 << 30); err == nil {
 		t.Fatal("UID of a pid that cannot exist: no error")
+	}
+}
+
+// Ancestors of a grandchild: itself, its shell, this test process, in
+// that order, each with the identity Identify gives.
+func TestAncestors(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	h := NewHost()
+	var sleeper int
+	for i := 0; i < 200 && sleeper == 0; i++ {
+		snap, err := h.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range snap.Procs {
+			if p.PPID == cmd.Process.Pid && len(p.Argv) > 0 && p.Argv[0] == "sleep" {
+				sleeper = p.Identity.PID
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sleeper == 0 {
+		t.Fatal("no sleep below the shell")
+	}
+	defer syscall.Kill(sleeper, syscall.SIGKILL)
+	got, err := h.Ancestors(sleeper, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Identity
+	for _, pid := range []int{sleeper, cmd.Process.Pid, os.Getpid()} {
+		id, err := h.Identify(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ancestors %+v, want %+v", got, want)
+	}
+	if all, _ := h.Ancestors(sleeper, 64); len(all) < 3 || all[len(all)-1].PID == 1 {
+		t.Fatalf("a walk to the top %+v: want at least 3, and never init", all)
+	}
+	if _, err := h.Ancestors(1<<22+7, 4); err == nil {
+		t.Fatal("ancestors of a pid that does not exist: no error")
 	}
 }

@@ -178,7 +178,7 @@ func (e *Env) StartDaemon(args ...string) *Daemon {
 func (e *Env) StartDaemonNoWait(args ...string) (*Daemon, error) {
 	// Other test packages run fake agents at the same time: learning their
 	// config roots would mix their sessions into this daemon's.
-	cmd := exec.Command(e.Sessiond, append([]string{"--reconcile-interval", "200ms", "--log-level", "debug", "--claude-learn-roots=false"}, args...)...)
+	cmd := exec.Command(e.Sessiond, append([]string{"--reconcile-interval", "200ms", "--log-level", "debug", "--claude-learn-roots=false", "--codex-learn-roots=false"}, args...)...)
 	cmd.Env = e.Environ()
 	stderr := &Buffer{}
 	cmd.Stderr = stderr
