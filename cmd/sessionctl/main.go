@@ -46,6 +46,7 @@ func main() {
 type app struct {
 	socket string
 	json   bool
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -81,7 +82,7 @@ func (a *app) printRawJSON(raw []byte) error {
 type usageError struct{ error }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdin: os.Stdin, stdout: stdout, stderr: stderr}
 	root := newRoot(a)
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -120,7 +121,7 @@ func newRoot(a *app) *cobra.Command {
 		Use:   "sessionctl",
 		Short: "Ask sessiond which agent sessions exist, run, are busy or stuck",
 		Long: `sessionctl talks to sessiond, the per-user supervisor of AI coding-agent
-sessions (Claude Code, OpenCode), over its Unix socket.
+sessions (Claude Code, OpenCode, Codex), over its Unix socket.
 
 Statuses: starting, running (its owner process is alive), stopped,
 interrupted (the owner died with work in flight), unknown.
@@ -134,6 +135,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or ambiguo
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newLs(a), newShow(a), newEvents(a), newHealth(a), newVersion(a), newLaunch(a), newResume(a))
 	root.AddCommand(actionCommands(a)...)
+	root.AddCommand(newHook(a), newHooks(a))
 	return root
 }
 

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// A permission request of the real Codex (adapters/codex/testdata).
+const permissionPayload = `{"session_id":"01a2108f-4c6c-7c41-a692-d6ed6edf0c4c","turn_id":"01a2108f-59d9-7dd1-a249-45ae1dc86873","cwd":"/tmp/w","hook_event_name":"PermissionRequest","model":"fake-model","permission_mode":"default","tool_name":"Bash","tool_input":{"command":"sleep 6; echo hi","description":"May I run the job?"}}`
+
+// runHook runs the built `sessionctl hook` as an agent would, and returns
+// its exit code, stdout, stderr and how long it took.
+func runHook(t *testing.T, e *daemontest.Env, stdin io.Reader, args ...string) (int, string, string, time.Duration) {
+	t.Helper()
+	cmd := exec.Command(e.Sessionctl, append([]string{"--socket", e.Socket, "hook"}, args...)...)
+	cmd.Env = e.Environ()
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String(), took
+}
+
+// The hook never holds up or fails the agent: with sessiond down, with a
+// socket that never answers, with stdin never closed, it exits 0 within
+// its budget (the bound below is ten times that: it checks that nothing
+// waits on a timeout of its own, not the machine's speed), and writes
+// nothing on stdout.
+func TestHookNeverHoldsTheAgent(t *testing.T) {
+	e := daemontest.NewEnv(t)
+	if err := os.MkdirAll(filepath.Dir(e.Socket), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, stdin io.Reader, wantErr string) {
+		t.Helper()
+		code, out, errs, took := runHook(t, e, stdin, "codex", "--verbose")
+		t.Logf("%s: exit %d after %s: %s", what, code, took.Round(time.Millisecond), strings.TrimSpace(errs))
+		if code != 0 || out != "" || took > 10*hookBudget+time.Second {
+			t.Fatalf("%s: exit %d, stdout %q, took %s", what, code, out, took)
+		}
+		if !strings.Contains(errs, wantErr) {
+			t.Fatalf("%s: --verbose said %q, want it to say %q", what, errs, wantErr)
+		}
+	}
+	check("sessiond down", strings.NewReader(permissionPayload), "not reachable")
+	check("not JSON", strings.NewReader("{oops"), "not JSON")
+
+	// A socket that accepts and never answers.
+	l, err := net.Listen("unix", e.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	check("sessiond hangs", strings.NewReader(permissionPayload), "deadline")
+
+	// An agent that never closes the hook's stdin (an *os.File, so that
+	// exec does not wait on copying into it).
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if _, err := w.Write([]byte(permissionPayload)); err != nil {
+		t.Fatal(err)
+	}
+	check("stdin left open", r, "stdin not closed")
+}
+
+// A hook counts for the session it names only from the owner's process
+// tree: the same payload from elsewhere changes nothing; from below the
+// owner it makes the session waiting for that permission at once; kill -9
+// of the owner still ends the session (no hook fires then).
+func TestHookFromTheOwnerOnly(t *testing.T) {
+	e := daemontest.NewEnv(t)
+	payload := filepath.Join(e.Dir, "payload.json")
+	if err := os.WriteFile(payload, []byte(permissionPayload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The owner: a shell that runs the hook when told to, then lives on.
+	owner := exec.Command("sh", "-c", `read go; "$0" --socket "$1" hook codex < "$2"; exec sleep 300`, e.Sessionctl, e.Socket, payload)
+	owner.Env = e.Environ()
+	start, err := owner.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+	oid, err := proc.NewHost().Identify(owner.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "c0de00000001"
+	e.Seed(&session.Record{ID: id, Agent: "codex", UpstreamID: "01a2108f-4c6c-7c41-a692-d6ed6edf0c4c", Status: session.StatusRunning,
+		Activity: session.ActivityBusy, Owner: &oid, Cwd: "/tmp/w", CreatedAt: time.Now(), Problems: []session.Problem{}})
+	d := e.StartDaemon()
+	_ = d
+
+	// From the test process: read and kept, but not the owner's.
+	code, _, errs, _ := runHook(t, e, strings.NewReader(permissionPayload), "codex", "--verbose")
+	if code != 0 || !strings.Contains(errs, `"taken":true`) || !strings.Contains(errs, `"activity":"waiting"`) {
+		t.Fatalf("hook from elsewhere: exit %d: %s", code, errs)
+	}
+	time.Sleep(1500 * time.Millisecond) // several passes (200 ms each)
+	if s := e.Show(id); s.Activity != session.ActivityBusy || s.WaitingFor != nil {
+		t.Fatalf("a hook from outside the owner's tree was taken: %s %+v", s.Activity, s.WaitingFor)
+	}
+
+	sent := time.Now()
+	if _, err := start.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	var s api.Session
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s = e.Show(id)
+		if s.Activity == session.ActivityWaiting || time.Now().After(deadline) {
+			break
+		}
+	}
+	want := session.WaitingFor{Kind: session.WaitingPermission, Tool: "Bash", Input: "sleep 6; echo hi"}
+	if s.Activity != session.ActivityWaiting || s.WaitingFor == nil || *s.WaitingFor != want || s.ActivitySource != session.SourceHook || s.ActivitySince == nil {
+		t.Fatalf("after the owner's hook: %s from %q waiting %+v", s.Activity, s.ActivitySource, s.WaitingFor)
+	}
+	t.Logf("waiting %s after the owner ran the hook", time.Since(sent).Round(time.Millisecond))
+
+	if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s = e.Show(id)
+		if s.Status.Terminal() || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !s.Status.Terminal() || s.WaitingFor != nil || s.ActivitySource != "" {
+		t.Fatalf("after kill -9 of the owner: %s, waiting %+v", s.Status, s.WaitingFor)
+	}
+}
+
+// `hooks install` into a root, `hooks status`, `hooks uninstall`: the
+// settings file comes back byte-identical, --dry-run changes nothing.
+func TestHooksInstallUninstallCLI(t *testing.T) {
+	e := daemontest.NewEnv(t)
+	root := filepath.Join(e.Home, "claude-root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(root, "settings.json")
+	orig := "{\n    \"theme\": \"dark\",\n    \"permissions\": {\"allow\": [\"Bash(ls:*)\"]}\n}\n"
+	if err := os.WriteFile(settings, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := e.Ctl("hooks", "install", "claude", "--root", root, "--dry-run")
+	if b, _ := os.ReadFile(settings); code != 0 || string(b) != orig || !strings.Contains(out, "would change") || !strings.Contains(out, "+") {
+		t.Fatalf("dry run: exit %d %s\n%s\nfile:\n%s", code, errs, out, b)
+	}
+	out, errs, code = e.Ctl("hooks", "install", "claude", "--root", root)
+	if code != 0 || !strings.Contains(out, "changed") {
+		t.Fatalf("install: exit %d %s\n%s", code, errs, out)
+	}
+	b, _ := os.ReadFile(settings)
+	if !strings.Contains(string(b), e.Sessionctl) || !strings.Contains(string(b), "hook claude") || !strings.Contains(string(b), `"theme": "dark"`) {
+		t.Fatalf("installed settings:\n%s", b)
+	}
+	var st []struct {
+		Path    string
+		Events  []string
+		Missing []string
+	}
+	e.CtlJSON(&st, "hooks", "status", "claude", "--root", root)
+	if len(st) != 1 || len(st[0].Events) == 0 || len(st[0].Missing) != 0 {
+		t.Fatalf("status: %+v", st)
+	}
+	if out, _, code = e.Ctl("hooks", "install", "claude", "--root", root); code != 0 || !strings.Contains(out, "unchanged") {
+		t.Fatalf("second install: %s", out)
+	}
+	if out, errs, code = e.Ctl("hooks", "uninstall", "claude", "--root", root); code != 0 {
+		t.Fatalf("uninstall: exit %d %s %s", code, out, errs)
+	}
+	if b, _ := os.ReadFile(settings); string(b) != orig {
+		t.Fatalf("after uninstall:\n%q\nwant:\n%q", b, orig)
+	}
+	if _, errs, code = e.Ctl("hooks", "install", "nope"); code != exitUsage {
+		t.Fatalf("unknown agent: exit %d %s", code, errs)
+	}
+	if _, errs, code = e.Ctl("hooks", "install", "codex", "--root", filepath.Join(e.Home, "missing")); code != exitError || !strings.Contains(errs, "missing") {
+		t.Fatalf("missing root: exit %d %s", code, errs)
+	}
+}
