@@ -412,3 +412,94 @@ func (w *world) waitPassAfter(t time.Time, what string) {
 		return h.LastReconcile.After(t), h.LastReconcile.String()
 	})
 }
+
+// Codex in a tmux pane asks before it runs a command (`-a on-request`;
+// the model asks for an unsandboxed run). Nothing in the rollout shows
+// the pending approval: it reads like a running tool (the fact sheet,
+// §10). With sessiond's hooks installed by `sessionctl hooks install
+// codex` and trusted at the TUI's own prompt, the session is waiting for
+// that permission, with the command, within a second of the prompt
+// showing; approved, busy while the command runs; idle, waiting for
+// input, once the turn ends. Uninstalled, hooks.json is gone again.
+func TestCodexTUIPermissionWaiting(t *testing.T) {
+	bin := agentBin(t, codexBinEnv, "@openai/codex")
+	w := newWorld(t)
+	w.writeCodexConfig()
+	const command = "sleep 4; echo approved-and-done"
+	ask := fakemodel.RunCommand(command, "", 30*time.Second)
+	ask.ToolCalls[0].Input["sandbox_permissions"] = "require_escalated"
+	ask.ToolCalls[0].Input["justification"] = "May I run the job?"
+	w.model.Enqueue(ask, fakemodel.Say("All done."))
+	w.startDaemon("--codex-bin", bin, "--grace", "5s", "--reconcile-interval", "1s")
+
+	out, errs, code := w.Ctl("hooks", "install", "codex", "--root", w.codexHome())
+	if code != 0 || !strings.Contains(out, "trust") {
+		t.Fatalf("hooks install codex: exit %d: %s %s", code, out, errs)
+	}
+	w.step("hooks installed")
+
+	p := w.startTmux(bin).newPane(w.proj())
+	p.typeLine("codex -a on-request -s read-only")
+	p.waitScreen(60*time.Second, "Hooks need review")
+	p.keys("2") // Trust all and continue
+	p.keys("Enter")
+	p.waitScreen(30*time.Second, "Ask Codex to do anything")
+	var st []struct{ Events, Untrusted []string }
+	w.CtlJSON(&st, "hooks", "status", "codex", "--root", w.codexHome())
+	if len(st) != 1 || len(st[0].Events) == 0 || len(st[0].Untrusted) != 0 {
+		t.Fatalf("hooks status after trusting them in the TUI: %+v", st)
+	}
+	w.step("hooks trusted in the TUI")
+
+	p.typeLine("Run the job")
+	p.waitScreen(60*time.Second, "Would you like to run the following command?")
+	shown := time.Now()
+	want := session.WaitingFor{Kind: session.WaitingPermission, Tool: "Bash", Input: command}
+	var s api.Session
+	w.waitFor(time.Second, "a Codex session waiting for the permission", func() (bool, string) {
+		for _, c := range w.sessions("codex") {
+			if c.Status == session.StatusRunning && c.Activity == session.ActivityWaiting && c.WaitingFor != nil &&
+				*c.WaitingFor == want && c.ActivitySource == session.SourceHook {
+				s = c
+				return true, ""
+			}
+			return false, sessionLine(c)
+		}
+		return false, "no Codex session yet"
+	})
+	up := s.UpstreamID
+	w.step(fmt.Sprintf("waiting for permission %s after the prompt showed", time.Since(shown).Round(time.Millisecond)))
+	if tools := codexTools(up); len(tools) != 0 {
+		t.Fatalf("a tool runs before the approval: %+v", tools)
+	}
+	// Still waiting a pass later: nothing the rollout shows ends it.
+	w.waitPassAfter(time.Now(), "the permission prompt")
+	if s = w.Show(s.ID); s.Activity != session.ActivityWaiting {
+		t.Fatalf("a pass later: %s", sessionLine(s))
+	}
+
+	p.keys("y")
+	var started time.Time
+	w.waitFor(10*time.Second, "the approved command running", func() (bool, string) {
+		if len(codexTools(up)) == 0 {
+			return false, compactScreen(p.capture())
+		}
+		started = time.Now()
+		return true, ""
+	})
+	w.waitUpstream(up, 2*time.Second, "busy while the approved command runs", func(s api.Session) bool {
+		return runningWith(session.ActivityBusy)(s) && s.WaitingFor == nil
+	})
+	w.step(fmt.Sprintf("approved: busy %s after the command started", time.Since(started).Round(time.Millisecond)))
+	w.waitUpstream(up, 30*time.Second, "idle, waiting for input, after the turn", func(s api.Session) bool {
+		return runningWith(session.ActivityIdle)(s) && s.WaitingFor != nil && s.WaitingFor.Kind == session.WaitingInput
+	})
+	w.step("turn ended: idle, waiting for input")
+
+	if out, errs, code = w.Ctl("hooks", "uninstall", "codex", "--root", w.codexHome()); code != 0 {
+		t.Fatalf("hooks uninstall: exit %d: %s %s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(w.codexHome(), "hooks.json")); !os.IsNotExist(err) {
+		t.Fatalf("hooks.json after uninstall: %v", err)
+	}
+}
