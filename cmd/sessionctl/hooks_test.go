@@ -154,6 +154,12 @@ func TestHookFromTheOwnerOnly(t *testing.T) {
 		t.Fatalf("after the owner's hook: %s from %q waiting %+v", s.Activity, s.ActivitySource, s.WaitingFor)
 	}
 	t.Logf("waiting %s after the owner ran the hook", time.Since(sent).Round(time.Millisecond))
+	if out, _, _ := e.Ctl("show", id); !strings.Contains(out, "permission for Bash: sleep 6; echo hi") || !strings.Contains(out, "from the hook") {
+		t.Fatalf("show:\n%s", out)
+	}
+	if out, _, _ := e.Ctl("ls"); !strings.Contains(out, "waiting (permission)") {
+		t.Fatalf("ls:\n%s", out)
+	}
 
 	if err := owner.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -61,13 +61,45 @@ func printTable(a *app, ss []api.Session, now time.Time) {
 			}
 		}
 		act := string(s.Activity)
-		if act == "" {
+		switch {
+		case act == "":
 			act = "-"
+		case s.Activity == session.ActivityWaiting && s.WaitingFor != nil:
+			act += " (" + string(s.WaitingFor.Kind) + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.Status, act, pid,
 			age(now.Sub(s.CreatedAt)), shortPath(s.Cwd), problemSummary(s.Problems))
 	}
 	tw.Flush()
+}
+
+// waitingWords says what a session waits for: "permission for Bash:
+// make test", "a question: Which one?", "input (the turn ended)".
+func waitingWords(w *session.WaitingFor) string {
+	var s string
+	switch w.Kind {
+	case session.WaitingPermission:
+		s = "permission"
+		if w.Tool != "" {
+			s += " for " + w.Tool
+		}
+		if w.Input != "" {
+			s += ": " + w.Input
+		}
+	case session.WaitingQuestion:
+		s = "a question"
+		if w.Question != "" {
+			s += ": " + w.Question
+		}
+	case session.WaitingInput:
+		s = "input (the turn ended)"
+	default:
+		s = string(w.Kind)
+	}
+	if w.Detail != "" && w.Kind != session.WaitingInput {
+		s += " (" + w.Detail + ")"
+	}
+	return s
 }
 
 // age formats a duration the way ps and docker do: 45s, 12m, 3h, 5d.
@@ -157,7 +189,18 @@ func printSession(a *app, s *api.Session) {
 	row("Agent", s.Agent)
 	row("Upstream ID", s.UpstreamID)
 	row("Status", fmt.Sprintf("%s (%s)", s.Status, s.StatusReason))
-	row("Activity", string(s.Activity))
+	act := string(s.Activity)
+	if s.ActivitySource != "" {
+		act += " (from the " + string(s.ActivitySource)
+		if s.ActivitySince != nil {
+			act += ", since " + ts(s.ActivitySince)
+		}
+		act += ")"
+	}
+	row("Activity", act)
+	if s.WaitingFor != nil {
+		row("Waiting for", waitingWords(s.WaitingFor))
+	}
 	if s.PID > 0 {
 		owner := strconv.Itoa(s.PID)
 		if s.OwnerInferred {
@@ -289,6 +332,9 @@ func newEvents(a *app) *cobra.Command {
 				}
 				if ev.Activity != "" {
 					change += "/" + string(ev.Activity)
+				}
+				if ev.WaitingFor != nil && ev.Activity == session.ActivityWaiting {
+					change += " (" + waitingWords(ev.WaitingFor) + ")"
 				}
 				_, err := fmt.Fprintf(a.stdout, "%d\t%s\t%s\t%-16s\t%s\t%s\n", ev.Seq, ev.Time.Local().Format(time.RFC3339),
 					ev.SessionID, ev.Type, change, ev.Reason)
