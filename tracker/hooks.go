@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ type hookEvidence struct {
 func (h *hookEvidence) from(id proc.Identity) bool {
 	return slices.Contains(h.From, id)
 }
+
+// sameMoment is how far before the data's last write a hook may be and
+// still be about the same prompt.
+const sameMoment = 2 * time.Second
 
 // hookKeep is how long a received hook waits for a pass that can use
 // it: one that knows its session and its owner. Passes run every few
@@ -121,6 +126,17 @@ func activityOf(rec *session.Record, ev evidence, owner proc.Identity) (session.
 	switch {
 	case h != nil && h.At.After(dataAt):
 		act, src, wait, at = h.Activity, session.SourceHook, h.WaitingFor, h.At
+	case h != nil && h.Activity == act && wait != nil && h.WaitingFor != nil && h.WaitingFor.Kind == wait.Kind &&
+		!h.At.Before(dataAt.Add(-sameMoment)):
+		// The data says the same, in fewer words, at about the hook's
+		// moment (Claude's registry: "permission prompt"): the hook adds
+		// which tool and what for.
+		w := *wait
+		w.Tool, w.Input, w.Question = cmp.Or(w.Tool, h.WaitingFor.Tool), cmp.Or(w.Input, h.WaitingFor.Input), cmp.Or(w.Question, h.WaitingFor.Question)
+		wait = &w
+		if ev.obs == nil || ev.obs.Activity == "" {
+			return act, src, wait, at
+		}
 	case ev.obs == nil || ev.obs.Activity == "":
 		// Nothing new: what the record says stands (invariant 2).
 		if act == "" {
