@@ -31,6 +31,24 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 	w.startDaemon("--claude-bin", bin, "--grace", "5s")
 	w.watchLiveNeverDead()
 	w.step("daemon ready")
+	// sessiond's hooks, merged into the settings the seed wrote; they
+	// come out again byte for byte at the end.
+	settings := filepath.Join(w.claudeRoot(), "settings.json")
+	seeded, err := os.ReadFile(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := w.Ctl("hooks", "install", "claude", "--root", w.claudeRoot()); code != 0 {
+		t.Fatalf("hooks install claude: exit %d: %s %s", code, out, errs)
+	}
+	defer func() {
+		if out, errs, code := w.Ctl("hooks", "uninstall", "claude", "--root", w.claudeRoot()); code != 0 {
+			t.Errorf("hooks uninstall claude: exit %d: %s %s", code, out, errs)
+		}
+		if b, _ := os.ReadFile(settings); string(b) != string(seeded) {
+			t.Errorf("settings.json after uninstall:\n%s\nwant byte-identical:\n%s", b, seeded)
+		}
+	}()
 
 	p := w.startTmux(bin).newPane(w.proj())
 	p.typeLine("claude")
@@ -70,6 +88,15 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 	if r, _ := readClaudeReg(w.claudeRoot(), cl.PID); r.WaitingFor != "permission prompt" {
 		t.Errorf("registry waitingFor %q, want \"permission prompt\"", r.WaitingFor)
 	}
+	// The registry says a permission; the PermissionRequest hook which
+	// tool, for what.
+	s = w.waitUpstream(up, time.Second, "waiting for permission for Bash: touch", func(s api.Session) bool {
+		wf := s.WaitingFor
+		return s.Activity == session.ActivityWaiting && wf != nil && wf.Kind == session.WaitingPermission &&
+			wf.Tool == "Bash" && wf.Input == "touch approved-7c1.txt"
+	})
+	t.Logf("waiting_for %+v from the %s", *s.WaitingFor, s.ActivitySource)
+	w.step("waiting_for names the tool and its command")
 	// Approve: Enter on the first choice (Yes), once the dialog is drawn
 	// and takes keys (the registry says waiting a moment before).
 	p.waitScreen(10*time.Second, "Do you want to proceed?")
@@ -87,7 +114,9 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 		}
 		return err == nil && r.Status == "idle", r.Status + "\n" + compactScreen(screen)
 	})
-	s = w.waitUpstream(up, 15*time.Second, "running and idle after the turn", runningWith(session.ActivityIdle))
+	s = w.waitUpstream(up, 15*time.Second, "running and idle after the turn", func(s api.Session) bool {
+		return runningWith(session.ActivityIdle)(s) && s.WaitingFor != nil && s.WaitingFor.Kind == session.WaitingInput
+	})
 	w.checkOwner(s, cl.PID, "interactive claude")
 	w.step("approved, turn done: running/idle")
 
