@@ -37,6 +37,10 @@ type Agent struct {
 	// Matched are the events whose groups take a tool matcher; sessiond
 	// matches every tool ("*").
 	Matched map[string]bool
+	// Timeout is written with each hook, in seconds: the agent's bound on
+	// the hook (which answers within 100 ms anyway), at most what the
+	// agent accepts without a warning.
+	Timeout int
 }
 
 // Claude is Claude Code (2.1.328): settings.json of each config root.
@@ -45,6 +49,7 @@ var Claude = Agent{
 	Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure",
 		"Notification", "Stop", "SessionEnd"},
 	Matched: map[string]bool{"PreToolUse": true, "PermissionRequest": true, "PostToolUse": true, "PostToolUseFailure": true},
+	Timeout: 5,
 }
 
 // Codex is Codex (0.169.0): hooks.json of $CODEX_HOME. Codex runs a hook
@@ -52,6 +57,9 @@ var Claude = Agent{
 var Codex = Agent{
 	Name: "codex", File: "hooks.json",
 	Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop", "Interrupt", "SessionEnd"},
+	// Codex clamps SessionEnd's and Interrupt's hook timeouts to 3 s,
+	// with a warning in the TUI.
+	Timeout: 3,
 }
 
 // For returns the agent of that name.
@@ -64,10 +72,6 @@ func For(name string) (Agent, error) {
 	}
 	return Agent{}, fmt.Errorf("no hooks for agent %q: claude and codex run command hooks", name)
 }
-
-// hookTimeout is the timeout written with each hook, in seconds: the
-// agent's bound on the hook, which answers within 100 ms anyway.
-const hookTimeout = 5
 
 // Command is the hook command for the agent: sessionctl at exe, talking
 // to the daemon at socket.
@@ -128,7 +132,7 @@ func (a Agent) Install(root, command string) (*Plan, error) {
 	found := a.strip(hooks)
 	for _, ev := range a.Events {
 		list, _ := hooks[ev].([]any)
-		group := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command, "timeout": hookTimeout}}}
+		group := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command, "timeout": a.Timeout}}}
 		if a.Matched[ev] {
 			group["matcher"] = "*"
 		}
