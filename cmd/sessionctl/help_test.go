@@ -21,13 +21,16 @@ func TestHelpMentionsEveryFlag(t *testing.T) {
 		"abort":   nil,
 		"reap":    {"--apply", "--timeout", "--force"},
 		"stop":    {"--timeout", "--force"},
+		"wait":    {"--until", "--any", "--timeout"},
+		"hook":    {"--verbose"},
+		"hooks":   nil,
 	}
 	out, errs, code := ctl("--help")
 	if code != exitOK || errs != "" {
 		t.Fatalf("--help: exit %d: %s", code, errs)
 	}
 	for _, want := range []string{"--socket", "--json", "$SESSIOND_SOCKET",
-		"Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or ambiguous."} {
+		"Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or\nambiguous, 5 timed out (wait)."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help does not mention %s:\n%s", want, out)
 		}

@@ -3,7 +3,7 @@
 // prints the API's objects unchanged.
 //
 // Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or
-// ambiguous.
+// ambiguous, 5 timed out (wait).
 package main
 
 import (
@@ -31,6 +31,7 @@ const (
 	exitUsage       = 2
 	exitUnreachable = 3
 	exitNotFound    = 4
+	// exitTimeout (5, wait.go): the time ran out.
 )
 
 var version = ""
@@ -93,7 +94,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	var unreach *api.UnreachableError
+	var te timeoutError
 	switch {
+	case errors.As(err, &te):
+		fmt.Fprintln(stderr, "sessionctl:", err)
+		return exitTimeout
 	case errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command "):
 		// cobra reports an unknown command as a plain error: it is the
 		// command line's fault all the same.
@@ -126,7 +131,8 @@ sessions (Claude Code, OpenCode, Codex), over its Unix socket.
 Statuses: starting, running (its owner process is alive), stopped,
 interrupted (the owner died with work in flight), unknown.
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or ambiguous.`,
+Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or
+ambiguous, 5 timed out (wait).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -135,7 +141,7 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 daemon unreachable, 4 not found or ambiguo
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newLs(a), newShow(a), newEvents(a), newHealth(a), newVersion(a), newLaunch(a), newResume(a))
 	root.AddCommand(actionCommands(a)...)
-	root.AddCommand(newHook(a), newHooks(a))
+	root.AddCommand(newHook(a), newHooks(a), newWait(a))
 	return root
 }
 

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/session"
+)
+
+// exitTimeout is wait's exit code when the time ran out.
+const exitTimeout = 5
+
+// timeoutError ends wait with exitTimeout.
+type timeoutError struct{ error }
+
+// waitConds are the states wait can wait for, with what each means.
+var waitConds = map[string]struct {
+	help string
+	met  func(s api.Session, start api.Session) bool
+}{
+	"idle": {"running and idle: the turn ended, the agent waits for a prompt",
+		func(s, _ api.Session) bool { return s.Status == session.StatusRunning && s.Activity == session.ActivityIdle }},
+	"waiting": {"running and waiting for the user (a permission, a question)",
+		func(s, _ api.Session) bool { return s.Status == session.StatusRunning && s.Activity == session.ActivityWaiting }},
+	"stopped": {"its owner is gone: stopped or interrupted",
+		func(s, _ api.Session) bool { return s.Status.Terminal() }},
+	"done": {"nothing more happens without you: idle, waiting, stopped or interrupted",
+		func(s, _ api.Session) bool {
+			return s.Status.Terminal() || s.Status == session.StatusRunning && (s.Activity == session.ActivityIdle || s.Activity == session.ActivityWaiting)
+		}},
+	"change": {"its status, activity or what it waits for changed",
+		func(s, start api.Session) bool {
+			return s.Status != start.Status || s.Activity != start.Activity || !s.WaitingFor.Equal(start.WaitingFor)
+		}},
+}
+
+func newWait(a *app) *cobra.Command {
+	var until string
+	var anyOf bool
+	var timeout time.Duration
+	var names []string
+	for n := range waitConds {
+		names = append(names, n)
+	}
+	help := ""
+	for _, n := range []string{"idle", "waiting", "stopped", "done", "change"} {
+		help += fmt.Sprintf("  %-8s %s\n", n, waitConds[n].help)
+	}
+	cmd := &cobra.Command{
+		Use:   "wait ID... --until idle|waiting|stopped|done|change",
+		Short: "Block until sessions reach a state, from the event stream",
+		Long: `wait blocks until every session named (with --any: one of them) is in the
+state --until names, then prints the sessions that got there and exits 0. A
+session already there counts at once (except for change).
+
+` + help + `
+It follows sessiond's event stream, and reconnects when sessiond restarts.
+Exit codes: 0 reached, 5 --timeout passed first, 3 sessiond unreachable, 4 a
+session not found.`,
+		Example: `  sessionctl wait 3ab8 --until idle && sessionctl resume 3ab8 --prompt "next"
+  sessionctl wait 3ab8 5e55 --any --until waiting --timeout 10m --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("wait takes one or more session ids")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cond, ok := waitConds[until]
+			if !ok {
+				return usageError{fmt.Errorf("--until %q: want one of idle, waiting, stopped, done, change", until)}
+			}
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			err := waitFor(ctx, a, args, cond.met, anyOf)
+			if errors.Is(err, context.DeadlineExceeded) && cmd.Context().Err() == nil {
+				return timeoutError{fmt.Errorf("timed out after %s: not %s yet: %s", timeout, until, strings.Join(args, " "))}
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&until, "until", "", "the state to wait for: idle, waiting, stopped, done, change (required)")
+	cmd.Flags().BoolVar(&anyOf, "any", false, "return when any one session gets there, not all")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long, exit 5 (default: wait for ever)")
+	_ = cmd.MarkFlagRequired("until")
+	_ = cmd.RegisterFlagCompletionFunc("until", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+// waitFor resolves the sessions, takes the event stream's position, then
+// checks each session and follows the stream until the condition holds
+// for all (or any) of them. Each session met is printed once, as met.
+func waitFor(ctx context.Context, a *app, refs []string, met func(s, start api.Session) bool, anyOf bool) error {
+	c := a.client()
+	h, err := c.Health(ctx)
+	if err != nil {
+		return err
+	}
+	since := h.LastEventSeq
+	start := map[string]api.Session{}
+	var order []string
+	for _, ref := range refs {
+		s, err := c.Session(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if _, dup := start[s.ID]; !dup {
+			order = append(order, s.ID)
+		}
+		start[s.ID] = *s
+	}
+	done := map[string]bool{}
+	report := func(s api.Session) (bool, error) {
+		if done[s.ID] || !met(s, start[s.ID]) {
+			return false, nil
+		}
+		done[s.ID] = true
+		if err := a.printSessionLine(s); err != nil {
+			return false, err
+		}
+		return anyOf || len(done) == len(order), nil
+	}
+	check := func() (bool, error) {
+		for _, id := range order {
+			s, err := c.Session(ctx, id)
+			if err != nil {
+				return false, err
+			}
+			if fin, err := report(*s); fin || err != nil {
+				return fin, err
+			}
+		}
+		return false, nil
+	}
+	if fin, err := check(); fin || err != nil {
+		return err
+	}
+	errDone := errors.New("done")
+	for {
+		err := c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
+			since = ev.Seq
+			if _, ours := start[ev.SessionID]; !ours || done[ev.SessionID] {
+				return nil
+			}
+			s, err := c.Session(ctx, ev.SessionID)
+			if err != nil {
+				return err
+			}
+			if fin, err := report(*s); err != nil || fin {
+				return orErr(err, errDone)
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, errDone):
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !isUnreachable(err):
+			return err
+		}
+		// The stream ended (sessiond restarted): look again, then follow
+		// from where it was.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		if fin, err := check(); fin || (err != nil && !isUnreachable(err)) {
+			return err
+		}
+	}
+}
+
+func orErr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
+}
+
+func isUnreachable(err error) bool {
+	var u *api.UnreachableError
+	return errors.As(err, &u)
+}
+
+// printSessionLine prints a session wait met: its JSON object on one line
+// with --json, else id, status and activity and what it waits for.
+func (a *app) printSessionLine(s api.Session) error {
+	if a.json {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		_, err = a.stdout.Write(append(b, '\n'))
+		return err
+	}
+	act := string(s.Activity)
+	if s.WaitingFor != nil {
+		act += " (" + waitingWords(s.WaitingFor) + ")"
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.Status, act)
+	return err
+}
