@@ -1,6 +1,7 @@
 package realagents
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -441,9 +442,19 @@ func TestCodexTUIPermissionWaiting(t *testing.T) {
 	p := w.startTmux(bin).newPane(w.proj())
 	p.typeLine("codex -a on-request -s read-only")
 	p.waitScreen(60*time.Second, "Hooks need review")
-	p.keys("2") // Trust all and continue
-	p.keys("Enter")
-	p.waitScreen(30*time.Second, "Ask Codex to do anything")
+	// "2. Trust all and continue", then Enter; again while the dialog
+	// stays (it can be drawn a moment before it takes keys).
+	var pressed time.Time
+	w.waitFor(30*time.Second, "the hooks trusted and the prompt shown", func() (bool, string) {
+		screen := p.capture()
+		if strings.Contains(screen, "Hooks need review") && time.Since(pressed) > 2*time.Second {
+			p.keys("2")
+			time.Sleep(300 * time.Millisecond)
+			p.keys("Enter")
+			pressed = time.Now()
+		}
+		return strings.Contains(screen, "Ask Codex to do anything"), compactScreen(screen)
+	})
 	var st []struct{ Events, Untrusted []string }
 	w.CtlJSON(&st, "hooks", "status", "codex", "--root", w.codexHome())
 	if len(st) != 1 || len(st[0].Events) == 0 || len(st[0].Untrusted) != 0 {
@@ -487,14 +498,18 @@ func TestCodexTUIPermissionWaiting(t *testing.T) {
 		started = time.Now()
 		return true, ""
 	})
-	w.waitUpstream(up, 2*time.Second, "busy while the approved command runs", func(s api.Session) bool {
+	w.waitUpstream(up, 3*time.Second, "busy while the approved command runs", func(s api.Session) bool {
 		return runningWith(session.ActivityBusy)(s) && s.WaitingFor == nil
 	})
 	w.step(fmt.Sprintf("approved: busy %s after the command started", time.Since(started).Round(time.Millisecond)))
-	w.waitUpstream(up, 30*time.Second, "idle, waiting for input, after the turn", func(s api.Session) bool {
-		return runningWith(session.ActivityIdle)(s) && s.WaitingFor != nil && s.WaitingFor.Kind == session.WaitingInput
-	})
-	w.step("turn ended: idle, waiting for input")
+	// `sessionctl wait --until idle` returns as the turn ends.
+	out, errs, code = w.Ctl("--json", "wait", s.ID, "--until", "idle", "--timeout", "30s")
+	var idle api.Session
+	if err := json.Unmarshal([]byte(out), &idle); code != 0 || err != nil || idle.ID != s.ID || idle.Activity != session.ActivityIdle ||
+		idle.WaitingFor == nil || idle.WaitingFor.Kind != session.WaitingInput {
+		t.Fatalf("wait --until idle: exit %d: %s %s", code, out, errs)
+	}
+	w.step("turn ended: `sessionctl wait --until idle` returned; waiting for input")
 
 	if out, errs, code = w.Ctl("hooks", "uninstall", "codex", "--root", w.codexHome()); code != 0 {
 		t.Fatalf("hooks uninstall: exit %d: %s %s", code, out, errs)
