@@ -26,9 +26,13 @@ var waitConds = map[string]struct {
 	met  func(s api.Session, start api.Session) bool
 }{
 	"idle": {"running and idle: the turn ended, the agent waits for a prompt",
-		func(s, _ api.Session) bool { return s.Status == session.StatusRunning && s.Activity == session.ActivityIdle }},
+		func(s, _ api.Session) bool {
+			return s.Status == session.StatusRunning && s.Activity == session.ActivityIdle
+		}},
 	"waiting": {"running and waiting for the user (a permission, a question)",
-		func(s, _ api.Session) bool { return s.Status == session.StatusRunning && s.Activity == session.ActivityWaiting }},
+		func(s, _ api.Session) bool {
+			return s.Status == session.StatusRunning && s.Activity == session.ActivityWaiting
+		}},
 	"stopped": {"its owner is gone: stopped or interrupted",
 		func(s, _ api.Session) bool { return s.Status.Terminal() }},
 	"done": {"nothing more happens without you: idle, waiting, stopped or interrupted",
