@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/internal/shell"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -280,7 +281,7 @@ func (l *Launcher) startTmux(id, bin string, cmd adapters.Command, cwd, logPath 
 		return fail(fmt.Errorf("tmux pane pid %q: %w", out, err))
 	}
 	// Keep a log of the pane, as for headless sessions.
-	_ = exec.CommandContext(ctx, tmux, "pipe-pane", "-t", "="+name+":", "-o", "cat >> "+shellQuote(logPath)).Run()
+	_ = exec.CommandContext(ctx, tmux, "pipe-pane", "-t", "="+name+":", "-o", "cat >> "+shell.Quote(logPath)).Run()
 	ident, err := l.cfg.Host.Identify(pid)
 	if err != nil {
 		return fail(fmt.Errorf("identify tmux pane pid %d: %w", pid, err))
@@ -292,7 +293,6 @@ func (l *Launcher) startTmux(id, bin string, cmd adapters.Command, cwd, logPath 
 // tmuxTimeout bounds each tmux command of a launch.
 const tmuxTimeout = 10 * time.Second
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // redactArgv keeps prompts out of logs: they are the user's words.
 func redactArgv(argv []string) []string {

@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+
+	"github.com/sessiond/sessiond/internal/shell"
 )
 
 // Agent is where and how one agent reads command hooks.
@@ -76,7 +78,7 @@ func For(name string) (Agent, error) {
 // Command is the hook command for the agent: sessionctl at exe, talking
 // to the daemon at socket.
 func (a Agent) Command(exe, socket string) string {
-	return shellQuote(exe) + " --socket " + shellQuote(socket) + " hook " + a.Name
+	return shell.Quote(exe) + " --socket " + shell.Quote(socket) + " hook " + a.Name
 }
 
 // ours reports whether a hook command is sessiond's for this agent.
@@ -394,12 +396,4 @@ func writeAtomic(path string, b []byte, mode fs.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// shellQuote quotes s for sh when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%=,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
