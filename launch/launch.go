@@ -293,7 +293,6 @@ func (l *Launcher) startTmux(id, bin string, cmd adapters.Command, cwd, logPath 
 // tmuxTimeout bounds each tmux command of a launch.
 const tmuxTimeout = 10 * time.Second
 
-
 // redactArgv keeps prompts out of logs: they are the user's words.
 func redactArgv(argv []string) []string {
 	out := make([]string, len(argv))
