@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/hookinstall"
@@ -168,11 +169,7 @@ func hookRoots(ctx context.Context, a *app, agent string, given []string) []stri
 	var roots []string
 	switch agent {
 	case "claude":
-		if v := os.Getenv("CLAUDE_CONFIG_DIR"); v != "" {
-			roots = append(roots, v)
-		} else if h, err := os.UserHomeDir(); err == nil {
-			roots = append(roots, filepath.Join(h, ".claude"))
-		}
+		roots = append(roots, claude.DefaultRoots()...)
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		if ss, err := a.client().Sessions(ctx, api.ListOptions{Agent: agent, All: true}); err == nil {

@@ -192,20 +192,6 @@ func home() string {
 	return h
 }
 
-func defaultClaudeDirs() []string {
-	if v := os.Getenv("CLAUDE_CONFIG_DIR"); v != "" {
-		return filepath.SplitList(v)
-	}
-	return []string{filepath.Join(home(), ".claude")}
-}
-
-func defaultCodexDirs() []string {
-	if v := os.Getenv("CODEX_HOME"); v != "" {
-		return []string{v}
-	}
-	return []string{filepath.Join(home(), ".codex")}
-}
-
 func defaultOpenCodeDir() string {
 	if v := os.Getenv("XDG_DATA_HOME"); v != "" {
 		return filepath.Join(v, "opencode")
@@ -238,12 +224,12 @@ already running on this state dir or socket.
 	stateDir := api.DefaultStateDir()
 	fs.StringVar(&o.stateDir, "state-dir", stateDir, "directory of the store `sessiond.db` ($SESSIOND_STATE_DIR)")
 	fs.StringVar(&o.socket, "socket", "", "API socket path ($SESSIOND_SOCKET; default $XDG_RUNTIME_DIR/sessiond/sessiond.sock, else <state-dir>/sessiond.sock)")
-	claude := &stringList{vals: defaultClaudeDirs()}
+	claude := &stringList{vals: claude.DefaultRoots()}
 	fs.Var(claude, "claude-dir", "Claude Code config root, repeatable (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
 	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
 	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
 	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
-	codexDirs := &stringList{vals: defaultCodexDirs()}
+	codexDirs := &stringList{vals: []string{codex.DefaultRoot()}}
 	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
 	fs.StringVar(&o.codexBin, "codex-bin", envOr("SESSIOND_CODEX_BIN", "codex"), "codex executable for launch and resume ($SESSIOND_CODEX_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
