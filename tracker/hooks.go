@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -80,11 +81,7 @@ func (b *hookBox) snapshot() map[hookKey]*hookEvidence {
 	if len(b.by) == 0 {
 		return nil
 	}
-	out := make(map[hookKey]*hookEvidence, len(b.by))
-	for k, v := range b.by {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(b.by)
 }
 
 // Hook takes a hook an agent ran as evidence of the activity of the
