@@ -159,6 +159,10 @@ type Owner struct {
 	// cannot see into, which must never be probed here, and never made
 	// dead here, since its pid means nothing on this host.
 	NoProbe *proc.Result
+	// Shared is true when the owner is a server whose clients run
+	// elsewhere (Codex's app-server daemon holds the sessions of the TUIs
+	// of every pane): the tmux pane it runs in is not the session's.
+	Shared bool
 }
 
 // Issue is one problem item an adapter reports.

@@ -38,6 +38,7 @@ type Session struct {
 	LaunchedAt     *time.Time             `json:"launched_at,omitempty"`
 	Mode           string                 `json:"mode,omitempty"`
 	Tmux           string                 `json:"tmux_session,omitempty"`
+	Pane           *session.Pane          `json:"tmux_pane,omitempty"`
 	LogPath        string                 `json:"log_path,omitempty"`
 	Exit           *session.ExitStatus    `json:"exit,omitempty"`
 	Problems       []session.Problem      `json:"problems"`
@@ -56,7 +57,7 @@ func FromRecord(r *session.Record) Session {
 		ActivitySince: r.ActivitySince, ActivitySource: r.ActivitySource, WaitingFor: r.WaitingFor,
 		OwnerInferred: r.OwnerInferred, OwnerEvidence: r.OwnerEvidence,
 		Cwd: r.Cwd, Title: r.Title, Source: r.Source, Launched: r.Launched,
-		LaunchedAt: r.LaunchedAt, Mode: r.Mode, Tmux: r.Tmux, LogPath: r.LogPath, Exit: r.Exit,
+		LaunchedAt: r.LaunchedAt, Mode: r.Mode, Tmux: r.Tmux, Pane: r.Pane, LogPath: r.LogPath, Exit: r.Exit,
 		Problems:  r.Problems,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, StoppedAt: r.StoppedAt,
 		LastActivityAt: r.LastActivityAt, Resume: r.Resume,

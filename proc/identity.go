@@ -99,6 +99,11 @@ var markerVars = []string{
 	// HOME: a claude without CLAUDE_CONFIG_DIR keeps its data in
 	// $HOME/.claude, which is not ours when its HOME is another.
 	"HOME",
+	// tmux sets both in every pane: the server's socket (first field of
+	// TMUX) and the pane's id, which every process started in the pane
+	// inherits. They say which pane a session runs in.
+	"TMUX",
+	"TMUX_PANE",
 }
 
 // Snapshot is the process table at one moment, taken once per tick.

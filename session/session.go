@@ -9,6 +9,7 @@ package session
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sessiond/sessiond/proc"
@@ -219,6 +220,30 @@ func (c *ResumeCursor) Check(rec *Record) error {
 	return nil
 }
 
+// Pane is a tmux pane: the server's socket and the pane's id. A pane id
+// ("%3") is unique within its server for the server's life.
+type Pane struct {
+	// Socket is the tmux server's socket path (the first field of $TMUX).
+	Socket string `json:"socket"`
+	// ID is the pane id ($TMUX_PANE), "%" and a number.
+	ID string `json:"id"`
+}
+
+// PaneFromEnv reads the pane a process runs in from its TMUX and
+// TMUX_PANE variables; nil when either is missing or malformed.
+func PaneFromEnv(tmux, paneID string) *Pane {
+	sock, _, _ := strings.Cut(tmux, ",")
+	if !filepath.IsAbs(sock) || len(paneID) < 2 || paneID[0] != '%' {
+		return nil
+	}
+	for _, c := range paneID[1:] {
+		if c < '0' || c > '9' {
+			return nil
+		}
+	}
+	return &Pane{Socket: sock, ID: paneID}
+}
+
 // Record is sessiond's stored record of one session. The JSON names of the
 // fields listed in the daemon issue's contract are fixed.
 type Record struct {
@@ -266,6 +291,8 @@ type Record struct {
 	Mode string `json:"mode,omitempty"`
 	// Tmux is the tmux session holding it, in tmux mode.
 	Tmux string `json:"tmux_session,omitempty"`
+	// Pane is the tmux pane the running owner is in, whoever started it.
+	Pane *Pane `json:"tmux_pane,omitempty"`
 	// LogPath is the launched process's stdout and stderr.
 	LogPath string `json:"log_path,omitempty"`
 	// Exit is how the launched owner ended, when sessiond was its parent.
@@ -321,6 +348,10 @@ func (r *Record) Clone() *Record {
 		c.WaitingFor = &w
 	}
 	c.LastSeenAt = cloneTime(r.LastSeenAt)
+	if r.Pane != nil {
+		p := *r.Pane
+		c.Pane = &p
+	}
 	if r.Resume != nil {
 		rc := *r.Resume
 		c.Resume = &rc

@@ -34,6 +34,9 @@ type evidence struct {
 	// hook is the latest hook received for the session, nil if none
 	// (hooks.go says when decide takes it).
 	hook *hookEvidence
+	// pane says which tmux pane a live process runs in (nil: none, or
+	// not known this pass, as on an exit event's pass).
+	pane func(proc.Identity) *session.Pane
 }
 
 // candidate is one process that owns or may own a session.
@@ -227,6 +230,7 @@ func decideLive(out, rec *session.Record, ev evidence, alive []candidate, proble
 		}
 	}
 	setActivity(out, rec, ev, id)
+	setPane(out, rec, ev, id)
 	// The watchdog: busy with no progress past the threshold, and not
 	// waiting for the user, is stalled. A flag, never a kill.
 	if out.Activity == session.ActivityBusy && out.LastActivityAt != nil && ev.stallAfter > 0 {
@@ -235,6 +239,28 @@ func decideLive(out, rec *session.Record, ev evidence, alive []candidate, proble
 		}
 	}
 	return problems
+}
+
+// setPane records the tmux pane the owner runs in. A process cannot move
+// to another pane, so the pane is looked up when the owner changes (or
+// was never found) and kept while the owner is the same. It is looked up
+// only on a pass the adapter observed the session, which says whether the
+// owner is a shared server, in no session's pane.
+func setPane(out, rec *session.Record, ev evidence, owner proc.Identity) {
+	same := rec.Owner != nil && *rec.Owner == owner
+	if !same {
+		out.Pane = nil
+	}
+	if same && rec.Pane != nil || ev.pane == nil || ev.obs == nil {
+		return
+	}
+	for _, o := range ev.obs.Owners {
+		if o.Identity == owner && o.Shared {
+			out.Pane = nil
+			return
+		}
+	}
+	out.Pane = ev.pane(owner)
 }
 
 // gatherCandidates lists every process that may own the session: the stored
@@ -345,6 +371,7 @@ func ambiguous(alive []candidate) bool {
 // adapter reports it now, it was recorded before, or the session was busy
 // when last observed and cannot be observed now.
 func markDead(out, rec *session.Record, observed bool, inFlight []adapters.Issue, problems *[]session.Problem, now time.Time, reason string) {
+	out.Pane = nil // the pane, if it lives on, now runs something else
 	flight := len(inFlight) > 0
 	if flight {
 		*problems = appendIssues(*problems, inFlight, now)

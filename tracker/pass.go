@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,7 +26,8 @@ type pass struct {
 	t   *Tracker
 	rep PassReport
 
-	obs map[string]*observation // by agent: each adapter's result
+	obs  map[string]*observation // by agent: each adapter's result
+	snap *proc.Snapshot          // the process table the adapters saw; nil if it failed
 	// probes memoizes liveness for this pass; unknown counts the probes
 	// that could not answer.
 	probes  map[proc.Identity]proc.Result
@@ -64,7 +66,7 @@ func (p *pass) run(ctx context.Context) (PassReport, error) {
 	t := p.t
 	p.probes = map[proc.Identity]proc.Result{}
 	defer p.countProbes()
-	p.base = evidence{probe: p.probe, now: t.cfg.Now(), grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
+	p.base = evidence{probe: p.probe, pane: p.pane, now: t.cfg.Now(), grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
 	p.hooks = t.hooks.snapshot()
 
 	if err := p.plan(); err != nil {
@@ -98,6 +100,7 @@ func (p *pass) observe(ctx context.Context) error {
 	// listed for the pass below, after discovery, as always.
 	loaded := make(chan struct{})
 	go func() { defer close(loaded); _, _ = t.cfg.Store.ListShared() }()
+	p.snap = snap
 	p.obs = t.discoverAll(ctx, snap)
 	<-loaded
 	return ctx.Err()
@@ -115,6 +118,40 @@ func (p *pass) probe(id proc.Identity) proc.Result {
 		p.t.log.Warn("liveness probe failed", zap.Int("pid", id.PID), zap.String("reason", r.Reason))
 	}
 	return r
+}
+
+// pane is the tmux pane process id runs in: the one its TMUX_PANE names,
+// if it is still in that pane's process tree, whose root is a child of
+// the tmux server ($TMUX names its pid). A daemon started from a pane
+// inherits the variables but leaves the tree (Codex's app-server, which
+// serves the TUIs of every pane): it is in no pane.
+func (p *pass) pane(id proc.Identity) *session.Pane {
+	if p.snap == nil {
+		return nil
+	}
+	pr := p.snap.Procs[id.PID]
+	if pr == nil || pr.Identity != id || pr.Env == nil {
+		return nil
+	}
+	tmux := pr.Env["TMUX"]
+	pane := session.PaneFromEnv(tmux, pr.Env["TMUX_PANE"])
+	if pane == nil {
+		return nil
+	}
+	f := strings.Split(tmux, ",")
+	server, err := strconv.Atoi(f[min(1, len(f)-1)])
+	if len(f) < 2 || err != nil || server <= 1 {
+		return nil
+	}
+	for cur, hops := pr, 0; hops < 64; hops++ {
+		if cur.PPID == server {
+			return pane
+		}
+		if cur = p.snap.Procs[cur.PPID]; cur == nil || cur.Env["TMUX_PANE"] != pane.ID {
+			return nil
+		}
+	}
+	return nil
 }
 
 // countProbes adds the pass's probes to the stats.
@@ -418,7 +455,8 @@ func (p *pass) linkLaunched() {
 func recordMoved(a, b *session.Record) bool {
 	return !timeEq(a.LastActivityAt, b.LastActivityAt) || a.Title != b.Title || a.Cwd != b.Cwd ||
 		a.Source != b.Source || (a.LastSeenAt == nil) != (b.LastSeenAt == nil) ||
-		a.StatusReason != b.StatusReason && a.Status != b.Status
+		a.StatusReason != b.StatusReason && a.Status != b.Status ||
+		(a.Pane == nil) != (b.Pane == nil) || a.Pane != nil && *a.Pane != *b.Pane
 }
 
 func timeEq(a, b *time.Time) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -43,6 +44,24 @@ func (a *Adapter) owners(r *rootState, locks map[string]bool, table *lockTable) 
 		out[id] = append(out[id], adapters.Owner{Identity: ident, Evidence: evidence, Inferred: inferred})
 	}
 	return out, inexact
+}
+
+// markShared marks the owners that are Codex's app-server (`codex
+// app-server ...`): the TUI's daemon serves the TUIs of every pane, and a
+// TUI started first is its parent, so where it runs says nothing of where
+// the session is shown.
+func markShared(sessions []adapters.Observed, snap *proc.Snapshot) {
+	if snap == nil {
+		return
+	}
+	for i := range sessions {
+		for j := range sessions[i].Owners {
+			o := &sessions[i].Owners[j]
+			if p := snap.Procs[o.Identity.PID]; p != nil && p.Identity == o.Identity && slices.Contains(p.Argv, "app-server") {
+				o.Shared = true
+			}
+		}
+	}
 }
 
 // lockHolder returns the pid holding the lock file at path, 0 when none

@@ -74,6 +74,13 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 	s := w.waitUpstream(up, 15*time.Second, "running and idle before the first prompt", runningWith(session.ActivityIdle))
 	w.checkOwner(s, cl.PID, "interactive claude")
 	w.step("running/idle, owner the claude process")
+	// The pane, from the owner's environment and process tree, is the
+	// one Claude's registry names ("main:@0.%0").
+	w.checkPane(up, p)
+	if !strings.HasSuffix(reg.Tmux, "."+p.ID) {
+		t.Errorf("registry tmux %q, sessiond found pane %s", reg.Tmux, p.ID)
+	}
+	w.step("the pane found, as the registry names it")
 
 	// A tool call that needs approval: waiting for the user.
 	p.typeLine("Touch the approval marker, marker APPROVE-7c1")

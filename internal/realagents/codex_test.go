@@ -298,6 +298,11 @@ func TestCodexInteractiveTmux(t *testing.T) {
 	if !ok || s.PID == wrapper.PID || s.PID == tui[0].PID || !strings.Contains(strings.Join(owner.Args, " "), "app-server") {
 		t.Fatalf("owner %d %q: want Codex's app-server daemon, not the TUI %d or its wrapper %d", s.PID, owner.Args, tui[0].PID, wrapper.PID)
 	}
+	// The daemon serves the TUIs of every pane and left the pane's
+	// process tree: it is in no pane, whatever its environment says.
+	if s.Pane != nil {
+		t.Errorf("owner %d (parent %d) shown in pane %+v", s.PID, owner.PPID, *s.Pane)
+	}
 	lw.claim("codex", up, s.PID)
 	w.step("running/busy, owner the app-server daemon")
 

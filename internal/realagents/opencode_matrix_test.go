@@ -134,7 +134,8 @@ func TestOpenCodeInteractiveTmux(t *testing.T) {
 	w.waitOpenCodeTurnDone(up, diag)
 	s := w.waitUpstream(up, 30*time.Second, "running and idle after the first turn", runningWith(session.ActivityIdle))
 	w.checkOwner(s, oc.PID, "opencode TUI")
-	w.step("turn done: running/idle, owner the opencode process")
+	w.checkPane(up, p)
+	w.step("turn done: running/idle, owner the opencode process, in its pane")
 
 	p.typeLine("Run the long job, marker LONG-8a4")
 	w.opencodeBusyThenKilled(up, oc.PID, diag)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sessiond/sessiond/api"
 )
 
 // tmuxServer is a private tmux server of one world (its own socket under
@@ -152,4 +154,13 @@ func compactScreen(s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// checkPane waits until the session shows p, of the world's tmux server,
+// as its pane.
+func (w *world) checkPane(up string, p *pane) api.Session {
+	w.t.Helper()
+	return w.waitUpstream(up, 5*time.Second, "in tmux pane "+p.ID+" of "+p.ts.sock, func(s api.Session) bool {
+		return s.Pane != nil && s.Pane.ID == p.ID && s.Pane.Socket == p.ts.sock
+	})
 }
