@@ -227,6 +227,9 @@ func printSession(a *app, s *api.Session) {
 	row("Cwd", shortPath(s.Cwd))
 	row("Title", s.Title)
 	row("Launched", strconv.FormatBool(s.Launched))
+	if s.Pane != nil {
+		row("Pane", s.Pane.ID+" of tmux server "+s.Pane.Socket+" (sessionctl attach "+s.ID+")")
+	}
 	if s.Launched {
 		row("Mode", s.Mode)
 		if s.Tmux != "" {
