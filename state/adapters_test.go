@@ -88,8 +88,8 @@ func TestMigrateV2AddsAdapters(t *testing.T) {
 	}
 	db.Close()
 	st := openT(t, path, Options{})
-	if v := schemaOf(t, st); v != 3 {
-		t.Fatalf("schema %d, want 3", v)
+	if v := schemaOf(t, st); v != currentSchema {
+		t.Fatalf("schema %d, want %d", v, currentSchema)
 	}
 	if err := st.SaveAdapterState("claude", map[string][]byte{"k": []byte("v")}, nil); err != nil {
 		t.Fatalf("save after migration: %v", err)

@@ -41,7 +41,7 @@ func TestOpenCreatesPrivateFile(t *testing.T) {
 	if di.Mode().Perm() != 0o700 {
 		t.Errorf("dir mode %v, want 0700", di.Mode().Perm())
 	}
-	if v := schemaOf(t, st); v != currentSchema || currentSchema != 3 {
+	if v := schemaOf(t, st); v != currentSchema || currentSchema != 4 {
 		t.Fatalf("schema %d, want %d", v, currentSchema)
 	}
 	if err := st.Close(); err != nil {
@@ -176,8 +176,8 @@ func TestMigrateFromV1(t *testing.T) {
 
 	logs, seen := observer.New(zapcore.InfoLevel)
 	st := openT(t, path, Options{Logger: zap.New(logs)})
-	if v := schemaOf(t, st); v != 3 {
-		t.Fatalf("schema after migration %d, want 3", v)
+	if v := schemaOf(t, st); v != currentSchema {
+		t.Fatalf("schema after migration %d, want %d", v, currentSchema)
 	}
 	if seen.FilterMessage("migrated store schema").Len() != 1 {
 		t.Errorf("migration not logged: %v", seen.All())

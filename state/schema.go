@@ -18,6 +18,7 @@ var (
 	bucketUpstream = []byte("upstream")
 	bucketEvents   = []byte("events")
 	bucketAdapters = []byte("adapters")
+	bucketSends    = []byte("sends")
 	keySchema      = []byte("schema")
 )
 
@@ -36,6 +37,7 @@ var migrations = []migration{
 	{1, "create meta, sessions and events buckets", createV1},
 	{2, "index sessions by agent and upstream id", indexUpstream},
 	{3, "create the adapters bucket of what adapters learned per input", createAdapters},
+	{4, "create the sends bucket of queued prompts", createSends},
 }
 
 // currentSchema is the store schema this build writes.
@@ -59,6 +61,15 @@ func createV1(tx *bolt.Tx) error {
 func createAdapters(tx *bolt.Tx) error {
 	if _, err := tx.Bucket(bucketV1).CreateBucketIfNotExists(bucketAdapters); err != nil {
 		return fmt.Errorf("create bucket v1/adapters: %w", err)
+	}
+	return nil
+}
+
+// createSends creates v1/sends, the prompts queued by `sessionctl send
+// --when-idle`. Version 3 stores had none.
+func createSends(tx *bolt.Tx) error {
+	if _, err := tx.Bucket(bucketV1).CreateBucketIfNotExists(bucketSends); err != nil {
+		return fmt.Errorf("create bucket v1/sends: %w", err)
 	}
 	return nil
 }

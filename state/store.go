@@ -4,7 +4,7 @@
 // events commit in one transaction, event sequence numbers never repeat or
 // go back, and a client is told about a change only after it committed.
 //
-// The bucket tree (schema version 3):
+// The bucket tree (schema version 4):
 //
 //	v1/
 //	├── meta/
@@ -15,9 +15,11 @@
 //	│   └── <agent> "\x00" <upstream id> -> <id>
 //	├── events/      (bucket sequence = last event seq ever assigned)
 //	│   └── <seq>    -> JSON session.Event; big-endian uint64 key
-//	└── adapters/    (since schema 3)
-//	    └── <agent>/
-//	        └── <input> -> what the adapter learned of it, in its own format
+//	├── adapters/    (since schema 3)
+//	│   └── <agent>/
+//	│       └── <input> -> what the adapter learned of it, in its own format
+//	└── sends/       (since schema 4)
+//	    └── <id>     -> JSON session.Send: a prompt queued for a session
 //
 // Schema changes are ordered migrations (see migrations in schema.go), all
 // run in one write transaction at Open. Version 1 had no upstream index;
