@@ -291,6 +291,14 @@ type Aborter interface {
 	Abort(ctx context.Context, t RepairTarget) ([]Step, error)
 }
 
+// Prompter is implemented by adapters that can hand a prompt to a live,
+// idle session through the agent's own API (OpenCode's server). ok is
+// false when there is no such way for this session now: sessiond then
+// types it into the session's tmux pane, if it has one.
+type Prompter interface {
+	Prompt(ctx context.Context, t RepairTarget, text string) (via string, ok bool, err error)
+}
+
 // QuietSet is a set of observations an adapter hands out again, as the
 // same pointer, pass after pass, for as long as every one of them is what
 // it would observe afresh. Most sessions a daemon knows are history; with

@@ -241,7 +241,11 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, s
 	repairers := map[string]adapters.Repairer{}
 	aborters := map[string]adapters.Aborter{}
 	hookReaders := map[string]adapters.HookReader{}
+	prompters := map[string]adapters.Prompter{}
 	for _, a := range cfg.Adapters {
+		if p, ok := a.(adapters.Prompter); ok {
+			prompters[a.Name()] = p
+		}
 		if h, ok := a.(adapters.HookReader); ok {
 			hookReaders[a.Name()] = h
 		}
@@ -259,7 +263,7 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, s
 	return newServer(serverConfig{
 		store: st, tracker: tr, log: log.Named("api"), version: cfg.Version,
 		started: started, socket: cfg.Socket, uid: os.Getuid(),
-		launcher: lc, launchers: launchers, repairers: repairers, aborters: aborters,
+		launcher: lc, launchers: launchers, repairers: repairers, aborters: aborters, prompters: prompters,
 		hookReaders: hookReaders, ancestors: host.Ancestors,
 		terminator: &actions.Terminator{Probe: host},
 	})
@@ -315,7 +319,8 @@ func announceReady(cfg Config, n *notifier, log *zap.Logger) {
 func runBackground(ctx context.Context, cfg Config, st *state.Store, tr *tracker.Tracker, d *server, passes <-chan struct{}, log *zap.Logger) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	startAutoRepair(ctx, &wg, cfg, st, tr, d, passes, log)
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); d.sendQueue.run(ctx) }()
 	go func() { defer wg.Done(); tr.Run(ctx) }()
 	go func() { defer wg.Done(); capLogs(ctx, st, d.launcher, log) }()
 	go func() { defer wg.Done(); watchAdapters(ctx, cfg.Adapters, tr, cfg.Hints, log.Named("watch")) }()

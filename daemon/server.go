@@ -42,6 +42,8 @@ type serverConfig struct {
 	launchers map[string]adapters.Launcher
 	repairers map[string]adapters.Repairer
 	aborters  map[string]adapters.Aborter
+	// prompters hand a prompt to an idle session through its agent's API.
+	prompters map[string]adapters.Prompter
 	// hookReaders read the hooks of the agents that run them, by name;
 	// ancestors lists a hook caller and its ancestors, nearest first.
 	hookReaders map[string]adapters.HookReader
@@ -62,6 +64,8 @@ type server struct {
 	metrics *metrics
 	// lists keeps the encoded sessions for GET /v1/sessions.
 	lists listCache
+	// sendQueue delivers queued prompts once runBackground runs it.
+	sendQueue *sendQueue
 
 	stopOnce sync.Once
 	stopping chan struct{}
@@ -70,6 +74,9 @@ type server struct {
 func newServer(c serverConfig) *server {
 	s := &server{serverConfig: c, stopping: make(chan struct{})}
 	s.metrics = newMetrics(c.store, c.tracker)
+	if c.log != nil {
+		s.sendQueue = newSendQueue(s, c.log.Named("send"))
+	}
 	return s
 }
 
@@ -101,6 +108,9 @@ func (s *server) routes() []route {
 		{pattern: "POST /v1/sessions/{id}/abort", handler: s.abortSession},
 		{pattern: "POST /v1/sessions/{id}/reap", handler: s.reapSession},
 		{pattern: "POST /v1/sessions/{id}/stop", handler: s.stopSession},
+		{pattern: "POST /v1/sessions/{id}/send", handler: s.sendSession},
+		{pattern: "GET /v1/sends", handler: s.listSends},
+		{pattern: "DELETE /v1/sends/{id}", handler: s.cancelSend},
 		{pattern: "POST /v1/hooks/{agent}", handler: s.hook},
 		{pattern: "GET /v1/events", handler: s.events, stream: true},
 		{pattern: "GET /v1/openapi.json", handler: s.openapi},
