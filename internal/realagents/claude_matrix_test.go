@@ -50,18 +50,7 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 		}
 	}()
 
-	p := w.startTmux(bin).newPane(w.proj())
-	p.typeLine("claude")
-	var cl procInfo
-	var reg claudeReg
-	w.waitFor(60*time.Second, "claude started in the pane, registered idle", func() (bool, string) {
-		var ok bool
-		if cl, ok = p.child(func(procInfo) bool { return true }); !ok {
-			return false, "no child of the pane's shell " + itoa(p.ShellPID) + "\n" + compactScreen(p.capture())
-		}
-		reg, ok = readClaudeReg(w.claudeRoot(), cl.PID)
-		return ok && reg.Status == "idle" && strings.Contains(p.capture(), "❯"), compactScreen(p.capture())
-	})
+	p, cl, reg := w.startClaudeInPane(bin)
 	t.Logf("claude pid %d (shell %d) %q: registry kind %q entrypoint %q tmux %q pidDomain %q",
 		cl.PID, p.ShellPID, cl.Args, reg.Kind, reg.Entrypoint, reg.Tmux, reg.PIDDomain)
 	if reg.Kind != "interactive" || reg.SessionID == "" || reg.Cwd != w.proj() {
@@ -132,6 +121,23 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 	if s.UpstreamID != up {
 		t.Errorf("upstream %s, the registry said %s", s.UpstreamID, up)
 	}
+}
+
+// startClaudeInPane types `claude` into a new tmux pane in the project, as
+// people start it, and waits until it is registered idle at its prompt.
+func (w *world) startClaudeInPane(bin string) (p *pane, cl procInfo, reg claudeReg) {
+	w.t.Helper()
+	p = w.startTmux(bin).newPane(w.proj())
+	p.typeLine("claude")
+	w.waitFor(60*time.Second, "claude started in the pane, registered idle", func() (bool, string) {
+		var ok bool
+		if cl, ok = p.child(func(procInfo) bool { return true }); !ok {
+			return false, "no child of the pane's shell " + itoa(p.ShellPID) + "\n" + compactScreen(p.capture())
+		}
+		reg, ok = readClaudeReg(w.claudeRoot(), cl.PID)
+		return ok && reg.Status == "idle" && strings.Contains(p.capture(), "❯"), compactScreen(p.capture())
+	})
+	return p, cl, reg
 }
 
 // Matrix: `claude -p` started by hand with no --session-id, in the default

@@ -50,18 +50,7 @@ func TestClaudeSendIdleAndQueued(t *testing.T) {
 	d := w.startDaemon(args...)
 	w.step("daemon ready")
 
-	p := w.startTmux(bin).newPane(w.proj())
-	p.typeLine("claude")
-	var cl procInfo
-	var reg claudeReg
-	w.waitFor(60*time.Second, "claude started in the pane, registered idle", func() (bool, string) {
-		var ok bool
-		if cl, ok = p.child(func(procInfo) bool { return true }); !ok {
-			return false, compactScreen(p.capture())
-		}
-		reg, ok = readClaudeReg(w.claudeRoot(), cl.PID)
-		return ok && reg.Status == "idle" && strings.Contains(p.capture(), "❯"), compactScreen(p.capture())
-	})
+	p, _, reg := w.startClaudeInPane(bin)
 	up := reg.SessionID
 	diag := func() string { return compactScreen(p.capture()) }
 	w.checkPane(up, p)
