@@ -9,6 +9,7 @@ package session
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -229,19 +230,25 @@ type Pane struct {
 	ID string `json:"id"`
 }
 
-// PaneFromEnv reads the pane a process runs in from its TMUX and
-// TMUX_PANE variables; nil when either is missing or malformed.
-func PaneFromEnv(tmux, paneID string) *Pane {
-	sock, _, _ := strings.Cut(tmux, ",")
-	if !filepath.IsAbs(sock) || len(paneID) < 2 || paneID[0] != '%' {
-		return nil
+// PaneFromEnv reads the pane a process runs in from its TMUX
+// ("socket,server pid,session") and TMUX_PANE variables: nil when either
+// is missing or malformed; serverPID is 0 when TMUX names no server pid.
+func PaneFromEnv(tmux, paneID string) (p *Pane, serverPID int) {
+	f := strings.Split(tmux, ",")
+	if !filepath.IsAbs(f[0]) || len(paneID) < 2 || paneID[0] != '%' {
+		return nil, 0
 	}
 	for _, c := range paneID[1:] {
 		if c < '0' || c > '9' {
-			return nil
+			return nil, 0
 		}
 	}
-	return &Pane{Socket: sock, ID: paneID}
+	if len(f) > 1 {
+		if n, err := strconv.Atoi(f[1]); err == nil && n > 0 {
+			serverPID = n
+		}
+	}
+	return &Pane{Socket: f[0], ID: paneID}, serverPID
 }
 
 // Record is sessiond's stored record of one session. The JSON names of the

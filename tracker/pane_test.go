@@ -74,19 +74,21 @@ func TestPaneFromEnv(t *testing.T) {
 	for _, c := range []struct {
 		tmux, pane string
 		want       *session.Pane
+		server     int
 	}{
-		{"/tmp/tmux-1000/default,4242,0", "%12", &session.Pane{Socket: "/tmp/tmux-1000/default", ID: "%12"}},
-		{"/tmp/x.sock", "%0", &session.Pane{Socket: "/tmp/x.sock", ID: "%0"}},
-		{"", "%1", nil},
-		{"/tmp/tmux-1000/default,1,0", "", nil},
-		{"relative,1,0", "%1", nil},
-		{"/tmp/s,1,0", "%", nil},
-		{"/tmp/s,1,0", "%1a", nil},
-		{"/tmp/s,1,0", "main:@0.%0", nil},
+		{"/tmp/tmux-1000/default,4242,0", "%12", &session.Pane{Socket: "/tmp/tmux-1000/default", ID: "%12"}, 4242},
+		{"/tmp/x.sock", "%0", &session.Pane{Socket: "/tmp/x.sock", ID: "%0"}, 0},
+		{"/tmp/x.sock,nope,0", "%0", &session.Pane{Socket: "/tmp/x.sock", ID: "%0"}, 0},
+		{"", "%1", nil, 0},
+		{"/tmp/tmux-1000/default,1,0", "", nil, 0},
+		{"relative,1,0", "%1", nil, 0},
+		{"/tmp/s,1,0", "%", nil, 0},
+		{"/tmp/s,1,0", "%1a", nil, 0},
+		{"/tmp/s,1,0", "main:@0.%0", nil, 0},
 	} {
-		got := session.PaneFromEnv(c.tmux, c.pane)
-		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want {
-			t.Errorf("PaneFromEnv(%q, %q) = %+v, want %+v", c.tmux, c.pane, got, c.want)
+		got, server := session.PaneFromEnv(c.tmux, c.pane)
+		if (got == nil) != (c.want == nil) || got != nil && *got != *c.want || server != c.server {
+			t.Errorf("PaneFromEnv(%q, %q) = %+v, %d; want %+v, %d", c.tmux, c.pane, got, server, c.want, c.server)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -133,14 +132,8 @@ func (p *pass) pane(id proc.Identity) *session.Pane {
 	if pr == nil || pr.Identity != id || pr.Env == nil {
 		return nil
 	}
-	tmux := pr.Env["TMUX"]
-	pane := session.PaneFromEnv(tmux, pr.Env["TMUX_PANE"])
-	if pane == nil {
-		return nil
-	}
-	f := strings.Split(tmux, ",")
-	server, err := strconv.Atoi(f[min(1, len(f)-1)])
-	if len(f) < 2 || err != nil || server <= 1 {
+	pane, server := session.PaneFromEnv(pr.Env["TMUX"], pr.Env["TMUX_PANE"])
+	if pane == nil || server <= 1 {
 		return nil
 	}
 	for cur, hops := pr, 0; hops < 64; hops++ {
