@@ -42,10 +42,11 @@ it; for a session sessiond launched with --tmux, its tmux session.
 			if err != nil {
 				return err
 			}
-			argv, err := attachArgv(s, os.Getenv("TMUX"))
+			tc, err := attachCommand(s, os.Getenv("TMUX"))
 			if err != nil {
 				return err
 			}
+			argv := tc.argv
 			if printOnly || a.json {
 				if a.json {
 					return a.printJSON(argv)
@@ -60,67 +61,67 @@ it; for a session sessiond launched with --tmux, its tmux session.
 				_, err := fmt.Fprintln(a.stdout, strings.Join(quoted, " "))
 				return err
 			}
-			return execTmux(cmd.Context(), s, argv)
+			return execTmux(cmd.Context(), s, tc)
 		},
 	}
 	cmd.Flags().BoolVar(&printOnly, "print", false, "print the tmux command instead of running it")
 	return cmd
 }
 
-// attachArgv is the tmux command that shows s's pane, for a client inside
-// tmux server inTmux ($TMUX, "" outside tmux).
-func attachArgv(s *api.Session, inTmux string) ([]string, error) {
-	var server []string // -S socket, or none: the default server
-	var target string   // a pane id, or =session: for a launch
+// tmuxCommand is a tmux command line and what it acts on.
+type tmuxCommand struct {
+	server []string // "-S", socket; none for the default server
+	target string   // a pane id, or =session: of a launch
+	argv   []string // the whole command, "tmux" first
+}
+
+// attachCommand is the tmux command that shows s's pane, for a client
+// inside tmux server inTmux ($TMUX, "" outside tmux).
+func attachCommand(s *api.Session, inTmux string) (tmuxCommand, error) {
+	var c tmuxCommand
 	switch {
 	case s.Pane != nil:
-		server, target = []string{"-S", s.Pane.Socket}, s.Pane.ID
+		c.server, c.target = []string{"-S", s.Pane.Socket}, s.Pane.ID
 	case s.Tmux != "" && !s.Status.Terminal():
-		target = "=" + s.Tmux + ":"
+		c.target = "=" + s.Tmux + ":"
 	case s.Status.Terminal():
-		return nil, fmt.Errorf("session %s is %s: no pane to attach to (resume it with: sessionctl resume %s --tmux)", s.ID, s.Status, s.ID)
+		return c, fmt.Errorf("session %s is %s: no pane to attach to (resume it with: sessionctl resume %s --tmux)", s.ID, s.Status, s.ID)
 	default:
-		return nil, fmt.Errorf("session %s (pid %d) does not run in a tmux pane sessiond knows of: its process has no TMUX_PANE", s.ID, s.PID)
+		return c, fmt.Errorf("session %s (pid %d) does not run in a tmux pane sessiond knows of: its process has no TMUX_PANE", s.ID, s.PID)
 	}
-	show := []string{"select-window", "-t", target, ";", "select-pane", "-t", target, ";"}
-	if inTmux == "" {
-		return append(append(append([]string{"tmux"}, server...), show...), "attach-session", "-t", target), nil
+	verb := "attach-session"
+	if inTmux != "" {
+		here, _, _ := strings.Cut(inTmux, ",")
+		if s.Pane != nil && here != s.Pane.Socket {
+			return c, fmt.Errorf("session %s runs on another tmux server (%s) than this one (%s): run attach outside tmux, or: TMUX= tmux -S %s attach-session -t %s",
+				s.ID, s.Pane.Socket, here, shell.Quote(s.Pane.Socket), s.Pane.ID)
+		}
+		if s.Pane == nil {
+			c.server = []string{"-S", here} // a launch's session on the default server: ours
+		}
+		verb = "switch-client"
 	}
-	here, _, _ := strings.Cut(inTmux, ",")
-	if s.Pane != nil && here != s.Pane.Socket {
-		return nil, fmt.Errorf("session %s runs on another tmux server (%s) than this one (%s): run attach outside tmux, or: TMUX= tmux -S %s attach-session -t %s",
-			s.ID, s.Pane.Socket, here, shell.Quote(s.Pane.Socket), s.Pane.ID)
-	}
-	if s.Pane == nil {
-		server = []string{"-S", here} // a launch's session on the default server: ours
-	}
-	return append(append(append([]string{"tmux"}, server...), show...), "switch-client", "-t", target), nil
+	c.argv = append(append([]string{"tmux"}, c.server...),
+		"select-window", "-t", c.target, ";", "select-pane", "-t", c.target, ";", verb, "-t", c.target)
+	return c, nil
 }
 
 // execTmux checks that the pane is still there and replaces sessionctl
 // with tmux, which takes over the terminal.
-func execTmux(ctx context.Context, s *api.Session, argv []string) error {
+func execTmux(ctx context.Context, s *api.Session, c tmuxCommand) error {
 	bin, err := exec.LookPath("tmux")
 	if err != nil {
 		return fmt.Errorf("attach needs tmux: %w", err)
 	}
-	// argv is tmux [-S sock] select-window -t TARGET ; ...: check the
-	// target first, for an error that names it rather than tmux's.
-	i := 1
-	if argv[1] == "-S" {
-		i = 3
-	}
-	target := argv[i+2]
-	probe := append(append([]string{}, argv[1:i]...), "display-message", "-p", "-t", target, "#{pane_id}")
+	// The target first, for an error that names it rather than tmux's.
+	probe := append(append([]string{}, c.server...), "display-message", "-p", "-t", c.target, "#{pane_id}")
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(pctx, bin, probe...).CombinedOutput(); err != nil {
-		return fmt.Errorf("session %s's tmux pane %s is gone: %s", s.ID, target, strings.TrimSpace(string(out)))
+		return fmt.Errorf("session %s's tmux pane %s is gone: %s", s.ID, c.target, strings.TrimSpace(string(out)))
 	}
-	if os.Getenv("TMUX") == "" {
-		if !term.IsTerminal(int(os.Stdin.Fd())) {
-			return errors.New("attach needs a terminal (stdin is not one); --print shows the tmux command")
-		}
+	if os.Getenv("TMUX") == "" && !term.IsTerminal(int(os.Stdin.Fd())) {
+		return errors.New("attach needs a terminal (stdin is not one); --print shows the tmux command")
 	}
-	return syscall.Exec(bin, argv, os.Environ())
+	return syscall.Exec(bin, c.argv, os.Environ())
 }
