@@ -139,6 +139,41 @@ type Health struct {
 	LastEventSeq   uint64          `json:"last_event_seq"`
 	Sessions       map[string]int  `json:"sessions"` // by status
 	Adapters       []AdapterHealth `json:"adapters"`
+	// Reactions is what runs on changes: hooks.d and notifications.
+	Reactions *ReactionsHealth `json:"reactions,omitempty"`
+}
+
+// ReactionsHealth says what sessiond runs on each change: the
+// executables of its hooks directory and the desktop notifications.
+type ReactionsHealth struct {
+	HooksDir string `json:"hooks_dir"`
+	// HooksDirError is why the directory could not be listed ("" when it
+	// could, or does not exist).
+	HooksDirError string `json:"hooks_dir_error,omitempty"`
+	// Notify is "off", the notifier used ("notify-send", "osascript"),
+	// or "unavailable: " and why.
+	Notify string       `json:"notify"`
+	Hooks  []HookHealth `json:"hooks"`
+}
+
+// HookHealth is one hook's record since sessiond started. Failing says
+// its last run failed; LastError is its latest failure's words.
+type HookHealth struct {
+	Name string `json:"name"`
+	Path string `json:"path,omitempty"`
+	// Skipped says why the file is not run (not executable, writable by
+	// others); such a hook has no runs.
+	Skipped  string `json:"skipped,omitempty"`
+	Runs     int64  `json:"runs"`
+	Failures int64  `json:"failures"`
+	// Dropped counts changes not given to the hook because it was too
+	// far behind.
+	Dropped     int64      `json:"dropped,omitempty"`
+	Failing     bool       `json:"failing"`
+	LastRun     *time.Time `json:"last_run,omitempty"`
+	LastTook    string     `json:"last_took,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
 // Error is the body of every error answer.

@@ -26,6 +26,7 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/launch"
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/reactions"
 	"github.com/sessiond/sessiond/state"
 	"github.com/sessiond/sessiond/tracker"
 )
@@ -75,6 +76,9 @@ type Config struct {
 	Ready chan<- struct{}
 	// Hints, if set, triggers a rescan whenever a value arrives (SIGHUP).
 	Hints <-chan struct{}
+	// Reactions configures what runs on each change (the hooks directory,
+	// desktop notifications); its Socket and Logger are filled in.
+	Reactions reactions.Config
 }
 
 // AlreadyRunningError means another sessiond holds the store or the socket.
@@ -142,6 +146,13 @@ func Run(ctx context.Context, cfg Config) error {
 
 	d := newAPI(cfg, st, tr, host, started, log)
 	d.metrics.observePass(rep)
+	// The reactor starts from the state the first pass left, before
+	// anything else can commit: its first changes are the next ones.
+	d.reactions, err = startReactions(cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer d.reactions.rx.Close()
 	// The pass hook is set before the API serves: an applied action runs a
 	// pass from its handler, which would otherwise race with this
 	// assignment (the tracker reads OnPass without a lock).
@@ -319,7 +330,8 @@ func announceReady(cfg Config, n *notifier, log *zap.Logger) {
 func runBackground(ctx context.Context, cfg Config, st *state.Store, tr *tracker.Tracker, d *server, passes <-chan struct{}, log *zap.Logger) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	startAutoRepair(ctx, &wg, cfg, st, tr, d, passes, log)
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); d.reactions.follow(ctx) }()
 	go func() { defer wg.Done(); d.sendQueue.run(ctx) }()
 	go func() { defer wg.Done(); tr.Run(ctx) }()
 	go func() { defer wg.Done(); capLogs(ctx, st, d.launcher, log) }()

@@ -66,6 +66,9 @@ type server struct {
 	lists listCache
 	// sendQueue delivers queued prompts once runBackground runs it.
 	sendQueue *sendQueue
+	// reactions runs hooks.d and notifications once runBackground
+	// follows the log for it; nil in tests that build a bare server.
+	reactions *reactionFeed
 
 	stopOnce sync.Once
 	stopping chan struct{}
@@ -200,6 +203,9 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 		h.Sessions[string(rec.Status)]++
 	}
 	h.Adapters = ts.Adapters
+	if s.reactions != nil {
+		h.Reactions = s.reactions.rx.Health()
+	}
 	writeJSON(w, http.StatusOK, h)
 }
 

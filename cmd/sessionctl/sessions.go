@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -313,8 +314,46 @@ func newHealth(a *app) *cobra.Command {
 					fmt.Fprintf(tw, "\tbad data: %s\n", w)
 				}
 			}
+			printReactionsHealth(tw, h.Reactions)
 			return tw.Flush()
 		},
+	}
+}
+
+// printReactionsHealth adds the hooks directory, the notifications and
+// each hook's record to health's table; a failing hook says FAILING.
+func printReactionsHealth(w io.Writer, r *api.ReactionsHealth) {
+	if r == nil {
+		return
+	}
+	dir := r.HooksDir
+	switch {
+	case dir == "":
+		dir = "none (--hooks-dir \"\")"
+	case r.HooksDirError != "":
+		dir += "; ERROR: " + r.HooksDirError
+	}
+	fmt.Fprintf(w, "hooks dir:\t%s\n", dir)
+	fmt.Fprintf(w, "notify:\t%s\n", r.Notify)
+	for _, h := range r.Hooks {
+		var line string
+		switch {
+		case h.Skipped != "":
+			line = "not run: " + h.Skipped
+		case h.Runs == 0:
+			line = "no run yet"
+		default:
+			line = fmt.Sprintf("%d runs, %d failed, last %s ago (took %s)", h.Runs, h.Failures, age(time.Since(*h.LastRun)), h.LastTook)
+		}
+		if h.Dropped > 0 {
+			line += fmt.Sprintf("; %d changes dropped while it was behind", h.Dropped)
+		}
+		if h.Failing {
+			line += "; FAILING: " + h.LastError
+		} else if h.LastError != "" && h.LastErrorAt != nil {
+			line += fmt.Sprintf("; failed %s ago: %s", age(time.Since(*h.LastErrorAt)), h.LastError)
+		}
+		fmt.Fprintf(w, "hook %s:\t%s\n", h.Name, line)
 	}
 }
 

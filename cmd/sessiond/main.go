@@ -27,6 +27,7 @@ import (
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
 	"github.com/sessiond/sessiond/internal/buildinfo"
+	"github.com/sessiond/sessiond/reactions"
 )
 
 // Exit codes. ExitAlreadyRunning is listed in the systemd unit's
@@ -81,6 +82,10 @@ type options struct {
 	noExitEvts  bool
 	autoRepair  []string
 	showVersion bool
+	// notify, hooksDir and hookTimeout configure the reactions.
+	notify      bool
+	hooksDir    string
+	hookTimeout time.Duration
 }
 
 // stringList is a repeatable flag.
@@ -192,6 +197,15 @@ func home() string {
 	return h
 }
 
+// defaultHooksDir is $XDG_CONFIG_HOME/sessiond/hooks.d, else
+// ~/.config/sessiond/hooks.d (macOS too: one place to document).
+func defaultHooksDir() string {
+	if v := os.Getenv("XDG_CONFIG_HOME"); v != "" {
+		return filepath.Join(v, "sessiond", "hooks.d")
+	}
+	return filepath.Join(home(), ".config", "sessiond", "hooks.d")
+}
+
 func defaultOpenCodeDir() string {
 	if v := os.Getenv("XDG_DATA_HOME"); v != "" {
 		return filepath.Join(v, "opencode")
@@ -243,6 +257,9 @@ already running on this state dir or socket.
 	fs.StringVar(&o.logFormat, "log-format", envOr("SESSIOND_LOG_FORMAT", "console"), "console or json ($SESSIOND_LOG_FORMAT)")
 	durs.Bool(&o.noExitEvts, "no-exit-events", "SESSIOND_NO_EXIT_EVENTS", false, "notice exits by periodic probes only, not pidfd/kqueue ($SESSIOND_NO_EXIT_EVENTS)")
 	autoRepair := fs.String("auto-repair", envOr("SESSIOND_AUTO_REPAIR", ""), "comma-separated actions the watchdog may apply on its own to sessions interrupted past the grace period: claude-registry, opencode-offline, reap (default none) ($SESSIOND_AUTO_REPAIR)")
+	durs.Bool(&o.notify, "notify", "SESSIOND_NOTIFY", false, "send a desktop notification (notify-send, osascript) when a session needs you: it waits for a permission, a question or its next prompt, is interrupted, or ends ($SESSIOND_NOTIFY)")
+	fs.StringVar(&o.hooksDir, "hooks-dir", envOr("SESSIOND_HOOKS_DIR", defaultHooksDir()), "executables run on each status or activity change, with the change as JSON on stdin and SESSIOND_* variables; \"\" runs none ($SESSIOND_HOOKS_DIR; default $XDG_CONFIG_HOME/sessiond/hooks.d, else ~/.config/sessiond/hooks.d)")
+	durs.Var(&o.hookTimeout, "hook-timeout", "SESSIOND_HOOK_TIMEOUT", reactions.DefaultTimeout, "a hook still running after this long is killed, with what it started ($SESSIOND_HOOK_TIMEOUT)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -298,6 +315,21 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
 		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
 	}
+}
+
+// reactionsConfig is what runs on changes. A --notify with no notifier
+// on PATH is not an error: sessiond runs, logs it, and health says so.
+func reactionsConfig(o *options, log *zap.Logger) reactions.Config {
+	rc := reactions.Config{HooksDir: o.hooksDir, Timeout: o.hookTimeout}
+	if o.notify {
+		n, err := reactions.FindNotifier()
+		if err != nil {
+			log.Warn("--notify: no desktop notifications", zap.Error(err))
+			rc.NotifyOff = err.Error()
+		}
+		rc.Notifier = n
+	}
+	return rc
 }
 
 // run is sessiond with its arguments, output and lifetime passed in, so
@@ -356,6 +388,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NoExitEvents: o.noExitEvts, AutoRepair: o.autoRepair,
 		Version: buildinfo.Version(version), Logger: log, Hints: hints,
 		FirstStartGCPercent: firstStartGC(),
+		Reactions:           reactionsConfig(o, log),
 	})
 	var already *daemon.AlreadyRunningError
 	switch {

@@ -1,0 +1,345 @@
+package reactions
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sessiond/sessiond/session"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// writeHook writes an executable shell script named name into dir.
+func writeHook(t *testing.T, dir, name, body string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	return p
+}
+
+func rec(id string, st session.Status, act session.Activity) *session.Record {
+	return &session.Record{ID: id, Agent: "claude", Status: st, Activity: act, Cwd: "/src/app", Title: "fix the build"}
+}
+
+func ev(seq uint64, typ session.EventType, id string, from, to session.Status, act session.Activity, w *session.WaitingFor) session.Event {
+	return session.Event{Seq: seq, Time: time.Now(), Type: typ, SessionID: id, Agent: "claude", From: from, To: to, Activity: act, WaitingFor: w}
+}
+
+// waitFor polls cond for up to 10 s: a hook runs in its own process.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lines reads path's lines (none if it does not exist yet).
+func lines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+func hookHealth(r *Reactor, name string) (h struct {
+	Runs, Failures, Dropped int64
+	Failing                 bool
+	LastError, Skipped      string
+}, found bool) {
+	for _, hh := range r.Health().Hooks {
+		if hh.Name == name {
+			h.Runs, h.Failures, h.Dropped, h.Failing = hh.Runs, hh.Failures, hh.Dropped, hh.Failing
+			h.LastError, h.Skipped = hh.LastError, hh.Skipped
+			return h, true
+		}
+	}
+	return h, false
+}
+
+// TestHookGetsTheChange: a hook reads the change as JSON on stdin and as
+// SESSIOND_* variables, in the order the log has them; an event that
+// changes nothing a hook is about runs nothing; files that are not
+// executable, or that others could have written, are named, not run.
+func TestHookGetsTheChange(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	record := filepath.Join(out, "changes")
+	writeHook(t, dir, "10-record", `{ cat; echo; } >> `+record+`
+echo "$SESSIOND_EVENT $SESSIOND_ID $SESSIOND_AGENT $SESSIOND_PREVIOUS_STATUS>$SESSIOND_STATUS $SESSIOND_PREVIOUS_ACTIVITY>$SESSIOND_ACTIVITY wf=$SESSIOND_WAITING_FOR cwd=$SESSIOND_CWD sock=$SESSIOND_SOCKET" >> `+record+`.env
+`, 0o700)
+	writeHook(t, dir, "20-plain-file", "exit 0\n", 0o600)
+	writeHook(t, dir, "30-world-writable", "exit 0\n", 0o777)
+	writeHook(t, dir, ".hidden", "exit 0\n", 0o700)
+	writeHook(t, dir, "40-backup~", "exit 0\n", 0o700)
+
+	r := New(Config{HooksDir: dir, Socket: "/run/s.sock", Timeout: 5 * time.Second})
+	defer r.Close()
+	a := rec("a1", session.StatusRunning, session.ActivityIdle)
+	r.Seed(a)
+
+	perm := &session.WaitingFor{Kind: session.WaitingPermission, Tool: "Bash", Input: "rm -rf build"}
+	busy := rec("a1", session.StatusRunning, session.ActivityBusy)
+	r.Observe(ev(1, session.EventUpdated, "a1", "running", "running", "busy", nil), busy)
+	// Only the owner's problems changed: nothing for hooks.
+	r.Observe(ev(2, session.EventUpdated, "a1", "running", "running", "busy", nil), busy)
+	r.Observe(ev(3, session.EventUpdated, "a1", "running", "running", "waiting", perm), busy)
+	r.Observe(ev(4, session.EventStatus, "a1", "running", "stopped", "", nil), rec("a1", session.StatusStopped, ""))
+	// A session sessiond did not know: created, then a status change.
+	r.Observe(ev(5, session.EventCreated, "b2", "", "running", "unknown", nil), rec("b2", session.StatusRunning, session.ActivityUnknown))
+
+	waitFor(t, "4 changes recorded", func() bool { return len(lines(t, record+".env")) == 4 })
+	env := lines(t, record+".env")
+	want := []string{
+		"activity a1 claude running>running idle>busy wf= cwd=/src/app sock=/run/s.sock",
+		"activity a1 claude running>running busy>waiting wf=permission cwd=/src/app sock=/run/s.sock",
+		"status a1 claude running>stopped waiting> wf= cwd=/src/app sock=/run/s.sock",
+		"created b2 claude >running >unknown wf= cwd=/src/app sock=/run/s.sock",
+	}
+	if strings.Join(env, "\n") != strings.Join(want, "\n") {
+		t.Errorf("hook environments:\n%s\nwant:\n%s", strings.Join(env, "\n"), strings.Join(want, "\n"))
+	}
+	var changes []Change
+	for _, l := range lines(t, record) {
+		var c Change
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("stdin is not one JSON change: %v: %s", err, l)
+		}
+		changes = append(changes, c)
+	}
+	if len(changes) != 4 {
+		t.Fatalf("got %d changes on stdin, want 4", len(changes))
+	}
+	if c := changes[1]; c.Seq != 3 || c.WaitingFor == nil || c.WaitingFor.Tool != "Bash" || c.WaitingFor.Input != "rm -rf build" ||
+		c.Previous == nil || c.Previous.Activity != "busy" || c.Session == nil || c.Session.Title != "fix the build" {
+		t.Errorf("the waiting change on stdin: %+v", c)
+	}
+	if changes[3].Previous != nil {
+		t.Errorf("a new session has no previous state, got %+v", changes[3].Previous)
+	}
+
+	h, _ := hookHealth(r, "10-record")
+	if h.Runs != 4 || h.Failures != 0 || h.Failing {
+		t.Errorf("10-record health: %+v", h)
+	}
+	for name, why := range map[string]string{"20-plain-file": "not executable", "30-world-writable": "writable by others"} {
+		h, ok := hookHealth(r, name)
+		if !ok || !strings.Contains(h.Skipped, why) || h.Runs != 0 {
+			t.Errorf("%s: health %+v (found %v), want skipped as %q", name, h, ok, why)
+		}
+	}
+	for _, name := range []string{".hidden", "40-backup~"} {
+		if _, ok := hookHealth(r, name); ok {
+			t.Errorf("%s is listed; hidden files and backups are not hooks", name)
+		}
+	}
+}
+
+// pidAlive reports whether pid is a live process, not a zombie.
+func pidAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestHangingHookKilledAtLimit: a hook that hangs, and what it started,
+// are killed at the limit; it is named failing, and the other hook went
+// on meanwhile; Observe never waited for either.
+func TestHangingHookKilledAtLimit(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	dir, out := t.TempDir(), t.TempDir()
+	pids := filepath.Join(out, "pids")
+	// The hook ignores SIGTERM, so only the SIGKILL after killAfter ends
+	// it; its background child holds stdout open.
+	writeHook(t, dir, "hang", `trap '' TERM
+sleep 300 &
+echo $$ $! >> `+pids+`
+cat >/dev/null
+while :; do sleep 1; done
+`, 0o700)
+	done := filepath.Join(out, "done")
+	writeHook(t, dir, "quick", `echo $SESSIOND_SEQ >> `+done+"\n", 0o700)
+
+	limit := 300 * time.Millisecond
+	r := New(Config{HooksDir: dir, Timeout: limit, Concurrency: 2})
+	defer r.Close()
+	r.Seed(rec("a1", session.StatusRunning, session.ActivityIdle))
+	r.Observe(ev(1, session.EventUpdated, "a1", "running", "running", "busy", nil), nil)
+	r.Observe(ev(2, session.EventUpdated, "a1", "running", "running", "idle", nil), nil)
+
+	waitFor(t, "quick ran for both changes", func() bool { return len(lines(t, done)) == 2 })
+	if h, _ := hookHealth(r, "hang"); h.Runs != 0 {
+		t.Fatalf("the first hang run ended before its limit: %+v", h)
+	}
+	waitFor(t, "hang failed twice", func() bool { h, _ := hookHealth(r, "hang"); return h.Failures == 2 })
+	h, _ := hookHealth(r, "hang")
+	if !h.Failing || !strings.Contains(h.LastError, "killed at its limit of 300ms") {
+		t.Errorf("hang health: %+v", h)
+	}
+	for _, l := range lines(t, pids) {
+		for _, f := range strings.Fields(l) {
+			pid, _ := strconv.Atoi(f)
+			waitFor(t, "pid "+f+" killed", func() bool { return !pidAlive(pid) })
+		}
+	}
+	if n := len(lines(t, pids)); n != 2 {
+		t.Errorf("hang started %d times, want 2", n)
+	}
+}
+
+// TestBehindHookDropsAndCloseKills: a hook far behind has changes
+// dropped and counted, not queued without bound; Close kills the run in
+// progress and returns.
+func TestBehindHookDropsAndCloseKills(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	started := filepath.Join(out, "started")
+	writeHook(t, dir, "slow", "echo $$ >> "+started+"\nexec sleep 300\n", 0o700)
+	r := New(Config{HooksDir: dir, Timeout: time.Hour})
+	r.Seed(rec("a1", session.StatusRunning, session.ActivityIdle))
+	acts := []session.Activity{"busy", "idle"}
+	for i := 0; i < queueLen+10; i++ {
+		r.Observe(ev(uint64(i+1), session.EventUpdated, "a1", "running", "running", acts[i%2], nil), nil)
+	}
+	h, _ := hookHealth(r, "slow")
+	if h.Dropped < 9 {
+		t.Errorf("dropped %d changes, want at least 9 of %d past a queue of %d", h.Dropped, queueLen+10, queueLen)
+	}
+	waitFor(t, "slow started", func() bool { return len(lines(t, started)) == 1 })
+	pid, _ := strconv.Atoi(lines(t, started)[0])
+	r.Close()
+	if pidAlive(pid) {
+		t.Errorf("pid %d still runs after Close", pid)
+	}
+	if err := syscall.Kill(pid, 0); err == nil && pidAlive(pid) {
+		t.Errorf("the hook outlived Close")
+	}
+	// A closed reactor takes no more changes.
+	r.Observe(ev(1000, session.EventUpdated, "a1", "running", "running", "waiting", nil), nil)
+}
+
+type fakeNotifier struct {
+	mu   sync.Mutex
+	msgs []message
+}
+
+func (f *fakeNotifier) Name() string { return "fake" }
+func (f *fakeNotifier) Notify(_ context.Context, summary, body string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.msgs = append(f.msgs, message{summary, body})
+	return nil
+}
+
+// TestNotifications: a notification when a session needs its user, and
+// only then.
+func TestNotifications(t *testing.T) {
+	n := &fakeNotifier{}
+	r := New(Config{Notifier: n})
+	defer r.Close()
+	r.Seed(rec("a1", session.StatusRunning, session.ActivityIdle))
+	a := rec("a1", session.StatusRunning, session.ActivityBusy)
+	q := &session.WaitingFor{Kind: session.WaitingQuestion, Question: "Which database?"}
+	in := &session.WaitingFor{Kind: session.WaitingInput}
+	steps := []session.Event{
+		ev(1, session.EventUpdated, "a1", "running", "running", "busy", nil),
+		ev(2, session.EventUpdated, "a1", "running", "running", "waiting", q),
+		ev(3, session.EventUpdated, "a1", "running", "running", "waiting", q), // the same question
+		ev(4, session.EventUpdated, "a1", "running", "running", "busy", nil),
+		ev(5, session.EventUpdated, "a1", "running", "running", "idle", in),
+		ev(6, session.EventStatus, "a1", "running", "interrupted", "", nil),
+		ev(7, session.EventStatus, "a1", "interrupted", "stopped", "", nil), // repaired: not news
+		ev(8, session.EventCreated, "b2", "", "running", "busy", nil),
+		ev(9, session.EventStatus, "b2", "running", "stopped", "", nil),
+	}
+	steps[5].Reason = "owner died mid-turn"
+	for _, e := range steps {
+		r.Observe(e, a)
+	}
+	want := []message{
+		{`Claude Code "fix the build" (a1) needs you`, "Question: Which database?"},
+		{`Claude Code "fix the build" (a1) finished its turn`, "It waits for your next prompt."},
+		{`Claude Code "fix the build" (a1) was interrupted`, "owner died mid-turn"},
+		{`Claude Code "fix the build" (b2) ended`, "its process exited"},
+	}
+	waitFor(t, "4 notifications", func() bool { n.mu.Lock(); defer n.mu.Unlock(); return len(n.msgs) >= len(want) })
+	time.Sleep(50 * time.Millisecond) // room for a wrong fifth
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.msgs) != len(want) {
+		t.Fatalf("notifications:\n%q\nwant:\n%q", n.msgs, want)
+	}
+	for i := range want {
+		if n.msgs[i] != want[i] {
+			t.Errorf("notification %d: %q, want %q", i, n.msgs[i], want[i])
+		}
+	}
+	if h := r.Health(); h.Notify != "fake" || len(h.Hooks) != 1 || h.Hooks[0].Runs != int64(len(want)) {
+		t.Errorf("health: %+v", h)
+	}
+}
+
+// TestFindNotifierRunsNotifySend: the notify-send found on PATH is run
+// with the summary and the body as they are, even when they look like
+// flags.
+func TestFindNotifierRunsNotifySend(t *testing.T) {
+	bin, out := t.TempDir(), filepath.Join(t.TempDir(), "args")
+	writeHook(t, bin, "notify-send", `for a; do echo "$a"; done > `+out+"\n", 0o700)
+	t.Setenv("PATH", bin)
+	n, err := FindNotifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Notify(context.Background(), "-x needs you", `Permission to use Bash: echo "hi"`); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(lines(t, out), "|")
+	if want := `--app-name=sessiond|--|-x needs you|Permission to use Bash: echo "hi"`; got != want {
+		t.Errorf("notify-send got %q, want %q", got, want)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, err := FindNotifier(); err == nil || !strings.Contains(err.Error(), "notify-send nor osascript") {
+		t.Errorf("no notifier on PATH: err %v", err)
+	}
+}
+
+func TestAppleString(t *testing.T) {
+	if got, want := appleString(`say "hi" \ bye`), `"say \"hi\" \\ bye"`; got != want {
+		t.Errorf("appleString = %s, want %s", got, want)
+	}
+}
