@@ -141,7 +141,7 @@ ambiguous, 5 timed out (wait).`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newLs(a), newShow(a), newEvents(a), newHealth(a), newVersion(a), newLaunch(a), newResume(a))
 	root.AddCommand(actionCommands(a)...)
-	root.AddCommand(newHook(a), newHooks(a), newWait(a), newAttach(a), newSend(a), newSends(a))
+	root.AddCommand(newHook(a), newHooks(a), newWait(a), newAttach(a), newSend(a), newSends(a), newTop(a))
 	return root
 }
 

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/session"
+)
+
+func topSession(id string, st session.Status, act session.Activity, sinceAgo time.Duration, now time.Time) api.Session {
+	at := now.Add(-sinceAgo)
+	s := api.Session{ID: id, Agent: "claude", Status: st, Activity: act, Cwd: "/src/" + id, UpdatedAt: at}
+	if st == session.StatusRunning {
+		s.ActivitySince = &at
+	} else {
+		s.StoppedAt = &at
+	}
+	return s
+}
+
+func rowIDs(ss []api.Session) string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.ID)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestTopRows: waiting, interrupted, busy, idle, stopped; the longest
+// waiting or interrupted first, the others most recent first; stopped
+// sessions older than a day only with all; the filter matches words of
+// the row.
+func TestTopRows(t *testing.T) {
+	now := time.Now()
+	ss := []api.Session{
+		topSession("old", session.StatusStopped, "", 48*time.Hour, now),
+		topSession("idle1", session.StatusRunning, session.ActivityIdle, time.Hour, now),
+		topSession("stop1", session.StatusStopped, "", time.Hour, now),
+		topSession("wait-new", session.StatusRunning, session.ActivityWaiting, time.Minute, now),
+		topSession("busy-old", session.StatusRunning, session.ActivityBusy, time.Hour, now),
+		topSession("int1", session.StatusInterrupted, "", 3*time.Hour, now),
+		topSession("wait-old", session.StatusRunning, session.ActivityWaiting, time.Hour, now),
+		topSession("busy-new", session.StatusRunning, session.ActivityBusy, time.Minute, now),
+		topSession("unk", session.StatusUnknown, "", time.Minute, now),
+	}
+	if got, want := rowIDs(topRows(ss, topOptions{now: now})), "wait-old wait-new int1 busy-new busy-old idle1 unk stop1"; got != want {
+		t.Errorf("rows:\n%s\nwant:\n%s", got, want)
+	}
+	if got := rowIDs(topRows(ss, topOptions{now: now, all: true})); !strings.HasSuffix(got, "stop1 old") {
+		t.Errorf("with all, the day-old stopped session comes last: %s", got)
+	}
+	if got := rowIDs(topRows(ss, topOptions{now: now, filter: "BUSY"})); got != "busy-new busy-old" {
+		t.Errorf("filter busy: %s", got)
+	}
+	if got := summary(topRows(ss, topOptions{now: now})); got != "2 waiting, 1 interrupted, 2 busy, 1 idle, 1 unknown, 1 stopped" {
+		t.Errorf("summary: %s", got)
+	}
+}
+
+// TestTopFollowsTheSelection: when a change reorders the rows, the
+// selection stays on its session; a session gone from the store leaves
+// the view.
+func TestTopFollowsTheSelection(t *testing.T) {
+	now := time.Now()
+	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, opts: topOptions{now: now},
+		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 140, height: 20}
+	m.Update(listMsg{ss: []api.Session{
+		topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now),
+		topSession("b", session.StatusRunning, session.ActivityIdle, time.Minute, now),
+		topSession("c", session.StatusRunning, session.ActivityIdle, 2*time.Minute, now),
+	}})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("j")})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("j")})
+	if s := m.current(); s == nil || s.ID != "c" {
+		t.Fatalf("after j j: %+v", s)
+	}
+	c := topSession("c", session.StatusRunning, session.ActivityWaiting, 0, now)
+	m.fetching["c"] = true
+	m.Update(sessionMsg{id: "c", s: &c})
+	if s := m.current(); s == nil || s.ID != "c" || m.cursor != 0 {
+		t.Errorf("c started waiting: cursor %d on %+v, want 0 on c", m.cursor, s)
+	}
+	m.fetching["c"] = true
+	m.Update(sessionMsg{id: "c", err: &api.StatusError{StatusCode: 404, Body: api.Error{Code: api.CodeNotFound}}})
+	if _, ok := m.sessions["c"]; ok || len(m.rows) != 2 {
+		t.Errorf("c is gone from the store but still shown: %s", rowIDs(m.rows))
+	}
+	if v := m.View(); !strings.Contains(v, "1 busy, 1 idle") {
+		t.Errorf("view:\n%s", v)
+	}
+}
