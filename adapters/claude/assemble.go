@@ -284,6 +284,13 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 	if o.ActivityEvidence == "" {
 		transcriptActivity(&o, sum, live)
 	}
+	if w := o.WaitingFor; w != nil && w.Kind == session.WaitingQuestion && w.Question == "" && sum != nil {
+		// The registry says a question ("input needed"); its words are
+		// in the pending AskUserQuestion call.
+		if q := pendingQuestion(sum); q != nil {
+			w.Question = q.Input
+		}
+	}
 	if sum != nil {
 		o.InFlight = append(inFlight(sum), o.InFlight...)
 	}
@@ -408,6 +415,12 @@ func transcriptActivity(o *adapters.Observed, sum *summary, live []liveOwner) {
 		o.Activity = tailActivity(sum)
 		o.ActivityEvidence = evidenceTranscript
 		o.ActivitySource = session.SourceTranscript
+		if q := pendingQuestion(sum); q != nil {
+			// The call blocks on the user's answer: waiting, not busy.
+			o.Activity = session.ActivityWaiting
+			o.ActivityEvidence += " (an AskUserQuestion call waits for its answer)"
+			o.WaitingFor = &session.WaitingFor{Kind: session.WaitingQuestion, Question: q.Input}
+		}
 	case anyLive:
 		o.Activity = session.ActivityUnknown
 		o.ActivityEvidence = "no status and no transcript yet"
@@ -524,6 +537,19 @@ func registryActivity(status string) (session.Activity, bool) {
 }
 
 // tailActivity is what the last turn says the session does.
+// pendingQuestion is the newest call of the last turn still waiting for
+// its result if it is an AskUserQuestion (its Input holds the question),
+// else nil.
+func pendingQuestion(s *summary) *toolCall {
+	if s.state != turnAssistant || len(s.Pending) == 0 {
+		return nil
+	}
+	if tc := &s.Pending[len(s.Pending)-1]; tc.Name == askUserQuestion {
+		return tc
+	}
+	return nil
+}
+
 func tailActivity(s *summary) session.Activity {
 	switch s.state {
 	case turnPrompt, turnToolResult:

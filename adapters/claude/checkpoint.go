@@ -25,7 +25,7 @@ import (
 // parser fix that would conclude differently from the same lines): an
 // entry of another format is ignored, so the next start reads every
 // transcript again instead of trusting what an older build concluded.
-const checkpointFormat = 1
+const checkpointFormat = 2 // 2: a pending AskUserQuestion call's Input is its question
 
 // Restore implements adapters.Checkpointer. Entries are held until the
 // first pass lists their transcripts; those it does not find are dropped

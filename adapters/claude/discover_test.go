@@ -472,3 +472,49 @@ func TestStablePasses(t *testing.T) {
 	}
 	var _ adapters.Adapter = a
 }
+
+// A pending AskUserQuestion call (Claude Code 2.1.328's shape) waits for
+// the user's answer: with no registry status the session is waiting for
+// that question, and when the registry says "input needed" the question's
+// words come from the call. Answered, the session is idle.
+func TestPendingQuestionIsWaiting(t *testing.T) {
+	r, cwd := newRoot(t)
+	id := claudetest.NewSessionID()
+	tr := claudetest.NewTranscript(id, cwd, time.Now())
+	tr.Turn("first", "ls", "", "ok")
+	tr.User("which database?")
+	tr.AssistantToolUse("toolu_q1", "AskUserQuestion", map[string]any{"questions": []any{map[string]any{
+		"header": "Database", "multiSelect": false, "question": "Which database should I use?",
+		"options": []any{map[string]any{"label": "Postgres", "description": "A server"}},
+	}}})
+	path := r.WriteTranscript(t, tr)
+	owner := start(t, cwd, nil, "sleep", "120")
+	entry := claudetest.LiveEntry(t, owner.pid, id, cwd, "")
+	r.WriteRegistry(t, entry)
+
+	a := newTestAdapter(t, &testFS{}, r.Dir)
+	o := mustFind(t, discover(t, a, snapshot(t)), id)
+	want := session.WaitingFor{Kind: session.WaitingQuestion, Question: "Which database should I use?"}
+	if o.Activity != session.ActivityWaiting || o.WaitingFor == nil || *o.WaitingFor != want || o.ActivitySource != session.SourceTranscript {
+		t.Fatalf("no registry status: %s %+v from %s (%s)", o.Activity, o.WaitingFor, o.ActivitySource, o.ActivityEvidence)
+	}
+
+	entry.Status, entry.WaitingFor = "waiting", "input needed"
+	r.WriteRegistry(t, entry)
+	o = mustFind(t, discover(t, a, snapshot(t)), id)
+	want.Detail = "input needed"
+	if o.Activity != session.ActivityWaiting || o.WaitingFor == nil || *o.WaitingFor != want || o.ActivitySource != session.SourceRegistry {
+		t.Fatalf("registry input needed: %s %+v from %s", o.Activity, o.WaitingFor, o.ActivitySource)
+	}
+
+	answer := claudetest.NewTranscript(id, cwd, time.Now())
+	answer.ToolResult("toolu_q1", `User has answered your questions: "Which database should I use?"="Postgres".`)
+	answer.AssistantText("Postgres it is.")
+	claudetest.Append(t, path, answer.Lines()...)
+	entry.Status, entry.WaitingFor = "", ""
+	r.WriteRegistry(t, entry)
+	o = mustFind(t, discover(t, a, snapshot(t)), id)
+	if o.Activity != session.ActivityIdle || o.WaitingFor != nil {
+		t.Fatalf("answered: %s %+v", o.Activity, o.WaitingFor)
+	}
+}

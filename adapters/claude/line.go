@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -328,8 +329,33 @@ func (s *lineScan) assistant(l *line) {
 		if n := bl.str[bkName]; n.end > n.start {
 			tc.Name = str(b, n)
 		}
+		if tc.Name == askUserQuestion {
+			if q := firstQuestion(b[bl.input.start:bl.input.end]); q != "" {
+				tc.Input = shorten(q, inputMax)
+			}
+		}
 		l.ToolUses = append(l.ToolUses, tc)
 	}
+}
+
+// askUserQuestion is Claude Code's tool that puts questions to the user
+// and waits for the answers. Its input (2.1.328) is {"questions":
+// [{"question", "header", "options", "multiSelect"}]}.
+const askUserQuestion = "AskUserQuestion"
+
+// firstQuestion is the first question of an AskUserQuestion call's input,
+// "" if it has none. Such calls are rare: decoding them fully costs
+// nothing that matters.
+func firstQuestion(input []byte) string {
+	var in struct {
+		Questions []struct {
+			Question string `json:"question"`
+		} `json:"questions"`
+	}
+	if json.Unmarshal(input, &in) != nil || len(in.Questions) == 0 {
+		return ""
+	}
+	return in.Questions[0].Question
 }
 
 // inputKeys are the input fields that say best what a tool call does, in
