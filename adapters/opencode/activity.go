@@ -42,11 +42,11 @@ func (p *pass) decideActivity(s *sessionData, depth int) *actResult {
 	var busyServer *server
 	var st statusEntry
 	for _, sv := range p.servers {
-		if sv.questions[s.ID] {
-			return &actResult{server: true, activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": question pending", wait: &session.WaitingFor{Kind: session.WaitingQuestion}}
+		if w := sv.questions[s.ID]; w != nil {
+			return &actResult{server: true, activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": question pending", wait: w}
 		}
-		if sv.permissions[s.ID] {
-			return &actResult{server: true, activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": permission pending", wait: &session.WaitingFor{Kind: session.WaitingPermission}}
+		if w := sv.permissions[s.ID]; w != nil {
+			return &actResult{server: true, activity: session.ActivityWaiting, evidence: "server " + sv.URL + ": permission pending", wait: w}
 		}
 		if v, ok := sv.status[s.ID]; ok && busyServer == nil {
 			busyServer, st = sv, v

@@ -212,7 +212,7 @@ func TestServerReportsBusy(t *testing.T) {
 	srv.SetStatus("/w/s", busy.SessionID, opencodetest.Status{Type: "busy"})
 	srv.SetStatus("/w/s", retry.SessionID, opencodetest.Status{Type: "retry", Attempt: 2, Message: "rate limited", Next: f.now.Add(time.Minute).UnixMilli()})
 	srv.SetStatus("/w/s", perm.SessionID, opencodetest.Status{Type: "busy"})
-	srv.Permissions = []opencodetest.Pending{{ID: "per_1", SessionID: perm.SessionID}}
+	srv.Permissions = []opencodetest.Pending{{ID: "per_1", SessionID: perm.SessionID, Permission: "bash", Patterns: []string{"rm -rf", "build/"}}}
 	snap := opencodetest.Snapshot(f.server(400, time.Hour, false, "/srv", srv.Port()))
 	a := f.adapter(nil)
 	obs := mustDiscover(t, a, snap)
@@ -227,8 +227,10 @@ func TestServerReportsBusy(t *testing.T) {
 	if r.Activity != session.ActivityBusy || !strings.Contains(r.ActivityEvidence, "retry") || !strings.Contains(r.ActivityEvidence, "next at") {
 		t.Errorf("retry: %s (%s)", r.Activity, r.ActivityEvidence)
 	}
-	if p := find(t, obs, perm.SessionID); p.Activity != session.ActivityWaiting || !strings.Contains(p.ActivityEvidence, "permission") {
-		t.Errorf("permission: %s (%s)", p.Activity, p.ActivityEvidence)
+	want := session.WaitingFor{Kind: session.WaitingPermission, Tool: "bash", Input: "rm -rf build/"}
+	if p := find(t, obs, perm.SessionID); p.Activity != session.ActivityWaiting || !strings.Contains(p.ActivityEvidence, "permission") ||
+		p.WaitingFor == nil || *p.WaitingFor != want {
+		t.Errorf("permission: %s %+v (%s)", p.Activity, p.WaitingFor, p.ActivityEvidence)
 	}
 	if s := a.lastServers(); len(s) != 1 || s[0].URL != srv.URL || s[0].Owner.PID != 400 || s[0].Version != opencodetest.Version {
 		t.Errorf("servers %+v", s)
@@ -338,11 +340,12 @@ func TestServerIdleMakesInFlightStale(t *testing.T) {
 	}
 	// With the question pending, it waits.
 	srv.Lock()
-	srv.Questions = []opencodetest.Pending{{ID: "que_1", SessionID: q.SessionID}}
+	srv.Questions = []opencodetest.Pending{{ID: "que_1", SessionID: q.SessionID, Question: "Deploy to  staging\nor production?"}}
 	srv.Unlock()
 	w = find(t, mustDiscover(t, f.adapter(nil), snap), q.SessionID)
-	if w.Activity != session.ActivityWaiting {
-		t.Errorf("pending question: %s (%s)", w.Activity, w.ActivityEvidence)
+	if w.Activity != session.ActivityWaiting || w.WaitingFor == nil || w.WaitingFor.Kind != session.WaitingQuestion ||
+		w.WaitingFor.Question != "Deploy to staging or production?" {
+		t.Errorf("pending question: %s %+v (%s)", w.Activity, w.WaitingFor, w.ActivityEvidence)
 	}
 }
 

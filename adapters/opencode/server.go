@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
 )
 
 // serverInfo is a reachable OpenCode server (`opencode serve`, `web`, or any
@@ -50,10 +51,10 @@ type server struct {
 	// directories it answered for ("" = its default directory).
 	status     map[string]statusEntry
 	statusDirs map[string]bool
-	// questions and permissions name sessions with a pending request;
-	// askedDirs are the directories whose lists were read.
-	questions   map[string]bool
-	permissions map[string]bool
+	// questions and permissions are what sessions with a pending request
+	// wait for; askedDirs are the directories whose lists were read.
+	questions   map[string]*session.WaitingFor
+	permissions map[string]*session.WaitingFor
 	askedDirs   map[string]bool
 }
 
@@ -274,7 +275,7 @@ func (a *Adapter) probeServer(ctx context.Context, o *ocProc, urls, dirs []strin
 		s := &server{
 			serverInfo: serverInfo{URL: base, Owner: o.id(), Version: h.Version}, proc: o,
 			status: map[string]statusEntry{}, statusDirs: map[string]bool{},
-			questions: map[string]bool{}, permissions: map[string]bool{}, askedDirs: map[string]bool{},
+			questions: map[string]*session.WaitingFor{}, permissions: map[string]*session.WaitingFor{}, askedDirs: map[string]bool{},
 		}
 		for _, dir := range append([]string{""}, dirs...) {
 			st, err := a.sessionStatus(ctx, base, dir)
@@ -324,27 +325,61 @@ func (a *Adapter) sessionStatus(ctx context.Context, base, dir string) (map[stri
 	return out, nil
 }
 
-// pending reads the pending questions and permissions for a directory.
+// pending reads the pending questions and permissions for a directory:
+// for each session, what it waits for in the words of the request
+// (1.18.33's PermissionRequest: the permission and its patterns, the
+// command or the file; QuestionRequest: its questions). A session's
+// first request is the one shown.
 func (a *Adapter) pending(ctx context.Context, s *server, dir string) {
 	okAll := true
-	for _, ep := range []struct {
-		path string
-		into map[string]bool
-	}{{"/question", s.questions}, {"/permission", s.permissions}} {
-		var list []struct {
-			SessionID string `json:"sessionID"`
+	var questions []struct {
+		SessionID string `json:"sessionID"`
+		Questions []struct {
+			Question string `json:"question"`
+		} `json:"questions"`
+	}
+	if err := a.get(ctx, s.URL, "/question", dir, &questions); err != nil {
+		okAll = false
+	}
+	for _, q := range questions {
+		if s.questions[q.SessionID] == nil {
+			w := &session.WaitingFor{Kind: session.WaitingQuestion}
+			if len(q.Questions) > 0 {
+				w.Question = cut(q.Questions[0].Question, waitingTextMax)
+			}
+			s.questions[q.SessionID] = w
 		}
-		if err := a.get(ctx, s.URL, ep.path, dir, &list); err != nil {
-			okAll = false
-			continue
-		}
-		for _, q := range list {
-			ep.into[q.SessionID] = true
+	}
+	var permissions []struct {
+		SessionID  string   `json:"sessionID"`
+		Permission string   `json:"permission"`
+		Patterns   []string `json:"patterns"`
+	}
+	if err := a.get(ctx, s.URL, "/permission", dir, &permissions); err != nil {
+		okAll = false
+	}
+	for _, p := range permissions {
+		if s.permissions[p.SessionID] == nil {
+			s.permissions[p.SessionID] = &session.WaitingFor{Kind: session.WaitingPermission, Tool: p.Permission,
+				Input: cut(strings.Join(p.Patterns, " "), waitingTextMax)}
 		}
 	}
 	if okAll {
 		s.askedDirs[dir] = true
 	}
+}
+
+// waitingTextMax bounds the words kept of a question or a permission's
+// patterns.
+const waitingTextMax = 120
+
+// cut makes s one line of at most max runes, "…" marking a cut.
+func cut(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
 }
 
 // maxLogged bounds the keys remembered by firstTime; past it they are

@@ -22,12 +22,35 @@ type Status struct {
 	Next    int64  `json:"next,omitempty"`
 }
 
-// Pending is a pending question or permission request.
+// Pending is a pending question or permission request, served in the
+// shape of OpenCode 1.18.33's PermissionRequest and QuestionRequest (its
+// /doc).
 type Pending struct {
 	ID        string `json:"id"`
 	SessionID string `json:"sessionID"`
 	// Directory limits the item to requests for that directory ("" = all).
 	Directory string `json:"-"`
+	// Permission and Patterns are a permission's kind ("bash", "edit")
+	// and what it is for (the command, the file).
+	Permission string   `json:"-"`
+	Patterns   []string `json:"-"`
+	// Question is a question's text.
+	Question string `json:"-"`
+}
+
+// wire is p as the server lists it.
+func (p Pending) wire(permission bool) map[string]any {
+	out := map[string]any{"id": p.ID, "sessionID": p.SessionID}
+	if permission {
+		patterns := p.Patterns
+		if patterns == nil {
+			patterns = []string{}
+		}
+		out["permission"], out["patterns"], out["metadata"], out["always"] = p.Permission, patterns, map[string]any{}, []string{}
+		return out
+	}
+	out["questions"] = []map[string]any{{"question": p.Question, "header": "Q", "options": []map[string]any{{"label": "Yes", "description": "yes"}}}}
+	return out
 }
 
 // FakeServer is an OpenCode server (`opencode serve`) for tests. It answers
@@ -339,7 +362,7 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 			if q.Directory != "" && dir != "" && q.Directory != dir {
 				continue
 			}
-			out = append(out, map[string]any{"id": q.ID, "sessionID": q.SessionID})
+			out = append(out, q.wire(p == "/permission"))
 		}
 		writeJSON(w, http.StatusOK, out)
 	case strings.HasPrefix(p, "/session/") && strings.Count(p, "/") == 2:
