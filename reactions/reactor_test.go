@@ -148,6 +148,9 @@ echo "$SESSIOND_EVENT $SESSIOND_ID $SESSIOND_AGENT $SESSIOND_PREVIOUS_STATUS>$SE
 		t.Errorf("a new session has no previous state, got %+v", changes[3].Previous)
 	}
 
+	// A run is counted when its process has exited, a moment after it
+	// wrote its last line.
+	waitFor(t, "4 runs counted", func() bool { h, _ := hookHealth(r, "10-record"); return h.Runs >= 4 })
 	h, _ := hookHealth(r, "10-record")
 	if h.Runs != 4 || h.Failures != 0 || h.Failing {
 		t.Errorf("10-record health: %+v", h)
@@ -309,6 +312,9 @@ func TestNotifications(t *testing.T) {
 			t.Errorf("notification %d: %q, want %q", i, n.msgs[i], want[i])
 		}
 	}
+	n.mu.Unlock()
+	waitFor(t, "the runs counted", func() bool { h := r.Health(); return len(h.Hooks) == 1 && h.Hooks[0].Runs >= int64(len(want)) })
+	n.mu.Lock()
 	if h := r.Health(); h.Notify != "fake" || len(h.Hooks) != 1 || h.Hooks[0].Runs != int64(len(want)) {
 		t.Errorf("health: %+v", h)
 	}
