@@ -37,6 +37,16 @@ type Rescanner interface {
 	RequestRescan()
 }
 
+// Follower is implemented by adapters that can learn of a change outside
+// the files they watch: OpenCode's servers announce a permission asked or
+// a session gone idle on their event stream. Follow runs until ctx ends
+// and calls wake for each change that may alter what a pass decides; the
+// pass then looks as usual. An event is a reason to look now, never
+// evidence of its own.
+type Follower interface {
+	Follow(ctx context.Context, wake func())
+}
+
 // Checkpointer is implemented by adapters that keep what they learned per
 // input (a transcript's identity, size, read offsets and turn state) in
 // memory: the tracker saves it in the store now and then, and hands it

@@ -330,6 +330,12 @@ func announceReady(cfg Config, n *notifier, log *zap.Logger) {
 func runBackground(ctx context.Context, cfg Config, st *state.Store, tr *tracker.Tracker, d *server, passes <-chan struct{}, log *zap.Logger) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	startAutoRepair(ctx, &wg, cfg, st, tr, d, passes, log)
+	for _, a := range cfg.Adapters {
+		if f, ok := a.(adapters.Follower); ok {
+			wg.Add(1)
+			go func() { defer wg.Done(); f.Follow(ctx, tr.Hint) }()
+		}
+	}
 	wg.Add(5)
 	go func() { defer wg.Done(); d.reactions.follow(ctx) }()
 	go func() { defer wg.Done(); d.sendQueue.run(ctx) }()

@@ -304,9 +304,21 @@ func (a *Adapter) inspect(snap *proc.Snapshot, dbPaths []string) []*ocProc {
 func (a *Adapter) remember(obs []adapters.Observed, servers []*server, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	before := make(map[string]bool, len(a.servers))
+	for _, s := range a.servers {
+		before[s.URL] = true
+	}
 	a.servers = a.servers[:0]
+	changed := false
 	for _, s := range servers {
 		a.servers = append(a.servers, s.serverInfo)
+		changed = changed || !before[s.URL]
+	}
+	if changed || len(before) != len(a.servers) {
+		select { // Follow subscribes to the new set
+		case a.serversChanged <- struct{}{}:
+		default:
+		}
 	}
 	for _, o := range obs {
 		for _, ow := range o.Owners {

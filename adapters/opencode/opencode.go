@@ -149,6 +149,10 @@ type Adapter struct {
 	// never change once written. Guarded by passMu.
 	prompts map[string]string
 
+	// serversChanged tells Follow that the last pass found another set of
+	// servers.
+	serversChanged chan struct{}
+
 	mu               sync.Mutex // guards the fields below
 	servers          []serverInfo
 	memo             map[int]ownerMemo
@@ -207,6 +211,7 @@ func New(cfg Config) *Adapter {
 		starts:           map[proc.Identity]time.Time{},
 		cpSeed:           maphash.MakeSeed(),
 		memo:             map[int]ownerMemo{},
+		serversChanged:   make(chan struct{}, 1),
 		loggedServerErrs: map[string]bool{},
 	}
 	a.legacy = &legacyReader{root: filepath.Join(cfg.DataDir, "storage"), log: cfg.Logger}

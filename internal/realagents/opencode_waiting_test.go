@@ -66,7 +66,7 @@ func TestOpenCodePermissionAndQuestion(t *testing.T) {
 			},
 		}}}}}},
 	}))
-	w.startDaemon("--opencode-bin", bin, "--grace", "5s")
+	d := w.startDaemon("--opencode-bin", bin, "--grace", "5s")
 	w.watchLiveNeverDead()
 	sv := w.startOpenCodeServer(bin)
 	var created struct {
@@ -133,4 +133,12 @@ func TestOpenCodePermissionAndQuestion(t *testing.T) {
 		t.Errorf("the model's last turn does not carry the answer:\n%s", last.Text())
 	}
 	w.step("answered: idle")
+	// sessiond followed the real server's event stream: each request
+	// woke a pass (GET /global/event, 1.18.33's shape).
+	logs := d.Stderr.String()
+	for _, typ := range []string{"permission.asked", "permission.replied", "question.asked", "question.replied", "session.idle"} {
+		if !strings.Contains(logs, `"event": "`+typ+`"`) {
+			t.Errorf("no %s event from the server's stream in sessiond's log", typ)
+		}
+	}
 }

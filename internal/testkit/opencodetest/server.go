@@ -103,6 +103,10 @@ type FakeServer struct {
 	// the ids of questions rejected and permissions replied "reject".
 	Aborted  map[string]int
 	Rejected []string
+
+	// subscribers are the open GET /global/event streams.
+	subscribers map[chan []byte]bool
+	closing     chan struct{}
 }
 
 // FakeMessage is one message as the server returns it: info and parts,
@@ -241,6 +245,8 @@ func NewFakeServer() *FakeServer {
 
 		StuckUntilPatched: map[string]bool{},
 		Aborted:           map[string]int{},
+		subscribers:       map[chan []byte]bool{},
+		closing:           make(chan struct{}),
 	}
 	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
@@ -281,7 +287,94 @@ func (f *FakeServer) RequestLog() []string {
 	return append([]string(nil), f.Requests...)
 }
 
+// Close ends the event streams, then the server.
+func (f *FakeServer) Close() {
+	f.mu.Lock()
+	select {
+	case <-f.closing:
+	default:
+		close(f.closing)
+	}
+	f.mu.Unlock()
+	f.Server.Close()
+}
+
+// Emit sends an event to every open GET /global/event stream, as
+// 1.18.33 sends them: {"directory", "payload": {"id", "type",
+// "properties"}}.
+func (f *FakeServer) Emit(directory, typ string, properties map[string]any) {
+	b, _ := json.Marshal(map[string]any{"directory": directory, "payload": map[string]any{
+		"id": fmt.Sprintf("evt_%d", time.Now().UnixNano()), "type": typ, "properties": properties}})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.subscribers {
+		select {
+		case ch <- b:
+		default:
+		}
+	}
+}
+
+// Subscribers is how many event streams are open.
+func (f *FakeServer) Subscribers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subscribers)
+}
+
+// events serves GET /global/event until the client goes or the server
+// closes; auth and injected failures apply as to any request.
+func (f *FakeServer) events(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	if f.Password != "" {
+		user := f.Username
+		if user == "" {
+			user = "opencode"
+		}
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != f.Password {
+			f.mu.Unlock()
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+	}
+	if code, ok := f.Fail[r.URL.Path]; ok {
+		f.mu.Unlock()
+		writeJSON(w, code, map[string]any{"name": "UnknownError", "data": map[string]any{"message": "injected failure"}})
+		return
+	}
+	ch := make(chan []byte, 64)
+	f.subscribers[ch] = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.subscribers, ch)
+		f.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "data: {\"payload\":{\"id\":\"evt_0\",\"type\":\"server.connected\",\"properties\":{}}}\n\n")
+	http.NewResponseController(w).Flush()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-f.closing:
+			return
+		case b := <-ch:
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			http.NewResponseController(w).Flush()
+		}
+	}
+}
+
 func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/global/event" {
+		f.mu.Lock()
+		f.Requests = append(f.Requests, r.Method+" "+r.URL.RequestURI())
+		f.mu.Unlock()
+		f.events(w, r)
+		return
+	}
 	f.mu.Lock()
 	f.Requests = append(f.Requests, r.Method+" "+r.URL.RequestURI())
 	if r.Header.Get("Authorization") != "" {
