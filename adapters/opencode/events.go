@@ -114,13 +114,7 @@ func (a *Adapter) stream(ctx context.Context, base string, wake func()) error {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if a.cfg.ServerPassword != "" {
-		user := a.cfg.ServerUsername
-		if user == "" {
-			user = "opencode"
-		}
-		req.SetBasicAuth(user, a.cfg.ServerPassword)
-	}
+	a.authorize(req)
 	// The pass's client has a timeout for whole answers; a stream has none.
 	c := &http.Client{Transport: a.cfg.HTTPClient.Transport}
 	resp, err := c.Do(req)

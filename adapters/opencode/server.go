@@ -83,6 +83,19 @@ func (a *Adapter) get(ctx context.Context, base, path, dir string, v any) error 
 	return a.do(ctx, http.MethodGet, base, path, dir, nil, v)
 }
 
+// authorize adds the server password, when sessiond has one, to req
+// (HTTP Basic auth, user "opencode" unless configured).
+func (a *Adapter) authorize(req *http.Request) {
+	if a.cfg.ServerPassword == "" {
+		return
+	}
+	user := a.cfg.ServerUsername
+	if user == "" {
+		user = "opencode"
+	}
+	req.SetBasicAuth(user, a.cfg.ServerPassword)
+}
+
 // do sends one request to a server: body, when not nil, as JSON; a 2xx
 // answer decoded into v (when not nil); any other answer an *httpError.
 // Each request is bounded by ServerTimeout. A base that is not a loopback
@@ -121,13 +134,7 @@ func (a *Adapter) do(ctx context.Context, method, base, path, dir string, body, 
 	if dir != "" {
 		req.Header.Set("x-opencode-directory", dir)
 	}
-	if a.cfg.ServerPassword != "" {
-		user := a.cfg.ServerUsername
-		if user == "" {
-			user = "opencode"
-		}
-		req.SetBasicAuth(user, a.cfg.ServerPassword)
-	}
+	a.authorize(req)
 	resp, err := a.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return err

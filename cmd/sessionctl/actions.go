@@ -69,17 +69,27 @@ func printChecklist(a *app, res *api.ActionResult, dryRun bool) {
 		head += " (dry run: --apply carries it out)"
 	}
 	fmt.Fprintln(a.stdout, head)
+	for _, line := range checklist(res) {
+		fmt.Fprintln(a.stdout, "  "+line)
+	}
+	fmt.Fprintf(a.stdout, "%s; session is now %s\n", res.Summary, res.Session.Status)
+}
+
+// checklist is an action's steps, one line each: its mark, what it does
+// to what, its detail and its error.
+func checklist(res *api.ActionResult) []string {
+	var out []string
 	for _, s := range res.Steps {
-		line := fmt.Sprintf("  %s %s %s", marks[s.Outcome], s.Action, s.Target)
+		line := fmt.Sprintf("%s %s %s", marks[s.Outcome], s.Action, s.Target)
 		if s.Detail != "" {
 			line += " - " + s.Detail
 		}
 		if s.Error != "" {
 			line += " (error: " + s.Error + ")"
 		}
-		fmt.Fprintln(a.stdout, line)
+		out = append(out, line)
 	}
-	fmt.Fprintf(a.stdout, "%s; session is now %s\n", res.Summary, res.Session.Status)
+	return out
 }
 
 func actionCommands(a *app) []*cobra.Command {

@@ -441,21 +441,6 @@ func (m *topModel) planFor(action string, s *api.Session) tea.Cmd {
 	}
 }
 
-func checklist(res *api.ActionResult) []string {
-	var out []string
-	for _, s := range res.Steps {
-		line := fmt.Sprintf("%s %s %s", marks[s.Outcome], s.Action, s.Target)
-		if s.Detail != "" {
-			line += " - " + s.Detail
-		}
-		if s.Error != "" {
-			line += " (error: " + s.Error + ")"
-		}
-		out = append(out, line)
-	}
-	return out
-}
-
 // apply carries p out and says how it went.
 func (m *topModel) apply(p *plan) tea.Cmd {
 	c, ctx := m.a.client(), m.ctx

@@ -322,20 +322,31 @@ func (f *FakeServer) Subscribers() int {
 	return len(f.subscribers)
 }
 
+// authorized checks r's Basic auth when Password is set, answering 401
+// when it is wrong. Called with mu held.
+func (f *FakeServer) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if f.Password == "" {
+		return true
+	}
+	user := f.Username
+	if user == "" {
+		user = "opencode"
+	}
+	if u, p, ok := r.BasicAuth(); !ok || u != user || p != f.Password {
+		w.Header().Set("WWW-Authenticate", `Basic realm="opencode"`)
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		return false
+	}
+	return true
+}
+
 // events serves GET /global/event until the client goes or the server
 // closes; auth and injected failures apply as to any request.
 func (f *FakeServer) events(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	if f.Password != "" {
-		user := f.Username
-		if user == "" {
-			user = "opencode"
-		}
-		if u, p, ok := r.BasicAuth(); !ok || u != user || p != f.Password {
-			f.mu.Unlock()
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
+	if !f.authorized(w, r) {
+		f.mu.Unlock()
+		return
 	}
 	if code, ok := f.Fail[r.URL.Path]; ok {
 		f.mu.Unlock()
@@ -394,17 +405,8 @@ func (f *FakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.Password != "" {
-		user := f.Username
-		if user == "" {
-			user = "opencode"
-		}
-		u, p, ok := r.BasicAuth()
-		if !ok || u != user || p != f.Password {
-			w.Header().Set("WWW-Authenticate", `Basic realm="opencode"`)
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
-			return
-		}
+	if !f.authorized(w, r) {
+		return
 	}
 	if code, ok := f.Fail[r.URL.Path]; ok {
 		writeJSON(w, code, map[string]any{"name": "UnknownError", "data": map[string]any{"message": "injected failure"}})
