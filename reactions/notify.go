@@ -23,7 +23,9 @@ type Notifier interface {
 func FindNotifier() (Notifier, error) {
 	if p, err := exec.LookPath("notify-send"); err == nil {
 		return &commandNotifier{name: "notify-send", path: p, args: func(summary, body string) []string {
-			return []string{"--app-name=sessiond", "--", summary, body}
+			// The body is markup to most notification daemons: a command's
+			// "<" or "&" must show as itself.
+			return []string{"--app-name=sessiond", "--", summary, markupEscaper.Replace(body)}
 		}}, nil
 	}
 	if p, err := exec.LookPath("osascript"); err == nil {
@@ -51,6 +53,10 @@ func (n *commandNotifier) Notify(ctx context.Context, summary, body string) erro
 	}
 	return nil
 }
+
+// markupEscaper escapes the body markup of the freedesktop notification
+// specification.
+var markupEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // appleString quotes s as an AppleScript string literal.
 func appleString(s string) string {

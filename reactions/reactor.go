@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -93,6 +94,10 @@ func New(cfg Config) *Reactor {
 		n := cfg.Notifier
 		r.desktop = r.start("notify ("+n.Name()+")", "", func(ctx context.Context, c *Change) (string, error) {
 			msg, _ := notification(c)
+			// A notifier that hangs (a desktop bus that does not answer)
+			// is bounded like a hook.
+			ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+			defer cancel()
 			return "", n.Notify(ctx, msg.Summary, msg.Body)
 		})
 	}
@@ -183,11 +188,17 @@ func (r *Reactor) listHooks() []*worker {
 		return nil
 	}
 	entries, err := os.ReadDir(r.cfg.HooksDir)
+	if err == nil {
+		err = dirSafe(r.cfg.HooksDir)
+		if err != nil {
+			entries = nil
+		}
+	}
 	hadErr := r.dirErr
 	r.dirErr = ""
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		if hadErr == "" {
-			r.log.Warn("cannot list the hooks directory; no hook runs", zap.String("dir", r.cfg.HooksDir), zap.Error(err))
+		if hadErr != err.Error() {
+			r.log.Warn("no hook runs: the hooks directory is not usable", zap.String("dir", r.cfg.HooksDir), zap.Error(err))
 		}
 		r.dirErr = err.Error()
 	}
@@ -218,7 +229,10 @@ func (r *Reactor) listHooks() []*worker {
 	r.skipped = skipped
 	for name, w := range r.hooks {
 		if !present[name] {
-			close(w.queue) // its worker finishes what it has, then exits
+			// Gone or no longer safe: what was queued for it is dropped,
+			// and its worker exits.
+			w.removed.Store(true)
+			close(w.queue)
 			delete(r.hooks, name)
 		}
 	}
@@ -227,9 +241,15 @@ func (r *Reactor) listHooks() []*worker {
 
 // notRunnable says why the file at path is not run as a hook, or "".
 // Like sshd with authorized_keys, sessiond will not run what someone
-// else could have written.
+// else could have written: the file (a symlink's target) must belong to
+// sessiond's user or root and be writable by its owner alone. It is
+// checked when a change is queued and again just before the run.
 func notRunnable(path string) string {
-	fi, err := os.Stat(path)
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err.Error()
+	}
+	fi, err := os.Stat(target)
 	switch {
 	case err != nil:
 		return err.Error()
@@ -237,10 +257,36 @@ func notRunnable(path string) string {
 		return "a directory"
 	case fi.Mode()&0o111 == 0:
 		return "not executable (chmod +x it to run it)"
-	case fi.Mode()&0o022 != 0:
+	}
+	if why := ownerOnly(fi); why != "" {
+		if target != path {
+			return "its target " + target + " is " + why
+		}
+		return why
+	}
+	return ""
+}
+
+// dirSafe is nil when only sessiond's user (or root) can change what is
+// in dir, else why not.
+func dirSafe(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if why := ownerOnly(fi); why != "" {
+		return fmt.Errorf("%s is %s", dir, why)
+	}
+	return nil
+}
+
+// ownerOnly is "" when fi belongs to sessiond's user or root and only
+// its owner may write it, else what is wrong, in words.
+func ownerOnly(fi os.FileInfo) string {
+	if fi.Mode()&0o022 != 0 {
 		return fmt.Sprintf("writable by others (mode %s); sessiond runs only hooks its user alone can change", fi.Mode().Perm())
 	}
-	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() {
+	if uid, ok := fileOwner(fi); ok && uid != os.Getuid() && uid != 0 {
 		return fmt.Sprintf("owned by uid %d, not by sessiond's user", uid)
 	}
 	return ""
@@ -296,6 +342,10 @@ type worker struct {
 	queue      chan *Change
 	run        func(context.Context, *Change) (output string, err error)
 
+	// removed: the hook left the directory or is no longer safe; what
+	// is still queued for it is dropped.
+	removed atomic.Bool
+
 	mu        sync.Mutex
 	runs      int64
 	failures  int64
@@ -341,6 +391,9 @@ func (r *Reactor) serve(w *worker) {
 			if !ok {
 				return
 			}
+		}
+		if w.removed.Load() {
+			continue
 		}
 		select {
 		case r.sem <- struct{}{}:

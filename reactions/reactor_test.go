@@ -349,3 +349,55 @@ func TestAppleString(t *testing.T) {
 		t.Errorf("appleString = %s, want %s", got, want)
 	}
 }
+
+// TestUnsafeHooksNotRun: a symlink is judged by its target; a hooks
+// directory others can write runs nothing and says why; a hook made
+// writable by others after a change was queued for it is not run.
+func TestUnsafeHooksNotRun(t *testing.T) {
+	dir, other, out := t.TempDir(), t.TempDir(), t.TempDir()
+	ran := filepath.Join(out, "ran")
+	writeHook(t, other, "shared", "echo shared >> "+ran+"\n", 0o777)
+	if err := os.Symlink(filepath.Join(other, "shared"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	writeHook(t, other, "mine", "echo mine >> "+ran+"\n", 0o700)
+	if err := os.Symlink(filepath.Join(other, "mine"), filepath.Join(dir, "good-link")); err != nil {
+		t.Fatal(err)
+	}
+	started := filepath.Join(out, "started")
+	slow := writeHook(t, dir, "slow", "echo start >> "+started+"; sleep 1; echo slow >> "+ran+"\n", 0o700)
+
+	r := New(Config{HooksDir: dir, Timeout: 5 * time.Second, Concurrency: 2})
+	defer r.Close()
+	r.Seed(rec("a1", session.StatusRunning, session.ActivityIdle))
+	r.Observe(ev(1, session.EventUpdated, "a1", "running", "running", "busy", nil), nil)
+	r.Observe(ev(2, session.EventUpdated, "a1", "running", "running", "idle", nil), nil)
+	if h, _ := hookHealth(r, "link"); !strings.Contains(h.Skipped, "its target") || !strings.Contains(h.Skipped, "writable by others") {
+		t.Errorf("link to a world-writable file: %+v", h)
+	}
+	// While slow's first run runs, its second change waits; the file
+	// turns world-writable.
+	waitFor(t, "slow's first run started", func() bool { return len(lines(t, started)) == 1 })
+	if err := os.Chmod(slow, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "slow's two changes done", func() bool { h, _ := hookHealth(r, "slow"); return h.Runs == 2 })
+	if h, _ := hookHealth(r, "slow"); h.Failures != 1 || !strings.Contains(h.LastError, "not run: writable by others") || len(lines(t, started)) != 1 {
+		t.Errorf("slow after chmod 777: %+v", h)
+	}
+	waitFor(t, "good-link ran twice", func() bool { h, _ := hookHealth(r, "good-link"); return h.Runs == 2 })
+
+	// A directory others can write runs nothing.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	before := len(lines(t, ran))
+	r.Observe(ev(3, session.EventUpdated, "a1", "running", "running", "busy", nil), nil)
+	if h := r.Health(); !strings.Contains(h.HooksDirError, "writable by others") || len(h.Hooks) != 0 {
+		t.Errorf("world-writable hooks dir: %+v", h)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(lines(t, ran)); n != before {
+		t.Errorf("%d hook runs in a world-writable directory", n-before)
+	}
+}

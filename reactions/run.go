@@ -27,6 +27,11 @@ const outputKept = 2048
 // that the limit reaches what it started too.
 func (r *Reactor) runHook(path string) func(context.Context, *Change) (string, error) {
 	return func(parent context.Context, c *Change) (string, error) {
+		// Checked again now: the hook may have changed since it was
+		// queued.
+		if why := notRunnable(path); why != "" {
+			return "", errors.New("not run: " + why)
+		}
 		payload, err := json.Marshal(c)
 		if err != nil {
 			return "", fmt.Errorf("encode the change: %w", err)
@@ -63,10 +68,12 @@ func (r *Reactor) runHook(path string) func(context.Context, *Change) (string, e
 		switch {
 		case err == nil:
 			return out.String(), nil
-		case errors.Is(ctx.Err(), context.DeadlineExceeded) && parent.Err() == nil:
-			err = fmt.Errorf("killed at its limit of %s", r.cfg.Timeout)
-		case parent.Err() != nil:
+		case kill != nil && parent.Err() != nil:
 			err = errors.New("stopped with sessiond")
+		case kill != nil:
+			err = fmt.Errorf("killed at its limit of %s", r.cfg.Timeout)
+		case errors.Is(err, exec.ErrWaitDelay):
+			err = fmt.Errorf("it exited, but a process it started kept its output open %s later (send a background job's output elsewhere)", killAfter)
 		}
 		if last := lastLine(out.String()); last != "" {
 			err = fmt.Errorf("%w: %s", err, last)

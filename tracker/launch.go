@@ -97,7 +97,7 @@ func (t *Tracker) takeOverDiscovered(rec *session.Record, now time.Time, conflic
 			r.Cwd = rec.Cwd
 		}
 		r.Status, r.StatusReason, r.Activity = rec.Status, rec.StatusReason, rec.Activity
-		return []session.Event{{Type: session.EventStatus, Time: now, From: from, To: r.Status, Activity: r.Activity,
+		return []session.Event{{Type: session.EventStatus, Time: now, From: from, To: r.Status, Activity: r.Activity, WaitingFor: r.WaitingFor,
 			Reason: r.StatusReason + " (its data was discovered first)"}}, nil
 	})
 }
@@ -148,7 +148,7 @@ func (t *Tracker) Adopt(id string, check func(*session.Record) error, start func
 		if upd != nil {
 			upd(r)
 		}
-		return []session.Event{{Type: session.EventStatus, Time: now, From: from, To: r.Status, Activity: r.Activity, Reason: r.StatusReason}}, nil
+		return []session.Event{{Type: session.EventStatus, Time: now, From: from, To: r.Status, Activity: r.Activity, WaitingFor: r.WaitingFor, Reason: r.StatusReason}}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func (t *Tracker) LinkUpstream(id, upstreamID, evidence string) error {
 		}
 		r.UpstreamID = upstreamID
 		return []session.Event{{Type: session.EventUpdated, Time: t.cfg.Now(), From: r.Status, To: r.Status,
-			Activity: r.Activity, Reason: "upstream id " + upstreamID + " linked from " + evidence}}, nil
+			Activity: r.Activity, WaitingFor: r.WaitingFor, Reason: "upstream id " + upstreamID + " linked from " + evidence}}, nil
 	})
 	return err
 }
