@@ -340,7 +340,7 @@ func printReactionsHealth(w io.Writer, r *api.ReactionsHealth) {
 		switch {
 		case h.Skipped != "":
 			line = "not run: " + h.Skipped
-		case h.Runs == 0:
+		case h.Runs == 0 || h.LastRun == nil:
 			line = "no run yet"
 		default:
 			line = fmt.Sprintf("%d runs, %d failed, last %s ago (took %s)", h.Runs, h.Failures, age(time.Since(*h.LastRun)), h.LastTook)

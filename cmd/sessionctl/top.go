@@ -32,6 +32,7 @@ Keys:
   s                         send a prompt (queued until idle if it is busy)
   S stop   A abort   r repair   R reap    each shows its plan; y carries it out
   .                         show stopped sessions older than a day too
+  esc                       clear the filter (without one: quit)
   q, ctrl+c                 quit
 
 Not on a terminal (a pipe, a file), or with --once, it prints the table once

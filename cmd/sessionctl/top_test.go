@@ -67,7 +67,7 @@ func TestTopRows(t *testing.T) {
 // the view.
 func TestTopFollowsTheSelection(t *testing.T) {
 	now := time.Now()
-	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, opts: topOptions{now: now},
+	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, c: api.NewClient("/nonexistent"), opts: topOptions{now: now},
 		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 140, height: 20}
 	m.Update(listMsg{ss: []api.Session{
 		topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now),
@@ -92,5 +92,24 @@ func TestTopFollowsTheSelection(t *testing.T) {
 	}
 	if v := m.View(); !strings.Contains(v, "1 busy, 1 idle") {
 		t.Errorf("view:\n%s", v)
+	}
+}
+
+// TestTopLatePlanIsDropped: a plan that arrives while the user types a
+// filter is not shown, so the keys typed go to the filter and none of
+// them confirms it; a result leaves the typing alone.
+func TestTopLatePlanIsDropped(t *testing.T) {
+	now := time.Now()
+	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, c: api.NewClient("/nonexistent"), opts: topOptions{now: now},
+		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 140, height: 20}
+	m.Update(listMsg{ss: []api.Session{topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now)}})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("S")})
+	seq := m.planSeq
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/")})
+	m.Update(planMsg{p: &plan{action: "stop", id: "a", lines: []string{"[ ] SIGTERM"}}, seq: seq})
+	m.Update(resultMsg{text: "send done"})
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("y")})
+	if m.mode != modeFilter || m.plan != nil || m.opts.filter != "y" {
+		t.Errorf("mode %d, plan %+v, filter %q: the late plan took the keys", m.mode, m.plan, m.opts.filter)
 	}
 }

@@ -43,7 +43,10 @@ type (
 	eventMsg  api.Event
 	streamMsg struct{ err error } // the stream broke (nil: it is back)
 	tickMsg   time.Time
-	planMsg   struct{ p *plan }
+	planMsg   struct {
+		p   *plan
+		seq int // the request it answers (topModel.planSeq)
+	}
 	resultMsg struct {
 		text string
 		err  error
@@ -60,8 +63,11 @@ type plan struct {
 }
 
 type topModel struct {
-	ctx  context.Context
-	a    *app
+	ctx context.Context
+	a   *app
+	// c is the one client of the view: one connection pool for every
+	// fetch, not one per event.
+	c    *api.Client
 	opts topOptions
 
 	sessions map[string]api.Session
@@ -72,9 +78,15 @@ type topModel struct {
 	width    int
 	height   int
 
-	mode    topMode
-	input   string // the filter or prompt being typed
-	plan    *plan
+	mode  topMode
+	input string // the filter or prompt being typed
+	// sendTo is the session a prompt being typed goes to: chosen when
+	// s was pressed, whatever the rows do meanwhile.
+	sendTo string
+	plan   *plan
+	// planSeq numbers plan requests: a plan is shown only if it answers
+	// the latest one and the list is still what has the keys.
+	planSeq int
 	detail  string
 	message string
 	isError bool
@@ -99,9 +111,9 @@ var (
 // runTop runs the full-screen view until the user quits. The event
 // stream feeds it: each event refetches the one session it names.
 func runTop(ctx context.Context, a *app, o topOptions) error {
-	m := &topModel{ctx: ctx, a: a, opts: o, sessions: map[string]api.Session{},
-		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 120, height: 30}
 	c := a.client()
+	m := &topModel{ctx: ctx, a: a, c: c, opts: o, sessions: map[string]api.Session{},
+		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 120, height: 30}
 	// The stream starts from the log's end as of now; the list is read
 	// after that, so no change falls between the two.
 	h, err := c.Health(ctx)
@@ -152,7 +164,7 @@ func tick() tea.Cmd {
 
 // load reads every session.
 func (m *topModel) load() tea.Cmd {
-	c, ctx := m.a.client(), m.ctx
+	c, ctx := m.c, m.ctx
 	return func() tea.Msg {
 		ss, err := c.Sessions(ctx, api.ListOptions{All: true})
 		return listMsg{ss, err}
@@ -166,7 +178,7 @@ func (m *topModel) fetch(id string) tea.Cmd {
 		return nil
 	}
 	m.fetching[id] = true
-	c, ctx := m.a.client(), m.ctx
+	c, ctx := m.c, m.ctx
 	return func() tea.Msg {
 		s, err := c.Session(ctx, id)
 		return sessionMsg{id, s, err}
@@ -216,14 +228,18 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.layout()
 		return m, tick()
 	case planMsg:
+		// A plan that comes late (another asked since, or the user is
+		// typing) is dropped: keys typed meanwhile must not confirm it.
+		if msg.seq != m.planSeq || m.mode != modeList {
+			break
+		}
 		if msg.p.err != nil {
 			m.say(msg.p.err)
-			m.mode = modeList
 			break
 		}
 		m.plan, m.mode = msg.p, modeConfirm
 	case resultMsg:
-		m.mode = modeList
+		// The mode is left as it is: the user may be typing.
 		if msg.err != nil {
 			m.say(msg.err)
 		} else {
@@ -360,7 +376,7 @@ func (m *topModel) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	case "s":
 		if s != nil {
-			m.mode, m.input = modeSend, ""
+			m.mode, m.input, m.sendTo = modeSend, "", s.ID
 		}
 	case "r", "R", "S", "A":
 		if s != nil {
@@ -385,10 +401,8 @@ func (m *topModel) typing(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case tea.KeyEnter:
 		mode := m.mode
 		m.mode = modeList
-		if mode == modeSend && strings.TrimSpace(m.input) != "" {
-			if s := m.current(); s != nil {
-				return m, m.send(s.ID, m.input)
-			}
+		if mode == modeSend && strings.TrimSpace(m.input) != "" && m.sendTo != "" {
+			return m, m.send(m.sendTo, m.input)
 		}
 		return m, nil
 	case tea.KeyBackspace:
@@ -413,7 +427,8 @@ func (m *topModel) typing(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 // and reap; stop and abort act at once when asked, so their plan is said
 // here from the session's owner.
 func (m *topModel) planFor(action string, s *api.Session) tea.Cmd {
-	c, ctx, id := m.a.client(), m.ctx, s.ID
+	m.planSeq++
+	c, ctx, id, seq := m.c, m.ctx, s.ID, m.planSeq
 	switch action {
 	case "stop", "abort":
 		p := &plan{action: action, id: id}
@@ -426,7 +441,7 @@ func (m *topModel) planFor(action string, s *api.Session) tea.Cmd {
 		default:
 			p.lines = []string{fmt.Sprintf("[ ] abort the turn in progress of %s pid %d, as its agent's own interrupt does", s.Agent, s.PID)}
 		}
-		return func() tea.Msg { return planMsg{p} }
+		return func() tea.Msg { return planMsg{p, seq} }
 	}
 	return func() tea.Msg {
 		res, err := c.Action(ctx, id, action, api.ActionRequest{})
@@ -437,13 +452,13 @@ func (m *topModel) planFor(action string, s *api.Session) tea.Cmd {
 				p.err = fmt.Errorf("%s %s: nothing to do", action, id)
 			}
 		}
-		return planMsg{p}
+		return planMsg{p, seq}
 	}
 }
 
 // apply carries p out and says how it went.
 func (m *topModel) apply(p *plan) tea.Cmd {
-	c, ctx := m.a.client(), m.ctx
+	c, ctx := m.c, m.ctx
 	return func() tea.Msg {
 		res, err := c.Action(ctx, p.id, p.action, api.ActionRequest{Apply: true})
 		if err != nil {
@@ -469,7 +484,7 @@ func (m *topModel) apply(p *plan) tea.Cmd {
 // send gives the prompt to the session now if it is idle, else queues it
 // until it is.
 func (m *topModel) send(id, prompt string) tea.Cmd {
-	c, ctx := m.a.client(), m.ctx
+	c, ctx := m.c, m.ctx
 	return func() tea.Msg {
 		r, err := c.Send(ctx, id, api.SendRequest{Prompt: prompt, WhenIdle: true})
 		switch {
@@ -563,11 +578,7 @@ func (m *topModel) foot() string {
 	case modeFilter:
 		first, keys = "filter: "+m.input+"▏", "enter keep  esc clear"
 	case modeSend:
-		id := ""
-		if s := m.current(); s != nil {
-			id = s.ID
-		}
-		first, keys = "send to "+id+": "+m.input+"▏", "enter send (queued until idle if busy)  esc cancel"
+		first, keys = "send to "+m.sendTo+": "+m.input+"▏", "enter send (queued until idle if busy)  esc cancel"
 	case modeConfirm:
 		first = m.plan.action + " " + m.plan.id + ": " + strings.Join(m.plan.lines, "; ")
 		keys = "y carry it out  any other key: cancel"
