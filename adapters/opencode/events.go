@@ -143,9 +143,11 @@ func (a *Adapter) stream(ctx context.Context, base string, wake func()) error {
 		if isPrefix {
 			continue
 		}
-		if typ := wakingEvent(line); typ != "" && !tooLong {
-			a.log.Debug("OpenCode server event", zap.String("server", base), zap.String("event", typ))
-			wake()
+		if !tooLong {
+			if typ := wakingEvent(line); typ != "" {
+				a.log.Debug("OpenCode server event", zap.String("server", base), zap.String("event", typ))
+				wake()
+			}
 		}
 		line, tooLong = line[:0], false
 	}
