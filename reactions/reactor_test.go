@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -39,18 +40,6 @@ func rec(id string, st session.Status, act session.Activity) *session.Record {
 
 func ev(seq uint64, typ session.EventType, id string, from, to session.Status, act session.Activity, w *session.WaitingFor) session.Event {
 	return session.Event{Seq: seq, Time: time.Now(), Type: typ, SessionID: id, Agent: "claude", From: from, To: to, Activity: act, WaitingFor: w}
-}
-
-// waitFor polls cond for up to 10 s: a hook runs in its own process.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // lines reads path's lines (none if it does not exist yet).
@@ -118,7 +107,7 @@ echo "$SESSIOND_EVENT $SESSIOND_ID $SESSIOND_AGENT $SESSIOND_PREVIOUS_STATUS>$SE
 	// A session sessiond did not know: created, then a status change.
 	r.Observe(ev(5, session.EventCreated, "b2", "", "running", "unknown", nil), rec("b2", session.StatusRunning, session.ActivityUnknown))
 
-	waitFor(t, "4 changes recorded", func() bool { return len(lines(t, record+".env")) == 4 })
+	testenv.Eventually(t, 10*time.Second, "4 changes recorded", func() bool { return len(lines(t, record+".env")) == 4 })
 	env := lines(t, record+".env")
 	want := []string{
 		"activity a1 claude running>running idle>busy wf= cwd=/src/app sock=/run/s.sock",
@@ -150,7 +139,7 @@ echo "$SESSIOND_EVENT $SESSIOND_ID $SESSIOND_AGENT $SESSIOND_PREVIOUS_STATUS>$SE
 
 	// A run is counted when its process has exited, a moment after it
 	// wrote its last line.
-	waitFor(t, "4 runs counted", func() bool { h, _ := hookHealth(r, "10-record"); return h.Runs >= 4 })
+	testenv.Eventually(t, 10*time.Second, "4 runs counted", func() bool { h, _ := hookHealth(r, "10-record"); return h.Runs >= 4 })
 	h, _ := hookHealth(r, "10-record")
 	if h.Runs != 4 || h.Failures != 0 || h.Failing {
 		t.Errorf("10-record health: %+v", h)
@@ -206,11 +195,11 @@ while :; do sleep 1; done
 	r.Observe(ev(1, session.EventUpdated, "a1", "running", "running", "busy", nil), nil)
 	r.Observe(ev(2, session.EventUpdated, "a1", "running", "running", "idle", nil), nil)
 
-	waitFor(t, "quick ran for both changes", func() bool { return len(lines(t, done)) == 2 })
+	testenv.Eventually(t, 10*time.Second, "quick ran for both changes", func() bool { return len(lines(t, done)) == 2 })
 	if h, _ := hookHealth(r, "hang"); h.Runs != 0 {
 		t.Fatalf("the first hang run ended before its limit: %+v", h)
 	}
-	waitFor(t, "hang failed twice", func() bool { h, _ := hookHealth(r, "hang"); return h.Failures == 2 })
+	testenv.Eventually(t, 10*time.Second, "hang failed twice", func() bool { h, _ := hookHealth(r, "hang"); return h.Failures == 2 })
 	h, _ := hookHealth(r, "hang")
 	if !h.Failing || !strings.Contains(h.LastError, "killed at its limit of 300ms") {
 		t.Errorf("hang health: %+v", h)
@@ -218,7 +207,7 @@ while :; do sleep 1; done
 	for _, l := range lines(t, pids) {
 		for _, f := range strings.Fields(l) {
 			pid, _ := strconv.Atoi(f)
-			waitFor(t, "pid "+f+" killed", func() bool { return !pidAlive(pid) })
+			testenv.Eventually(t, 10*time.Second, "pid "+f+" killed", func() bool { return !pidAlive(pid) })
 		}
 	}
 	if n := len(lines(t, pids)); n != 2 {
@@ -243,7 +232,7 @@ func TestBehindHookDropsAndCloseKills(t *testing.T) {
 	if h.Dropped < 9 {
 		t.Errorf("dropped %d changes, want at least 9 of %d past a queue of %d", h.Dropped, queueLen+10, queueLen)
 	}
-	waitFor(t, "slow started", func() bool { return len(lines(t, started)) == 1 })
+	testenv.Eventually(t, 10*time.Second, "slow started", func() bool { return len(lines(t, started)) == 1 })
 	pid, _ := strconv.Atoi(lines(t, started)[0])
 	r.Close()
 	if pidAlive(pid) {
@@ -300,7 +289,7 @@ func TestNotifications(t *testing.T) {
 		{`Claude Code "fix the build" (a1) was interrupted`, "owner died mid-turn"},
 		{`Claude Code "fix the build" (b2) ended`, "its process exited"},
 	}
-	waitFor(t, "4 notifications", func() bool { n.mu.Lock(); defer n.mu.Unlock(); return len(n.msgs) >= len(want) })
+	testenv.Eventually(t, 10*time.Second, "4 notifications", func() bool { n.mu.Lock(); defer n.mu.Unlock(); return len(n.msgs) >= len(want) })
 	time.Sleep(50 * time.Millisecond) // room for a wrong fifth
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -313,7 +302,7 @@ func TestNotifications(t *testing.T) {
 		}
 	}
 	n.mu.Unlock()
-	waitFor(t, "the runs counted", func() bool { h := r.Health(); return len(h.Hooks) == 1 && h.Hooks[0].Runs >= int64(len(want)) })
+	testenv.Eventually(t, 10*time.Second, "the runs counted", func() bool { h := r.Health(); return len(h.Hooks) == 1 && h.Hooks[0].Runs >= int64(len(want)) })
 	n.mu.Lock()
 	if h := r.Health(); h.Notify != "fake" || len(h.Hooks) != 1 || h.Hooks[0].Runs != int64(len(want)) {
 		t.Errorf("health: %+v", h)
@@ -377,15 +366,15 @@ func TestUnsafeHooksNotRun(t *testing.T) {
 	}
 	// While slow's first run runs, its second change waits; the file
 	// turns world-writable.
-	waitFor(t, "slow's first run started", func() bool { return len(lines(t, started)) == 1 })
+	testenv.Eventually(t, 10*time.Second, "slow's first run started", func() bool { return len(lines(t, started)) == 1 })
 	if err := os.Chmod(slow, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "slow's two changes done", func() bool { h, _ := hookHealth(r, "slow"); return h.Runs == 2 })
+	testenv.Eventually(t, 10*time.Second, "slow's two changes done", func() bool { h, _ := hookHealth(r, "slow"); return h.Runs == 2 })
 	if h, _ := hookHealth(r, "slow"); h.Failures != 1 || !strings.Contains(h.LastError, "not run: writable by others") || len(lines(t, started)) != 1 {
 		t.Errorf("slow after chmod 777: %+v", h)
 	}
-	waitFor(t, "good-link ran twice", func() bool { h, _ := hookHealth(r, "good-link"); return h.Runs == 2 })
+	testenv.Eventually(t, 10*time.Second, "good-link ran twice", func() bool { h, _ := hookHealth(r, "good-link"); return h.Runs == 2 })
 
 	// A directory others can write runs nothing.
 	if err := os.Chmod(dir, 0o777); err != nil {

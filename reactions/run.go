@@ -9,9 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sessiond/sessiond/internal/tailbuf"
 )
 
 // killAfter is how long a hook past its limit has, after SIGTERM to its
@@ -41,7 +42,7 @@ func (r *Reactor) runHook(path string) func(context.Context, *Change) (string, e
 		cmd := exec.CommandContext(ctx, path)
 		cmd.Dir = r.cfg.HooksDir
 		cmd.Stdin = bytes.NewReader(payload)
-		out := &tailBuffer{max: outputKept}
+		out := &tailbuf.Buffer{Max: outputKept}
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.Env = append(os.Environ(), c.env()...)
 		if r.cfg.Socket != "" {
@@ -67,7 +68,7 @@ func (r *Reactor) runHook(path string) func(context.Context, *Change) (string, e
 		}
 		switch {
 		case err == nil:
-			return out.String(), nil
+			return strings.TrimSpace(out.String()), nil
 		case kill != nil && parent.Err() != nil:
 			err = errors.New("stopped with sessiond")
 		case kill != nil:
@@ -75,34 +76,12 @@ func (r *Reactor) runHook(path string) func(context.Context, *Change) (string, e
 		case errors.Is(err, exec.ErrWaitDelay):
 			err = fmt.Errorf("it exited, but a process it started kept its output open %s later (send a background job's output elsewhere)", killAfter)
 		}
-		if last := lastLine(out.String()); last != "" {
+		output := strings.TrimSpace(out.String())
+		if last := lastLine(output); last != "" {
 			err = fmt.Errorf("%w: %s", err, last)
 		}
-		return out.String(), err
+		return output, err
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.b))
 }
 
 // lastLine is the last non-empty line of s, cut to 200 bytes.

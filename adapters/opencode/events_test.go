@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
 // Follow subscribes to the event stream of each server a pass found and
@@ -29,7 +30,7 @@ func TestFollowWakesOnServerEvents(t *testing.T) {
 		defer close(done)
 		a.Follow(ctx, func() { wakes <- struct{}{} })
 	}()
-	waitUntil(t, "the stream is open", func() bool { return srv.Subscribers() == 1 })
+	testenv.Eventually(t, 10*time.Second, "the stream is open", func() bool { return srv.Subscribers() == 1 })
 
 	srv.Emit("/w", "message.part.updated", map[string]any{"sessionID": "ses_1", "delta": "session.status is just text here"})
 	srv.Emit("/w", "permission.asked", map[string]any{"sessionID": "ses_1", "blob": strings.Repeat("x", maxEventLine)})
@@ -50,7 +51,7 @@ func TestFollowWakesOnServerEvents(t *testing.T) {
 
 	// A pass that no longer finds the server lets it go.
 	mustDiscover(t, a, opencodetest.Snapshot())
-	waitUntil(t, "the stream is closed", func() bool { return srv.Subscribers() == 0 })
+	testenv.Eventually(t, 10*time.Second, "the stream is closed", func() bool { return srv.Subscribers() == 0 })
 	cancel()
 	select {
 	case <-done:
@@ -73,16 +74,5 @@ func TestWakingEvent(t *testing.T) {
 		if got := wakingEvent([]byte(line)); got != want {
 			t.Errorf("wakingEvent(%s) = %q, want %q", line, got, want)
 		}
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -14,11 +14,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/tailbuf"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 )
 
@@ -50,7 +50,7 @@ type daemon struct {
 	Home     string
 	// Started is the time just before the process was started.
 	Started time.Time
-	stderr  *tailBuffer
+	stderr  *tailbuf.Buffer
 	done    chan struct{}
 	err     error
 	client  *http.Client
@@ -63,7 +63,7 @@ func spawnDaemon(bins Bins, cfg daemonConfig) (*daemon, error) {
 		Socket:   filepath.Join(cfg.Dir, "run", "s.sock"),
 		StateDir: filepath.Join(cfg.Dir, "state"),
 		Home:     filepath.Join(cfg.Dir, "home"),
-		stderr:   &tailBuffer{max: 64 << 10},
+		stderr:   &tailbuf.Buffer{Max: 64 << 10},
 		done:     make(chan struct{}),
 	}
 	if err := os.MkdirAll(d.Home, 0o755); err != nil {
@@ -342,27 +342,4 @@ type processStats struct {
 	// work took.
 	RunQueueWait time.Duration
 	FDs          int
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
