@@ -2,9 +2,9 @@ package claude
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sessiond/sessiond/adapters/internal/hookjson"
 	"strings"
 	"time"
 	"unicode"
@@ -330,7 +330,7 @@ func (s *lineScan) assistant(l *line) {
 			tc.Name = str(b, n)
 		}
 		if tc.Name == askUserQuestion {
-			if q := firstQuestion(b[bl.input.start:bl.input.end]); q != "" {
+			if q := hookjson.QuestionText(b[bl.input.start:bl.input.end]); q != "" {
 				tc.Input = shorten(q, inputMax)
 			}
 		}
@@ -342,21 +342,6 @@ func (s *lineScan) assistant(l *line) {
 // and waits for the answers. Its input (2.1.328) is {"questions":
 // [{"question", "header", "options", "multiSelect"}]}.
 const askUserQuestion = "AskUserQuestion"
-
-// firstQuestion is the first question of an AskUserQuestion call's input,
-// "" if it has none. Such calls are rare: decoding them fully costs
-// nothing that matters.
-func firstQuestion(input []byte) string {
-	var in struct {
-		Questions []struct {
-			Question string `json:"question"`
-		} `json:"questions"`
-	}
-	if json.Unmarshal(input, &in) != nil || len(in.Questions) == 0 {
-		return ""
-	}
-	return in.Questions[0].Question
-}
 
 // inputKeys are the input fields that say best what a tool call does, in
 // order of preference.

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"fmt"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,7 +84,7 @@ func shortArgv(argv []string) string {
 	if len(argv) > 1 {
 		s += " " + strings.Join(argv[1:], " ")
 	}
-	return shorten(s, 100)
+	return oneline.Cut(s, 100)
 }
 
 func orUnknown(s string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"io"
 	"strings"
 	"time"
@@ -109,7 +110,7 @@ func parseMeta(first []byte) (meta, error) {
 	} else if len(p.Source) > 0 {
 		var b bytes.Buffer
 		if json.Compact(&b, p.Source) == nil {
-			m.Source = shorten(b.String(), 80)
+			m.Source = oneline.Cut(b.String(), 80)
 		}
 	}
 	if t, err := time.Parse(time.RFC3339Nano, p.Started); err == nil {
@@ -143,7 +144,7 @@ func prompt(raw []byte) string {
 		if t == "" || strings.HasPrefix(t, "<") {
 			continue
 		}
-		return shorten(t, maxTitle)
+		return oneline.Cut(t, maxTitle)
 	}
 	return ""
 }
@@ -195,7 +196,7 @@ func (t *turn) apply(raw []byte) (ok bool) {
 				if args == "" {
 					args = p.Input
 				}
-				t.Pending = append(t.Pending, call{ID: p.CallID, Name: p.Name, Args: shorten(args, 120), Since: ts})
+				t.Pending = append(t.Pending, call{ID: p.CallID, Name: p.Name, Args: oneline.Cut(args, 120), Since: ts})
 			}
 		case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 			for i, c := range t.Pending {
@@ -409,14 +410,4 @@ func splitLines(b []byte) [][]byte {
 		b = b[i+1:]
 	}
 	return out
-}
-
-// shorten cuts s to n runes, marking the cut, and keeps it on one line.
-func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }

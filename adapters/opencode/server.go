@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"io"
 	"net/http"
 	"net/netip"
@@ -352,7 +353,7 @@ func (a *Adapter) pending(ctx context.Context, s *server, dir string) {
 		if s.questions[q.SessionID] == nil {
 			w := &session.WaitingFor{Kind: session.WaitingQuestion}
 			if len(q.Questions) > 0 {
-				w.Question = cut(q.Questions[0].Question, waitingTextMax)
+				w.Question = oneline.Cut(q.Questions[0].Question, waitingTextMax)
 			}
 			s.questions[q.SessionID] = w
 		}
@@ -368,7 +369,7 @@ func (a *Adapter) pending(ctx context.Context, s *server, dir string) {
 	for _, p := range permissions {
 		if s.permissions[p.SessionID] == nil {
 			s.permissions[p.SessionID] = &session.WaitingFor{Kind: session.WaitingPermission, Tool: p.Permission,
-				Input: cut(strings.Join(p.Patterns, " "), waitingTextMax)}
+				Input: oneline.Cut(strings.Join(p.Patterns, " "), waitingTextMax)}
 		}
 	}
 	if okAll {
@@ -379,15 +380,6 @@ func (a *Adapter) pending(ctx context.Context, s *server, dir string) {
 // waitingTextMax bounds the words kept of a question or a permission's
 // patterns.
 const waitingTextMax = 120
-
-// cut makes s one line of at most max runes, "…" marking a cut.
-func cut(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > max {
-		return string(r[:max]) + "…"
-	}
-	return s
-}
 
 // maxLogged bounds the keys remembered by firstTime; past it they are
 // forgotten and a message may be logged once more.

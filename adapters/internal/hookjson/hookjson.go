@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/session"
@@ -58,7 +58,7 @@ func (a Agent) Read(b []byte) (adapters.Hook, error) {
 // Claude Code's 33) map to "".
 func (a Agent) activity(p *payload) (session.Activity, *session.WaitingFor) {
 	question := func() (session.Activity, *session.WaitingFor) {
-		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingQuestion, Tool: p.ToolName, Question: questionText(p.ToolInput)}
+		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingQuestion, Tool: p.ToolName, Question: QuestionText(p.ToolInput)}
 	}
 	asks := p.ToolName != "" && containsFold(a.QuestionTools, p.ToolName)
 	switch p.Event {
@@ -84,7 +84,7 @@ func (a Agent) activity(p *payload) (session.Activity, *session.WaitingFor) {
 	case "Notification":
 		switch p.NotificationType {
 		case "permission_prompt":
-			return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingPermission, Detail: clip(p.Message)}
+			return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingPermission, Detail: oneline.Cut(p.Message, maxShort)}
 		case "idle_prompt":
 			return session.ActivityIdle, &session.WaitingFor{Kind: session.WaitingInput}
 		}
@@ -113,7 +113,7 @@ func ShortInput(raw json.RawMessage) string {
 		for _, k := range []string{"command", "cmd", "file_path", "path", "notebook_path", "url", "pattern", "query", "prompt"} {
 			var s string
 			if v, ok := obj[k]; ok && json.Unmarshal(v, &s) == nil && s != "" {
-				return clip(s)
+				return oneline.Cut(s, maxShort)
 			}
 		}
 	}
@@ -124,13 +124,13 @@ func ShortInput(raw json.RawMessage) string {
 	if buf.String() == "null" {
 		return ""
 	}
-	return clip(buf.String())
+	return oneline.Cut(buf.String(), maxShort)
 }
 
-// questionText is the first question of a question tool's input
+// QuestionText is the first question of a question tool's input
 // (AskUserQuestion's {"questions":[{"question":…}]}, or a plain
 // {"question":…}).
-func questionText(raw json.RawMessage) string {
+func QuestionText(raw json.RawMessage) string {
 	var in struct {
 		Question  string `json:"question"`
 		Questions []struct {
@@ -147,15 +147,5 @@ func questionText(raw json.RawMessage) string {
 			q = fmt.Sprintf("%s (and %d more)", q, n-1)
 		}
 	}
-	return clip(q)
-}
-
-// clip makes s one line of at most maxShort runes.
-func clip(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= maxShort {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:maxShort-1]) + "…"
+	return oneline.Cut(q, maxShort)
 }
