@@ -121,13 +121,13 @@ func stateOf(rec *session.Record) State {
 // (nil if it is gone). It queues what the change calls for and returns:
 // it never waits for a hook.
 func (r *Reactor) Observe(ev session.Event, rec *session.Record) {
-	c := r.change(ev, rec)
-	if c == nil {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
+		return
+	}
+	c := r.change(ev, rec)
+	if c == nil {
 		return
 	}
 	if r.desktop != nil {
@@ -141,11 +141,10 @@ func (r *Reactor) Observe(ev session.Event, rec *session.Record) {
 }
 
 // change is the Change ev makes, or nil when hooks are not about it.
+// Called with mu held.
 func (r *Reactor) change(ev session.Event, rec *session.Record) *Change {
 	now := State{Status: ev.To, Activity: ev.Activity, WaitingFor: ev.WaitingFor}
-	r.mu.Lock()
 	prev, known := r.last[ev.SessionID]
-	r.mu.Unlock()
 	c := &Change{Seq: ev.Seq, Time: ev.Time, SessionID: ev.SessionID, Agent: ev.Agent, State: now, Reason: ev.Reason}
 	switch ev.Type {
 	case session.EventCreated:
@@ -175,9 +174,7 @@ func (r *Reactor) change(ev session.Event, rec *session.Record) *Change {
 			c.Agent = rec.Agent
 		}
 	}
-	r.mu.Lock()
 	r.last[ev.SessionID] = now
-	r.mu.Unlock()
 	return c
 }
 
