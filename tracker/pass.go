@@ -380,7 +380,9 @@ func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
 // linkLaunched ties a launched record that has no upstream id yet (OpenCode
 // shows its id only in its own data) to the unclaimed observation of its
 // session, so the record never gets a duplicate. The evidence is the owner
-// (the observation names the launched process), else, for an agent that
+// (the observation names the launched process, or a process it started:
+// an npm-installed CLI's wrapper runs the native binary that holds the
+// session, as Codex 0.169.0's does), else, for an agent that
 // already exited, a session in the launch's cwd first written after the
 // launch. Exactly one match on both sides, or none.
 func (p *pass) linkLaunched() {
@@ -403,7 +405,7 @@ func (p *pass) linkLaunched() {
 				return
 			}
 			for _, ow := range ob.Owners {
-				if ow.Identity == *r.Owner {
+				if ow.Identity == *r.Owner || p.descends(ow.Identity, *r.Owner) {
 					match = append(match, up)
 					break
 				}
@@ -441,6 +443,32 @@ func (p *pass) linkLaunched() {
 			claim(r, match[0])
 		}
 	}
+}
+
+// maxLaunchDepth bounds how far below a launched process its session's
+// owner is looked for (wrapper, binary: one level in practice).
+const maxLaunchDepth = 4
+
+// descends reports whether the process id is, in this pass's snapshot, a
+// child (or grandchild, up to maxLaunchDepth) of the process ancestor,
+// that very process and not one that reused its pid.
+func (p *pass) descends(id, ancestor proc.Identity) bool {
+	if p.snap == nil {
+		return false
+	}
+	cur := p.snap.Procs[id.PID]
+	if cur == nil || cur.Identity != id {
+		return false
+	}
+	for range maxLaunchDepth {
+		if cur = p.snap.Procs[cur.PPID]; cur == nil {
+			return false
+		}
+		if cur.Identity == ancestor {
+			return true
+		}
+	}
+	return false
 }
 
 // recordMoved reports changes that carry no event (last activity, title,

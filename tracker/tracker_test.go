@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -387,5 +388,55 @@ func TestLinkLaunchedAfterExit(t *testing.T) {
 	recs, _ := st.List()
 	if len(recs) != 5 { // 3 launched + ses_two and ses_old discovered
 		t.Errorf("%d records", len(recs))
+	}
+}
+
+// A launched record is linked to the session whose owner is a child of
+// the launched process: an npm-installed CLI's wrapper (the launched
+// process) runs the native binary that holds the session, and a pass may
+// see its data before the launch learns the id. No duplicate record.
+func TestLinkLaunchedToItsChild(t *testing.T) {
+	host := proc.NewHost()
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	ad := &fakeAdapter{name: "codex"}
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Logger: zaptest.NewLogger(t)})
+	wrapper := exec.Command("sh", "-c", "sleep 60 & echo $!; wait")
+	out, err := wrapper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wrapper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wrapper.Process.Kill(); wrapper.Wait() })
+	var childPID int
+	if _, err := fmt.Fscan(out, &childPID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(childPID, syscall.SIGKILL) })
+	parent, err := host.Identify(wrapper.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := host.Identify(childPID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &session.Record{Agent: "codex", Owner: &parent, Cwd: "/w/p"}
+	if err := recordLaunch(tr, rec); err != nil {
+		t.Fatal(err)
+	}
+	// The session's data is older than the launch: only its owner ties it.
+	ad.set(adapters.Observation{Sessions: []adapters.Observed{
+		{UpstreamID: "thread-1", Cwd: "/w/p", LastActivity: time.Now().Add(-time.Hour), Owners: []adapters.Owner{{Identity: child, Evidence: "writer lock"}}},
+	}}, nil)
+	if _, err := tr.Reconcile(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := st.Get(rec.ID); r.UpstreamID != "thread-1" {
+		t.Errorf("launched record linked to %q, want thread-1", r.UpstreamID)
+	}
+	if recs, _ := st.List(); len(recs) != 1 {
+		t.Errorf("%d records, want the launched one only", len(recs))
 	}
 }
