@@ -9,6 +9,7 @@ package reactions
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sessiond/sessiond/api"
@@ -69,13 +70,35 @@ func (c *Change) env() []string {
 		"SESSIOND_WAITING_FOR=" + waitingKind(c.WaitingFor),
 		"SESSIOND_REASON=" + c.Reason,
 	}
+	// Every variable is set, empty when unknown, so none is ever one
+	// inherited from sessiond's own environment.
+	var prev State
 	if c.Previous != nil {
-		env = append(env,
-			"SESSIOND_PREVIOUS_STATUS="+string(c.Previous.Status),
-			"SESSIOND_PREVIOUS_ACTIVITY="+string(c.Previous.Activity))
+		prev = *c.Previous
 	}
+	env = append(env,
+		"SESSIOND_PREVIOUS_STATUS="+string(prev.Status),
+		"SESSIOND_PREVIOUS_ACTIVITY="+string(prev.Activity))
+	var cwd, title string
 	if c.Session != nil {
-		env = append(env, "SESSIOND_CWD="+c.Session.Cwd, "SESSIOND_TITLE="+c.Session.Title)
+		cwd, title = c.Session.Cwd, c.Session.Title
+	}
+	return append(env, "SESSIOND_CWD="+cwd, "SESSIOND_TITLE="+title)
+}
+
+// hookEnv is the environment of a hook's run: sessiond's own, less any
+// SESSIOND_* variable in it (a hook must not read a stale value as this
+// change's), then the change's.
+func hookEnv(base []string, c *Change, socket string) []string {
+	env := make([]string, 0, len(base)+16)
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "SESSIOND_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, c.env()...)
+	if socket != "" {
+		env = append(env, "SESSIOND_SOCKET="+socket)
 	}
 	return env
 }

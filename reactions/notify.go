@@ -44,7 +44,11 @@ type commandNotifier struct {
 func (n *commandNotifier) Name() string { return n.name }
 
 func (n *commandNotifier) Notify(ctx context.Context, summary, body string) error {
-	out, err := exec.CommandContext(ctx, n.path, n.args(summary, body)...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, n.path, n.args(summary, body)...)
+	// A helper it started that keeps the output open does not hold the
+	// worker past the limit.
+	cmd.WaitDelay = killAfter
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if last := lastLine(string(out)); last != "" {
 			return fmt.Errorf("%s: %w: %s", n.name, err, last)

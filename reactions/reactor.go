@@ -70,6 +70,7 @@ type Reactor struct {
 	hooks   map[string]*worker // by file name
 	skipped map[string]string  // file name -> why it is not run
 	dirErr  string
+	listed  bool // listHooks has run
 	desktop *worker
 	closed  bool
 }
@@ -184,6 +185,7 @@ func (r *Reactor) listHooks() []*worker {
 	if r.cfg.HooksDir == "" {
 		return nil
 	}
+	r.listed = true
 	entries, err := os.ReadDir(r.cfg.HooksDir)
 	if err == nil {
 		err = dirSafe(r.cfg.HooksDir)
@@ -296,6 +298,11 @@ func (r *Reactor) Health() *api.ReactionsHealth {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Before the first change the directory has not been looked at: look
+	// now, so a hook that will not run is named from the start.
+	if !r.listed && !r.closed {
+		r.listHooks()
+	}
 	h := &api.ReactionsHealth{HooksDir: r.cfg.HooksDir, HooksDirError: r.dirErr, Notify: "off", Hooks: []api.HookHealth{}}
 	switch {
 	case r.desktop != nil:

@@ -390,3 +390,51 @@ func TestUnsafeHooksNotRun(t *testing.T) {
 		t.Errorf("%d hook runs in a world-writable directory", n-before)
 	}
 }
+
+// TestHealthBeforeAnyChange: a hook that will not run is named in health
+// from the start, not only once a change has come.
+func TestHealthBeforeAnyChange(t *testing.T) {
+	dir := t.TempDir()
+	writeHook(t, dir, "ok", "exit 0\n", 0o700)
+	writeHook(t, dir, "not-exec", "exit 0\n", 0o600)
+	r := New(Config{HooksDir: dir})
+	defer r.Close()
+	if h, ok := hookHealth(r, "not-exec"); !ok || !strings.Contains(h.Skipped, "not executable") {
+		t.Errorf("not-exec before any change: %+v (listed %v)", h, ok)
+	}
+	if h, ok := hookHealth(r, "ok"); !ok || h.Skipped != "" || h.Runs != 0 {
+		t.Errorf("ok before any change: %+v (listed %v)", h, ok)
+	}
+}
+
+// TestHookEnvNotInherited: a SESSIOND_* variable of sessiond's own
+// environment never reaches a hook as this change's; every variable is
+// set, empty when the change does not know it.
+func TestHookEnvNotInherited(t *testing.T) {
+	base := []string{"PATH=/bin", "SESSIOND_CWD=/stale", "SESSIOND_TITLE=stale", "SESSIOND_PREVIOUS_STATUS=stale", "SESSIOND_SOCKET=/stale.sock", "HOME=/h"}
+	c := &Change{Kind: KindCreated, SessionID: "x", Agent: "claude", State: State{Status: session.StatusRunning}}
+	env := hookEnv(base, c, "")
+	got := map[string][]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = append(got[k], v)
+	}
+	for _, k := range []string{"SESSIOND_CWD", "SESSIOND_TITLE", "SESSIOND_PREVIOUS_STATUS", "SESSIOND_PREVIOUS_ACTIVITY", "SESSIOND_WAITING_FOR"} {
+		if v := got[k]; len(v) != 1 || v[0] != "" {
+			t.Errorf("%s = %q, want set once, empty", k, v)
+		}
+	}
+	if v := got["SESSIOND_SOCKET"]; v != nil {
+		t.Errorf("SESSIOND_SOCKET = %q, want unset when sessiond has no socket to give", v)
+	}
+	if v := got["SESSIOND_ID"]; len(v) != 1 || v[0] != "x" {
+		t.Errorf("SESSIOND_ID = %q", v)
+	}
+	if got["PATH"] == nil || got["HOME"] == nil {
+		t.Errorf("the rest of the environment is kept: %q", env)
+	}
+	env = hookEnv(base, c, "/run/s.sock")
+	if n := strings.Count(strings.Join(env, "\n"), "SESSIOND_SOCKET="); n != 1 || !strings.Contains(strings.Join(env, "\n"), "SESSIOND_SOCKET=/run/s.sock") {
+		t.Errorf("socket: %q", env)
+	}
+}

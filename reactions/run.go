@@ -44,10 +44,7 @@ func (r *Reactor) runHook(path string) func(context.Context, *Change) (string, e
 		cmd.Stdin = bytes.NewReader(payload)
 		out := &tailbuf.Buffer{Max: outputKept}
 		cmd.Stdout, cmd.Stderr = out, out
-		cmd.Env = append(os.Environ(), c.env()...)
-		if r.cfg.Socket != "" {
-			cmd.Env = append(cmd.Env, "SESSIOND_SOCKET="+r.cfg.Socket)
-		}
+		cmd.Env = hookEnv(os.Environ(), c, r.cfg.Socket)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		var kill *time.Timer
 		cmd.Cancel = func() error {
