@@ -52,15 +52,32 @@ func TestHookNeverHoldsTheAgent(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(e.Socket), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	// Claude Code and Codex run the same command; each agent's route is
+	// checked (the payload is read as JSON only, not as either's shape).
 	check := func(what string, stdin io.Reader, wantErr string) {
 		t.Helper()
-		code, out, errs, took := runHook(t, e, stdin, "codex", "--verbose")
-		t.Logf("%s: exit %d after %s: %s", what, code, took.Round(time.Millisecond), strings.TrimSpace(errs))
-		if code != 0 || out != "" || took > 10*hookBudget+time.Second {
-			t.Fatalf("%s: exit %d, stdout %q, took %s", what, code, out, took)
+		// A stdin never closed (an *os.File) stays the same file for
+		// both runs; any other is read once and given to each.
+		var payload []byte
+		if _, ok := stdin.(*os.File); !ok {
+			var err error
+			if payload, err = io.ReadAll(stdin); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if !strings.Contains(errs, wantErr) {
-			t.Fatalf("%s: --verbose said %q, want it to say %q", what, errs, wantErr)
+		for _, agent := range []string{"claude", "codex"} {
+			in := stdin
+			if payload != nil {
+				in = bytes.NewReader(payload)
+			}
+			code, out, errs, took := runHook(t, e, in, agent, "--verbose")
+			t.Logf("%s, %s: exit %d after %s: %s", agent, what, code, took.Round(time.Millisecond), strings.TrimSpace(errs))
+			if code != 0 || out != "" || took > 10*hookBudget+time.Second {
+				t.Fatalf("%s, %s: exit %d, stdout %q, took %s", agent, what, code, out, took)
+			}
+			if !strings.Contains(errs, wantErr) {
+				t.Fatalf("%s, %s: --verbose said %q, want it to say %q", agent, what, errs, wantErr)
+			}
 		}
 	}
 	check("sessiond down", strings.NewReader(permissionPayload), "not reachable")
