@@ -77,22 +77,24 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 		r, _ := readClaudeReg(w.claudeRoot(), cl.PID)
 		return r.Status == "waiting", r.Status + " " + r.WaitingFor + "\n" + diag()
 	})
-	s = w.waitUpstream(up, 15*time.Second, "running and waiting for permission", runningWith(session.ActivityWaiting))
-	w.checkOwner(s, cl.PID, "interactive claude")
-	w.step("running/waiting (permission prompt)")
-
+	sawWaiting := time.Now()
 	if r, _ := readClaudeReg(w.claudeRoot(), cl.PID); r.WaitingFor != "permission prompt" {
 		t.Errorf("registry waitingFor %q, want \"permission prompt\"", r.WaitingFor)
 	}
-	// The registry says a permission; the PermissionRequest hook which
-	// tool, for what.
+	// Within a second of Claude's own registry: waiting, for which tool
+	// and what for (the registry says a permission; the PermissionRequest
+	// hook which tool, for what).
 	s = w.waitUpstream(up, time.Second, "waiting for permission for Bash: touch", func(s api.Session) bool {
 		wf := s.WaitingFor
-		return s.Activity == session.ActivityWaiting && wf != nil && wf.Kind == session.WaitingPermission &&
+		return s.Status == session.StatusRunning && s.Activity == session.ActivityWaiting && wf != nil && wf.Kind == session.WaitingPermission &&
 			wf.Tool == "Bash" && wf.Input == "touch approved-7c1.txt"
 	})
-	t.Logf("waiting_for %+v from the %s", *s.WaitingFor, s.ActivitySource)
-	w.step("waiting_for names the tool and its command")
+	t.Logf("waiting_for %+v from the %s, %s after the registry", *s.WaitingFor, s.ActivitySource, time.Since(sawWaiting).Round(time.Millisecond))
+	if s.ActivitySource != session.SourceHook && s.ActivitySource != session.SourceRegistry {
+		t.Errorf("activity_source %q, want the registry or the hook", s.ActivitySource)
+	}
+	w.checkOwner(s, cl.PID, "interactive claude")
+	w.step("running/waiting for permission, with the tool and its command")
 	// Approve: Enter on the first choice (Yes), once the dialog is drawn
 	// and takes keys (the registry says waiting a moment before).
 	p.waitScreen(10*time.Second, "Do you want to proceed?")
@@ -110,7 +112,8 @@ func TestClaudeInteractiveTmux(t *testing.T) {
 		}
 		return err == nil && r.Status == "idle", r.Status + "\n" + compactScreen(screen)
 	})
-	s = w.waitUpstream(up, 15*time.Second, "running and idle after the turn", func(s api.Session) bool {
+	// Answered, the wait is gone within a second of the registry's idle.
+	s = w.waitUpstream(up, time.Second, "running and idle after the turn, waiting for input", func(s api.Session) bool {
 		return runningWith(session.ActivityIdle)(s) && s.WaitingFor != nil && s.WaitingFor.Kind == session.WaitingInput
 	})
 	w.checkOwner(s, cl.PID, "interactive claude")

@@ -71,6 +71,10 @@ func TestClaudeInteractiveQuestion(t *testing.T) {
 			wf.Question == "Which database should I use?"
 	})
 	t.Logf("waiting_for %+v from the %s, %s after the registry", *s.WaitingFor, s.ActivitySource, time.Since(sawWaiting).Round(time.Millisecond))
+	// No sessiond hooks here: the agent's own data says it.
+	if s.ActivitySource != session.SourceRegistry && s.ActivitySource != session.SourceTranscript {
+		t.Errorf("activity_source %q, want the registry or the transcript", s.ActivitySource)
+	}
 	w.checkOwner(s, cl.PID, "interactive claude")
 	w.step("waiting for a question, with its words")
 
@@ -86,7 +90,9 @@ func TestClaudeInteractiveQuestion(t *testing.T) {
 		}
 		return r.Status == "idle", r.Status + "\n" + diag()
 	})
-	s = w.waitUpstream(up, 5*time.Second, "idle again, waiting for input", func(s api.Session) bool {
+	// Answered, the question is gone within a second of the registry's
+	// idle.
+	s = w.waitUpstream(up, time.Second, "idle again, waiting for input", func(s api.Session) bool {
 		return runningWith(session.ActivityIdle)(s) && s.WaitingFor != nil && s.WaitingFor.Kind == session.WaitingInput
 	})
 	w.step("answered: running/idle")

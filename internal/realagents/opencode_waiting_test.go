@@ -93,6 +93,9 @@ func TestOpenCodePermissionAndQuestion(t *testing.T) {
 			wf.Tool == "bash" && strings.Contains(wf.Input, "touch approved-4b1.txt")
 	})
 	t.Logf("waiting_for %+v from the %s, %s after the server listed it", *s.WaitingFor, s.ActivitySource, time.Since(listed).Round(time.Millisecond))
+	if s.ActivitySource != session.SourceServer {
+		t.Errorf("activity_source %q, want the server", s.ActivitySource)
+	}
 	if turns := w.model.Turns(); len(turns) == 0 || !strings.Contains(turns[0].LastUserText(), "PERM-4b1") {
 		t.Errorf("the model did not get the sent prompt as its first turn")
 	}
@@ -105,7 +108,9 @@ func TestOpenCodePermissionAndQuestion(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.proj(), "approved-4b1.txt")); err != nil {
 		t.Errorf("the approved command did not run: %v", err)
 	}
-	w.waitUpstream(up, 5*time.Second, "idle after the approved turn", func(s api.Session) bool {
+	// Answered, the wait is gone within a second of the turn's end in
+	// the database.
+	w.waitUpstream(up, time.Second, "idle after the approved turn", func(s api.Session) bool {
 		return runningWith(session.ActivityIdle)(s) && (s.WaitingFor == nil || s.WaitingFor.Kind == session.WaitingInput)
 	})
 	w.step("approved: idle")
@@ -122,12 +127,17 @@ func TestOpenCodePermissionAndQuestion(t *testing.T) {
 			wf.Question == "Deploy to staging or production?"
 	})
 	t.Logf("waiting_for %+v from the %s, %s after the server listed it", *s.WaitingFor, s.ActivitySource, time.Since(listed).Round(time.Millisecond))
+	if s.ActivitySource != session.SourceServer {
+		t.Errorf("activity_source %q, want the server", s.ActivitySource)
+	}
 	w.step("waiting for a question, with its words")
 	if err := postJSON(sv.URL+"/question/"+q.ID+"/reply?directory="+w.proj(), map[string]any{"answers": [][]string{{"Staging"}}}, nil); err != nil {
 		t.Fatalf("answer %s: %v", q.ID, err)
 	}
 	w.waitOpenCodeTurnDone(up, func() string { return "" })
-	w.waitUpstream(up, 5*time.Second, "idle after the answer", runningWith(session.ActivityIdle))
+	w.waitUpstream(up, time.Second, "idle after the answer, the question gone", func(s api.Session) bool {
+		return runningWith(session.ActivityIdle)(s) && (s.WaitingFor == nil || s.WaitingFor.Kind == session.WaitingInput)
+	})
 	turns := w.model.Turns()
 	if last := turns[len(turns)-1]; !strings.Contains(last.Text(), "Staging") {
 		t.Errorf("the model's last turn does not carry the answer:\n%s", last.Text())

@@ -119,7 +119,9 @@ func TestClaudeSendIdleAndQueued(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // passes enough to deliver again, if it would
 	if n := asked("QUEUED-9b2"); n != 1 || asked("SLOW-4c7") != 1 || asked("SEND-1a5") != 1 {
+		mu.Lock()
 		t.Errorf("turns asked: %v; want each prompt once", prompts)
+		mu.Unlock()
 	}
 	if strings.Contains(p.capture(), "DROPPED-0d1") {
 		t.Errorf("the cancelled prompt reached the pane:\n%s", diag())
