@@ -113,3 +113,37 @@ func TestTopLatePlanIsDropped(t *testing.T) {
 		t.Errorf("mode %d, plan %+v, filter %q: the late plan took the keys", m.mode, m.plan, m.opts.filter)
 	}
 }
+
+// TestTopListDoesNotUndoAFetch: a whole list read before a change does
+// not replace what a fetch for that change already showed, nor drop a
+// session created while it was read; the sessions named meanwhile are
+// fetched again.
+func TestTopListDoesNotUndoAFetch(t *testing.T) {
+	now := time.Now()
+	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, c: api.NewClient("/nonexistent"), opts: topOptions{now: now},
+		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 140, height: 20}
+	m.Update(listMsg{ss: []api.Session{topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now)}})
+	m.load() // a reconnect reloads the list; it is read now, landing later
+	m.Update(eventMsg(api.Event{Seq: 7, SessionID: "a"}))
+	m.Update(eventMsg(api.Event{Seq: 8, SessionID: "n"}))
+	a := topSession("a", session.StatusRunning, session.ActivityWaiting, 0, now)
+	n := topSession("n", session.StatusRunning, session.ActivityIdle, 0, now)
+	m.Update(sessionMsg{id: "a", s: &a})
+	m.Update(sessionMsg{id: "n", s: &n})
+	_, cmd := m.Update(listMsg{ss: []api.Session{topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now)}})
+	if got := m.sessions["a"].Activity; got != session.ActivityWaiting {
+		t.Errorf("a is %s after the late list, want waiting (fetched after it was read)", got)
+	}
+	if _, ok := m.sessions["n"]; !ok {
+		t.Errorf("n, created while the list was read, was dropped")
+	}
+	if cmd == nil || !m.fetching["a"] || !m.fetching["n"] {
+		t.Errorf("the sessions named while the list was read are not fetched again (fetching %v)", m.fetching)
+	}
+	// An older fetch landing after a newer one does not take its place.
+	old := topSession("a", session.StatusRunning, session.ActivityBusy, time.Hour, now)
+	m.Update(sessionMsg{id: "a", s: &old})
+	if got := m.sessions["a"].Activity; got != session.ActivityWaiting {
+		t.Errorf("a is %s after an older fetch, want waiting", got)
+	}
+}

@@ -96,6 +96,11 @@ type topModel struct {
 	// events for one session fetches it once.
 	fetching map[string]bool
 	refetch  map[string]bool
+	// listing is set while a whole list is on its way; touched holds the
+	// sessions events named meanwhile, fetched again once it lands (the
+	// list may have been read before their change).
+	listing bool
+	touched map[string]bool
 }
 
 var (
@@ -164,11 +169,39 @@ func tick() tea.Cmd {
 
 // load reads every session.
 func (m *topModel) load() tea.Cmd {
+	m.listing, m.touched = true, map[string]bool{}
 	c, ctx := m.c, m.ctx
 	return func() tea.Msg {
 		ss, err := c.Sessions(ctx, api.ListOptions{All: true})
 		return listMsg{ss, err}
 	}
+}
+
+// applyList takes a whole list as the sessions shown. A session already
+// shown in a newer form than the list's (fetched for an event while the
+// list was read) keeps it; one the list lacks but an event named
+// meanwhile (created since) is kept; the sessions named meanwhile are
+// fetched once more, so none stays as the list saw it.
+func (m *topModel) applyList(ss []api.Session) tea.Cmd {
+	next := make(map[string]api.Session, len(ss))
+	for _, s := range ss {
+		if old, ok := m.sessions[s.ID]; ok && old.UpdatedAt.After(s.UpdatedAt) {
+			s = old
+		}
+		next[s.ID] = s
+	}
+	var cmds []tea.Cmd
+	for id := range m.touched {
+		if old, ok := m.sessions[id]; ok {
+			if _, listed := next[id]; !listed {
+				next[id] = old
+			}
+		}
+		cmds = append(cmds, m.fetch(id))
+	}
+	m.sessions = next
+	m.listing, m.touched = false, nil
+	return tea.Batch(cmds...)
 }
 
 // fetch reads one session, once at a time per session.
@@ -186,6 +219,9 @@ func (m *topModel) fetch(id string) tea.Cmd {
 }
 
 func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	// cmd is what the message calls for next; every message that may
+	// change the sessions ends in layout.
+	var cmd tea.Cmd
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -195,16 +231,17 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			break
 		}
 		m.loaded = true
-		m.sessions = make(map[string]api.Session, len(msg.ss))
-		for _, s := range msg.ss {
-			m.sessions[s.ID] = s
-		}
+		cmd = m.applyList(msg.ss)
 	case sessionMsg:
 		delete(m.fetching, msg.id)
 		var se *api.StatusError
 		switch {
 		case msg.err == nil:
-			m.sessions[msg.id] = *msg.s
+			// A fetch that left before a newer list or fetch landed
+			// does not take its place.
+			if old, ok := m.sessions[msg.id]; !ok || !old.UpdatedAt.After(msg.s.UpdatedAt) {
+				m.sessions[msg.id] = *msg.s
+			}
 		case errors.As(msg.err, &se) && se.Body.Code == api.CodeNotFound:
 			delete(m.sessions, msg.id)
 		default:
@@ -212,9 +249,12 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		if m.refetch[msg.id] {
 			delete(m.refetch, msg.id)
-			return m, m.fetch(msg.id)
+			cmd = m.fetch(msg.id)
 		}
 	case eventMsg:
+		if m.listing {
+			m.touched[msg.SessionID] = true
+		}
 		return m, m.fetch(msg.SessionID)
 	case streamMsg:
 		if msg.err != nil {
@@ -253,7 +293,7 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.key(msg)
 	}
 	m.layout()
-	return m, nil
+	return m, cmd
 }
 
 func (m *topModel) say(err error) { m.message, m.isError = err.Error(), true }
