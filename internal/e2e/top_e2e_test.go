@@ -212,6 +212,26 @@ func TestTopInTmux(t *testing.T) {
 	})
 	keys("n")
 	await("the repair cancelled", func(s string) bool { return strings.Contains(s, "repair cancelled") })
+	// Reap asks sessiond for its plan too: with no orphan processes it
+	// says there is nothing to reap.
+	keys("R")
+	await("the reap plan", func(s string) bool {
+		return strings.Contains(s, "reap "+w.interr+": [-] nothing to reap") && strings.Contains(s, "y carry it out")
+	})
+	keys("n")
+	await("the reap cancelled", func(s string) bool { return strings.Contains(s, "reap cancelled") })
+
+	// Abort of the waiting session: its plan, then cancelled.
+	keys("Escape")
+	await("the filter cleared", func(s string) bool { return rowOrder(s, w.done)[0] >= 0 })
+	keys("/")
+	keys("-l", "api")
+	keys("Enter", "A")
+	await("the abort plan", func(s string) bool {
+		return strings.Contains(s, "abort the turn in progress of claude pid") && strings.Contains(s, "y carry it out")
+	})
+	keys("n")
+	await("the abort cancelled", func(s string) bool { return strings.Contains(s, "abort cancelled") })
 
 	// A prompt to the waiting session is queued until it is idle.
 	keys("Escape") // alone: ESC and a key at once read as alt+key
