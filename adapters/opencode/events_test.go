@@ -36,15 +36,19 @@ func TestFollowWakesOnServerEvents(t *testing.T) {
 	srv.Emit("/w", "permission.asked", map[string]any{"sessionID": "ses_1", "blob": strings.Repeat("x", maxEventLine)})
 	srv.Emit("/w", "permission.asked", map[string]any{"id": "per_1", "sessionID": "ses_1", "permission": "bash", "patterns": []string{"ls"}})
 	srv.Emit("/w", "session.status", map[string]any{"sessionID": "ses_1", "status": map[string]any{"type": "idle"}})
-	for i := 0; i < 2; i++ {
+	// A delta after them, then one more waking event: the stream is read
+	// in order, so once its wake has had time to come, any wake beyond
+	// the three is one the delta or the long line made.
+	srv.Emit("/w", "message.part.updated", map[string]any{"sessionID": "ses_1", "delta": "more text"})
+	srv.Emit("/w", "question.asked", map[string]any{"id": "que_1", "sessionID": "ses_1"})
+	for i := 0; i < 3; i++ {
 		select {
 		case <-wakes:
 		case <-time.After(10 * time.Second):
 			t.Fatalf("wake %d did not come", i+1)
 		}
 	}
-	// The stream is read in order: a wake for the delta or the long line
-	// would have come before the second and be waiting now.
+	time.Sleep(300 * time.Millisecond)
 	if n := len(wakes); n != 0 {
 		t.Errorf("%d wakes too many: a text delta or an over-long line woke the tracker", n)
 	}
