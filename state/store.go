@@ -93,6 +93,10 @@ func (e *AmbiguousError) Error() string {
 // becomes two sessiond sessions.
 var ErrConflict = errors.New("upstream id already recorded")
 
+// ErrIDInUse is returned by Create when the record carries an id another
+// session already has; a caller that chose the id at random picks again.
+var ErrIDInUse = errors.New("session id already in use")
+
 // Defaults of Options, chosen for a per-user daemon.
 const (
 	defaultTimeout     = time.Second

@@ -209,7 +209,7 @@ func (tx *Tx) Create(rec *session.Record, ev session.Event) error {
 		for id = NewID(); tx.sessions.Get([]byte(id)) != nil; id = NewID() {
 		}
 	} else if tx.sessions.Get([]byte(id)) != nil {
-		return fmt.Errorf("create session %s: id already in use", id)
+		return fmt.Errorf("create session %s: %w", id, ErrIDInUse)
 	}
 	var ukey []byte
 	if rec.UpstreamID != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -285,6 +286,16 @@ func (p *pass) create(agent, up string, ob *adapters.Observed) {
 // pass), and no client sees any before the startup pass is done.
 func (p *pass) commit() error {
 	t, creates := p.t, p.creates
+	// New records get their ids now and go in in id order: each insert
+	// then lands at or near the end of the leaf it joins, not at a random
+	// place (memory moved, pages split and rewritten grow with the
+	// distance).
+	for _, c := range creates {
+		if c.rec.ID == "" {
+			c.rec.ID = newID()
+		}
+	}
+	slices.SortFunc(creates, func(a, b created) int { return strings.Compare(a.rec.ID, b.rec.ID) })
 	first := min(len(creates), createChunk)
 	err := t.cfg.Store.Batch(func(tx *state.Tx) error {
 		for _, id := range p.changed {
@@ -357,6 +368,10 @@ func (o *observation) failedInput(source string) string {
 // sessions, 500 hold ~2 MB, for 24 commits instead of 6.
 const createChunk = 500
 
+// newID draws a new record's id (a variable so a test can make two
+// draws collide).
+var newID = state.NewID
+
 // created is a record a pass creates, with its first event.
 type created struct {
 	rec *session.Record
@@ -366,6 +381,11 @@ type created struct {
 func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
 	for _, c := range cs {
 		err := tx.Create(c.rec, c.ev)
+		for errors.Is(err, state.ErrIDInUse) {
+			// commit drew the id at random: draw again.
+			c.rec.ID = newID()
+			err = tx.Create(c.rec, c.ev)
+		}
 		if errors.Is(err, state.ErrConflict) {
 			continue // recorded meanwhile (a launch linked it)
 		}

@@ -440,3 +440,55 @@ func TestLinkLaunchedToItsChild(t *testing.T) {
 		t.Errorf("%d records, want the launched one only", len(recs))
 	}
 }
+
+// TestCreateRedrawsATakenID: a pass draws its new records' ids before it
+// writes them (so they go in in order); an id another record has, or
+// another draw of the same pass got, is drawn again, and every session
+// is recorded.
+func TestCreateRedrawsATakenID(t *testing.T) {
+	st, err := state.Open(filepath.Join(t.TempDir(), "sessiond.db"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Create(&session.Record{ID: "aaaaaaaaaaaa", Agent: "opencode", UpstreamID: "ses_other", Status: session.StatusStopped}, session.Event{}); err != nil {
+		t.Fatal(err)
+	}
+	draws := []string{"aaaaaaaaaaaa", "bbbbbbbbbbbb", "bbbbbbbbbbbb", "cccccccccccc"}
+	old := newID
+	defer func() { newID = old }()
+	newID = func() string {
+		if len(draws) == 0 {
+			return state.NewID()
+		}
+		id := draws[0]
+		draws = draws[1:]
+		return id
+	}
+	ad := &fakeAdapter{name: "claude"}
+	last := time.Now().Add(-time.Hour)
+	ad.set(adapters.Observation{Sessions: []adapters.Observed{
+		{UpstreamID: "11111111-0000-4000-8000-000000000000", Cwd: "/p", LastActivity: last},
+		{UpstreamID: "22222222-0000-4000-8000-000000000000", Cwd: "/p", LastActivity: last},
+		{UpstreamID: "33333333-0000-4000-8000-000000000000", Cwd: "/p", LastActivity: last},
+	}}, nil)
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: &tableHost{}})
+	rep, err := tr.Reconcile(context.Background(), "startup")
+	if err != nil || rep.Created != 3 {
+		t.Fatalf("created %d, err %v; want 3 records", rep.Created, err)
+	}
+	recs, err := st.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, r := range recs {
+		if prev, dup := ids[r.ID]; dup {
+			t.Errorf("id %s given to %s and %s", r.ID, prev, r.UpstreamID)
+		}
+		ids[r.ID] = r.UpstreamID
+	}
+	if len(recs) != 4 || ids["aaaaaaaaaaaa"] != "ses_other" {
+		t.Errorf("records %v: want the 3 new ones beside the one that had aaaaaaaaaaaa", ids)
+	}
+}
