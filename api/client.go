@@ -19,31 +19,55 @@ import (
 // Client talks to sessiond over its Unix socket. The zero value is not
 // usable; call NewClient.
 type Client struct {
-	// Socket is the path of sessiond's socket.
+	// Socket is the path of sessiond's socket (on the far side, for a
+	// client over ssh; "" there means its default).
 	Socket string
+	// Host names the sessiond as --host did ("" for the default local
+	// socket).
+	Host   string
+	remote bool
 	http   *http.Client
 }
 
 // NewClient returns a client for the daemon listening at socket.
 func NewClient(socket string) *Client {
+	c := newClient(func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	})
+	c.Socket = socket
+	return c
+}
+
+func newClient(dial func(ctx context.Context) (net.Conn, error)) *Client {
 	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
+		DialContext:         func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 		MaxIdleConnsPerHost: 4,
 	}
-	return &Client{Socket: socket, http: &http.Client{Transport: tr}}
+	return &Client{http: &http.Client{Transport: tr}}
 }
+
+// Remote reports whether the client reaches its sessiond through ssh.
+func (c *Client) Remote() bool { return c.remote }
+
+// CloseIdle ends the connections kept for later requests (for ssh, their
+// ssh processes).
+func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
 
 // UnreachableError means no sessiond answered on the socket. Its message
 // says how to start one.
 type UnreachableError struct {
 	Socket string
-	Err    error
+	// Host is set for a host reached through ssh: Err (a *HostError)
+	// says why then.
+	Host string
+	Err  error
 }
 
 func (e *UnreachableError) Error() string {
+	if e.Host != "" {
+		return fmt.Sprintf("sessiond is not reachable: %v", e.Err)
+	}
 	return fmt.Sprintf("sessiond is not reachable at %s (%v); start it with `sessiond` (or `systemctl --user start sessiond`), or point SESSIOND_SOCKET at its socket", e.Socket, e.Err)
 }
 
@@ -106,6 +130,10 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 }
 
 func (c *Client) wrapDial(err error) error {
+	var he *HostError
+	if errors.As(err, &he) {
+		return &UnreachableError{Socket: c.Socket, Host: c.Host, Err: he}
+	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return &UnreachableError{Socket: c.Socket, Err: oe.Err}

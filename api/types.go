@@ -47,6 +47,9 @@ type Session struct {
 	StoppedAt      *time.Time             `json:"stopped_at"`
 	LastActivityAt *time.Time             `json:"last_activity_at"`
 	Resume         *session.ResumeCursor  `json:"resume"`
+	// Host is the --host a client found the session on, when it was
+	// given hosts (sessionctl --host); sessiond never sends it.
+	Host string `json:"host,omitempty"`
 }
 
 // FromRecord converts a stored record to its wire form.
@@ -125,6 +128,9 @@ type HookResult struct {
 
 // Health is the answer of GET /v1/health.
 type Health struct {
+	// Host is the --host a client asked (sessionctl --host); sessiond
+	// never sends it.
+	Host      string    `json:"host,omitempty"`
 	Version   string    `json:"version"`
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"started_at"`

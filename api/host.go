@@ -1,0 +1,355 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A Host is where a sessiond runs, as sessionctl --host names it:
+//
+//	unix:///path/to/socket                 a socket on this machine
+//	ssh://[user@]host[:port][/path]        a sessiond on another machine,
+//	                                       reached through the system ssh
+//
+// Over ssh, the client runs `ssh … sessionctl dial-stdio [--socket path]`
+// and speaks the same HTTP API through that command's stdin and stdout,
+// as DOCKER_HOST=ssh:// does: ssh's own keys, agent and ~/.ssh/config do
+// the rest, and nothing of sessiond listens on a network.
+type Host struct {
+	// Name is the host as given (the HOST column of merged listings).
+	Name string
+	// Socket is the socket's path: for unix, the local one; for ssh, the
+	// far side's ("" = the far sessionctl's default).
+	Socket string
+	// SSH is set for an ssh host.
+	SSH *SSHTarget
+}
+
+// SSHTarget is the ssh side of a Host.
+type SSHTarget struct {
+	User, Host string
+	Port       int // 0 = ssh's default (or its config's)
+}
+
+// ParseHost parses a --host value. A bare path is taken as a unix socket.
+func ParseHost(s string) (Host, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Host{}, errors.New("empty host")
+	}
+	if strings.HasPrefix(s, "/") {
+		return Host{Name: "unix://" + s, Socket: s}, nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return Host{}, fmt.Errorf("host %q: %w", s, err)
+	}
+	switch u.Scheme {
+	case "unix":
+		p := u.Path
+		if u.Host != "" || p == "" {
+			return Host{}, fmt.Errorf("host %q: a unix host is unix:///absolute/path/to/socket", s)
+		}
+		return Host{Name: s, Socket: p}, nil
+	case "ssh":
+		if u.Hostname() == "" {
+			return Host{}, fmt.Errorf("host %q: no host name (ssh://[user@]host[:port][/path-to-socket])", s)
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return Host{}, fmt.Errorf("host %q: ssh hosts take no query or fragment", s)
+		}
+		t := &SSHTarget{Host: u.Hostname(), User: u.User.Username()}
+		if _, hasPass := u.User.Password(); hasPass {
+			return Host{}, fmt.Errorf("host %q: no password in the URL; ssh's keys or agent authenticate", s)
+		}
+		if p := u.Port(); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil || n <= 0 || n > 65535 {
+				return Host{}, fmt.Errorf("host %q: port %q is not a port number", s, p)
+			}
+			t.Port = n
+		}
+		sock := u.Path
+		if sock == "/" {
+			sock = ""
+		}
+		return Host{Name: s, Socket: sock, SSH: t}, nil
+	case "":
+		return Host{}, fmt.Errorf("host %q: say unix:///path or ssh://[user@]host[:port][/path]", s)
+	}
+	return Host{}, fmt.Errorf("host %q: unknown scheme %q (unix or ssh)", s, u.Scheme)
+}
+
+// ParseHosts parses a comma-separated list (SESSIOND_HOST).
+func ParseHosts(list string) ([]Host, error) {
+	var out []Host
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		h, err := ParseHost(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// Environment of the ssh transport, read when a connection is made.
+const (
+	// EnvSSHCommand replaces "ssh" (run by sh, as GIT_SSH_COMMAND is):
+	// `SESSIOND_SSH_COMMAND="ssh -F ~/.ssh/sessiond_config"`.
+	EnvSSHCommand = "SESSIOND_SSH_COMMAND"
+	// EnvRemoteSessionctl is the sessionctl run on the far side when it
+	// is not on that side's PATH for non-interactive logins.
+	EnvRemoteSessionctl = "SESSIOND_REMOTE_SESSIONCTL"
+)
+
+// NewHostClient returns a client for h.
+func NewHostClient(h Host) *Client {
+	if h.SSH == nil {
+		c := NewClient(h.Socket)
+		c.Host = h.Name
+		return c
+	}
+	c := newClient(func(ctx context.Context) (net.Conn, error) { return dialSSH(ctx, h) })
+	c.Host, c.Socket, c.remote = h.Name, h.Socket, true
+	return c
+}
+
+// sshArgv is the command that carries h's API: ssh (or
+// SESSIOND_SSH_COMMAND) with the far side's sessionctl dial-stdio.
+func sshArgv(h Host) []string {
+	remote := os.Getenv(EnvRemoteSessionctl)
+	if remote == "" {
+		remote = "sessionctl"
+	}
+	far := []string{remote, "dial-stdio"}
+	if h.Socket != "" {
+		far = append(far, "--socket", h.Socket)
+	}
+	var args []string
+	// -T: no terminal (the channel carries bytes); BatchMode off, so a
+	// key's passphrase may still be asked on the terminal.
+	args = append(args, "-T", "-o", "ConnectTimeout=15")
+	if h.SSH.Port != 0 {
+		args = append(args, "-p", strconv.Itoa(h.SSH.Port))
+	}
+	if h.SSH.User != "" {
+		args = append(args, "-l", h.SSH.User)
+	}
+	args = append(args, "--", h.SSH.Host)
+	// The far side's shell splits the command line: quote each word.
+	for _, w := range far {
+		args = append(args, shellQuote(w))
+	}
+	if cmd := os.Getenv(EnvSSHCommand); strings.TrimSpace(cmd) != "" {
+		return append([]string{"sh", "-c", cmd + ` "$@"`, "ssh"}, args...)
+	}
+	return append([]string{"ssh"}, args...)
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// HostError says why a host could not be reached through ssh: ssh's exit
+// status and the last line it (or the far sessionctl) wrote on stderr.
+type HostError struct {
+	Host     string
+	ExitCode int // -1 when ssh did not exit (killed, or could not start)
+	Stderr   string
+	Err      error
+}
+
+func (e *HostError) Error() string {
+	var why string
+	switch {
+	case e.ExitCode == 127 || strings.Contains(e.Stderr, "sessionctl: command not found") ||
+		strings.Contains(e.Stderr, "sessionctl: not found") || strings.Contains(e.Stderr, "No such file or directory") && strings.Contains(e.Stderr, "sessionctl"):
+		why = "sessionctl not found on the host (install it there, or set " + EnvRemoteSessionctl + " to its path)"
+		if e.Stderr != "" {
+			why += ": " + e.Stderr
+		}
+	case e.Stderr != "" && e.ExitCode >= 0:
+		why = fmt.Sprintf("ssh exited with status %d: %s", e.ExitCode, e.Stderr)
+	case e.ExitCode >= 0:
+		why = fmt.Sprintf("ssh exited with status %d", e.ExitCode)
+	case e.Err != nil && e.Stderr != "":
+		why = fmt.Sprintf("%v: %s", e.Err, e.Stderr)
+	case e.Err != nil:
+		why = e.Err.Error()
+	default:
+		why = "the connection ended"
+	}
+	return fmt.Sprintf("host %s: %s", e.Host, why)
+}
+
+func (e *HostError) Unwrap() error { return e.Err }
+
+// sshConn is an ssh process's stdin and stdout as a net.Conn. A read
+// that finds the process gone returns a *HostError saying why.
+type sshConn struct {
+	host   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr *lastLines
+
+	once   sync.Once
+	exited chan struct{}
+	err    *HostError // set before exited is closed
+}
+
+func dialSSH(ctx context.Context, h Host) (net.Conn, error) {
+	argv := sshArgv(h)
+	// Not CommandContext: the connection outlives the dial's context
+	// (the transport keeps it for later requests); Close ends it.
+	cmd := exec.Command(argv[0], argv[1:]...)
+	c := &sshConn{host: h.Name, cmd: cmd, stderr: &lastLines{}, exited: make(chan struct{})}
+	var err error
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if c.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, &HostError{Host: h.Name, ExitCode: -1, Err: fmt.Errorf("start %s: %w", argv[0], err)}
+	}
+	go func() {
+		werr := cmd.Wait()
+		he := &HostError{Host: h.Name, ExitCode: -1, Stderr: c.stderr.last()}
+		var ee *exec.ExitError
+		switch {
+		case errors.As(werr, &ee) && ee.ExitCode() >= 0:
+			he.ExitCode = ee.ExitCode()
+		case werr == nil:
+			he.ExitCode = 0
+		default:
+			he.Err = werr
+		}
+		c.err = he
+		close(c.exited)
+	}()
+	if ctx.Err() != nil {
+		c.Close()
+		return nil, ctx.Err()
+	}
+	return c, nil
+}
+
+func (c *sshConn) Read(p []byte) (int, error) {
+	n, err := c.stdout.Read(p)
+	if err != nil && n == 0 {
+		// The process's output ended: say why, once it has exited (its
+		// stderr is complete then). A process that closed its output
+		// and lives on is ended here.
+		select {
+		case <-c.exited:
+		case <-time.After(2 * time.Second):
+			c.kill()
+			<-c.exited
+		}
+		if c.err.ExitCode == 0 {
+			return 0, io.EOF // the far side closed the connection
+		}
+		return 0, c.err
+	}
+	return n, nil
+}
+
+func (c *sshConn) Write(p []byte) (int, error) {
+	n, err := c.stdin.Write(p)
+	if err != nil {
+		select {
+		case <-c.exited:
+			return n, c.err
+		default:
+		}
+	}
+	return n, err
+}
+
+func (c *sshConn) kill() {
+	if c.cmd.Process != nil {
+		_ = c.cmd.Process.Kill()
+	}
+}
+
+// Close ends the ssh process: its stdin closes (the far dial-stdio then
+// ends), and it is killed if it has not exited shortly after.
+func (c *sshConn) Close() error {
+	c.once.Do(func() {
+		c.stdin.Close()
+		select {
+		case <-c.exited:
+		case <-time.After(time.Second):
+			c.kill()
+			<-c.exited
+		}
+	})
+	return nil
+}
+
+func (c *sshConn) LocalAddr() net.Addr              { return sshAddr(c.host) }
+func (c *sshConn) RemoteAddr() net.Addr             { return sshAddr(c.host) }
+func (c *sshConn) SetDeadline(time.Time) error      { return nil }
+func (c *sshConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *sshConn) SetWriteDeadline(time.Time) error { return nil }
+
+type sshAddr string
+
+func (a sshAddr) Network() string { return "ssh" }
+func (a sshAddr) String() string  { return string(a) }
+
+// lastLines keeps the last non-empty line written to it (ssh's stderr).
+type lastLines struct {
+	mu   sync.Mutex
+	buf  []byte
+	line string
+}
+
+func (l *lastLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := strings.IndexByte(string(l.buf), '\n')
+		if i < 0 {
+			break
+		}
+		if s := strings.TrimSpace(string(l.buf[:i])); s != "" {
+			l.line = s
+		}
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 4096 {
+		l.buf = l.buf[len(l.buf)-4096:]
+	}
+	return len(p), nil
+}
+
+func (l *lastLines) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := strings.TrimSpace(string(l.buf)); s != "" {
+		return s
+	}
+	return l.line
+}
