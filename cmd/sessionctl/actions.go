@@ -34,7 +34,11 @@ func newAction(a *app, name, short, long string, dryRun, signals bool) *cobra.Co
 			if signals && timeout > 0 {
 				req.Timeout = timeout.String()
 			}
-			res, err := a.client().Action(cmd.Context(), args[0], name, req)
+			c, err := a.clientForID(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := c.Action(cmd.Context(), args[0], name, req)
 			if err != nil {
 				return err
 			}

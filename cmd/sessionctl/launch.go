@@ -51,7 +51,11 @@ CLI in a detached tmux session and prints how to attach. Arguments after
 			if tmux {
 				req.Mode = "tmux"
 			}
-			resp, err := a.client().Launch(cmd.Context(), req)
+			c, err := a.oneHost(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := c.Launch(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -100,7 +104,11 @@ Arguments after -- go to the agent unchanged, as for launch.`,
 			if tmux {
 				req.Mode = "tmux"
 			}
-			resp, err := a.client().Resume(cmd.Context(), args[0], req)
+			c, err := a.clientForID(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			resp, err := c.Resume(cmd.Context(), args[0], req)
 			if err != nil {
 				return err
 			}

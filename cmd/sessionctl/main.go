@@ -46,13 +46,25 @@ func main() {
 // app holds what every command shares.
 type app struct {
 	socket string
-	json   bool
-	stdin  io.Reader
-	stdout io.Writer
-	stderr io.Writer
+	// hostFlags are the --host values; hosts what they (or
+	// SESSIOND_HOST) name, none for the local socket.
+	hostFlags []string
+	hosts     []api.Host
+	json      bool
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
 }
 
-func (a *app) client() *api.Client { return api.NewClient(a.socket) }
+// client is the client of the one host a command talks to: the first
+// --host, else the local socket. Commands that take several hosts use
+// hostClients; those that act on one session, clientForID.
+func (a *app) client() *api.Client {
+	if len(a.hosts) > 0 {
+		return api.NewHostClient(a.hosts[0])
+	}
+	return api.NewClient(a.socket)
+}
 
 // printJSON prints v, the API's object, indented for people.
 func (a *app) printJSON(v any) error {
@@ -137,11 +149,23 @@ ambiguous, 5 timed out (wait).`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.socket, "socket", api.DefaultSocket(api.DefaultStateDir()), "sessiond's socket ($SESSIOND_SOCKET)")
+	root.PersistentFlags().StringArrayVarP(&a.hostFlags, "host", "H", nil, "a sessiond to ask, repeatable: unix:///path/to/socket or ssh://[user@]host[:port][/path-to-socket] ($"+EnvHost+", comma-separated)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print the API's JSON objects unchanged")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		for c := cmd; c != nil; c = c.Parent() {
+			switch c.Name() {
+			case "dial-stdio", "hook", "hooks":
+				// The far end of a host, and the agents' hooks, are
+				// about this machine's socket only.
+				return nil
+			}
+		}
+		return a.resolveHosts()
+	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newLs(a), newShow(a), newEvents(a), newHealth(a), newVersion(a), newLaunch(a), newResume(a))
 	root.AddCommand(actionCommands(a)...)
-	root.AddCommand(newHook(a), newHooks(a), newWait(a), newAttach(a), newSend(a), newSends(a), newTop(a))
+	root.AddCommand(newHook(a), newHooks(a), newWait(a), newAttach(a), newSend(a), newSends(a), newTop(a), newDialStdio(a))
 	return root
 }
 

@@ -46,7 +46,11 @@ that is still queued.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if cancel != "" {
-				x, err := a.client().CancelSend(ctx, cancel)
+				c, err := a.oneHost(cmd)
+				if err != nil {
+					return err
+				}
+				x, err := c.CancelSend(ctx, cancel)
 				if err != nil {
 					return err
 				}
@@ -68,7 +72,11 @@ that is still queued.`,
 			if tmux {
 				req.Mode = "tmux"
 			}
-			r, err := a.client().Send(ctx, args[0], req)
+			c, err := a.clientForID(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := c.Send(ctx, args[0], req)
 			if err != nil {
 				return err
 			}
@@ -118,7 +126,11 @@ the last 7 days, with how each was delivered or why it failed.`,
 			if len(args) == 1 {
 				ref = args[0]
 			}
-			sends, err := a.client().Sends(cmd.Context(), ref, all)
+			c, err := a.oneHost(cmd)
+			if err != nil {
+				return err
+			}
+			sends, err := c.Sends(cmd.Context(), ref, all)
 			if err != nil {
 				return err
 			}

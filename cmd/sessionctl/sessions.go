@@ -24,6 +24,9 @@ func newLs(a *app) *cobra.Command {
 		Short:   "List sessions (stopped ones only with --all or --status)",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.multi() {
+				return lsHosts(cmd.Context(), a, opts)
+			}
 			if a.json {
 				// The daemon's bytes, passed through (indented for a
 				// terminal only): a list of thousands is not decoded.
@@ -52,8 +55,14 @@ func newLs(a *app) *cobra.Command {
 
 func printTable(a *app, ss []api.Session, now time.Time) {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	if a.multi() {
+		fmt.Fprint(tw, "HOST\t")
+	}
 	fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tACTIVITY\tPID\tAGE\tCWD\tPROBLEMS")
 	for _, s := range ss {
+		if a.multi() {
+			fmt.Fprintf(tw, "%s\t", hostLabel(s.Host))
+		}
 		pid := "-"
 		if s.PID > 0 {
 			pid = strconv.Itoa(s.PID)
@@ -160,10 +169,15 @@ func newShow(a *app) *cobra.Command {
 		Short: "Show one session by id, upstream id or a unique prefix",
 		Args:  exactArgs(1, "one session id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := a.client().Session(cmd.Context(), args[0])
+			c, err := a.clientForID(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
+			s, err := c.Session(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			s.Host = c.Host
 			if a.json {
 				return a.printJSON(s)
 			}
@@ -186,6 +200,7 @@ func printSession(a *app, s *api.Session) {
 		}
 		return t.Local().Format(time.RFC3339)
 	}
+	row("Host", s.Host)
 	row("ID", s.ID)
 	row("Agent", s.Agent)
 	row("Upstream ID", s.UpstreamID)
@@ -269,6 +284,9 @@ func newHealth(a *app) *cobra.Command {
 		Short: "Show the daemon's health: store, last reconcile, each adapter's last scan",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.multi() {
+				return healthHosts(cmd.Context(), a)
+			}
 			h, err := a.client().Health(cmd.Context())
 			if err != nil {
 				return err
@@ -276,48 +294,55 @@ func newHealth(a *app) *cobra.Command {
 			if a.json {
 				return a.printJSON(h)
 			}
-			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintf(tw, "sessiond:\t%s (pid %d, up %s)\n", h.Version, h.PID, h.Uptime)
-			fmt.Fprintf(tw, "socket:\t%s\n", h.Socket)
-			fmt.Fprintf(tw, "store:\t%s (last event %d)\n", h.StorePath, h.LastEventSeq)
-			if h.StoreRecovered != "" {
-				fmt.Fprintf(tw, "store recovered:\ta corrupt store was moved to %s\n", h.StoreRecovered)
-			}
-			rec := fmt.Sprintf("%s ago, took %s", age(time.Since(h.LastReconcile)), h.ReconcileTook)
-			if h.ReconcileError != "" {
-				rec += "; error: " + h.ReconcileError
-			}
-			fmt.Fprintf(tw, "last reconcile:\t%s\n", rec)
-			var counts []string
-			for _, st := range []string{"starting", "running", "interrupted", "unknown", "stopped"} {
-				if n := h.Sessions[st]; n > 0 {
-					counts = append(counts, fmt.Sprintf("%d %s", n, st))
-				}
-			}
-			if len(counts) == 0 {
-				counts = []string{"none"}
-			}
-			fmt.Fprintf(tw, "sessions:\t%s\n", strings.Join(counts, ", "))
-			if len(h.Adapters) == 0 {
-				fmt.Fprintf(tw, "adapters:\tnone\n")
-			}
-			for _, ad := range h.Adapters {
-				line := fmt.Sprintf("%d sessions, scanned %s ago in %s", ad.Sessions, age(time.Since(ad.LastScan)), ad.LastDuration)
-				if ad.LastError != "" {
-					line += "; ERROR: " + ad.LastError
-				}
-				fmt.Fprintf(tw, "adapter %s:\t%s\n", ad.Name, line)
-				for _, ie := range ad.InputErrors {
-					fmt.Fprintf(tw, "\tunreadable: %s\n", ie)
-				}
-				for _, w := range ad.InputWarnings {
-					fmt.Fprintf(tw, "\tbad data: %s\n", w)
-				}
-			}
-			printReactionsHealth(tw, h.Reactions)
-			return tw.Flush()
+			return printHealth(a, h)
 		},
 	}
+}
+
+func printHealth(a *app, h *api.Health) error {
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	if h.Host != "" {
+		fmt.Fprintf(tw, "host:\t%s\n", h.Host)
+	}
+	fmt.Fprintf(tw, "sessiond:\t%s (pid %d, up %s)\n", h.Version, h.PID, h.Uptime)
+	fmt.Fprintf(tw, "socket:\t%s\n", h.Socket)
+	fmt.Fprintf(tw, "store:\t%s (last event %d)\n", h.StorePath, h.LastEventSeq)
+	if h.StoreRecovered != "" {
+		fmt.Fprintf(tw, "store recovered:\ta corrupt store was moved to %s\n", h.StoreRecovered)
+	}
+	rec := fmt.Sprintf("%s ago, took %s", age(time.Since(h.LastReconcile)), h.ReconcileTook)
+	if h.ReconcileError != "" {
+		rec += "; error: " + h.ReconcileError
+	}
+	fmt.Fprintf(tw, "last reconcile:\t%s\n", rec)
+	var counts []string
+	for _, st := range []string{"starting", "running", "interrupted", "unknown", "stopped"} {
+		if n := h.Sessions[st]; n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	if len(counts) == 0 {
+		counts = []string{"none"}
+	}
+	fmt.Fprintf(tw, "sessions:\t%s\n", strings.Join(counts, ", "))
+	if len(h.Adapters) == 0 {
+		fmt.Fprintf(tw, "adapters:\tnone\n")
+	}
+	for _, ad := range h.Adapters {
+		line := fmt.Sprintf("%d sessions, scanned %s ago in %s", ad.Sessions, age(time.Since(ad.LastScan)), ad.LastDuration)
+		if ad.LastError != "" {
+			line += "; ERROR: " + ad.LastError
+		}
+		fmt.Fprintf(tw, "adapter %s:\t%s\n", ad.Name, line)
+		for _, ie := range ad.InputErrors {
+			fmt.Fprintf(tw, "\tunreadable: %s\n", ie)
+		}
+		for _, w := range ad.InputWarnings {
+			fmt.Fprintf(tw, "\tbad data: %s\n", w)
+		}
+	}
+	printReactionsHealth(tw, h.Reactions)
+	return tw.Flush()
 }
 
 // printReactionsHealth adds the hooks directory, the notifications and
@@ -357,6 +382,37 @@ func printReactionsHealth(w io.Writer, r *api.ReactionsHealth) {
 	}
 }
 
+// printEvent prints one event: a line, or its JSON object (with the
+// host it came from, when hosts were named).
+func printEvent(a *app, host string, ev api.Event) error {
+	if a.json {
+		if a.multi() {
+			return a.printJSON(struct {
+				Host string `json:"host"`
+				api.Event
+			}{host, ev})
+		}
+		return a.printJSON(ev)
+	}
+	change := string(ev.To)
+	if ev.From != "" && ev.From != ev.To {
+		change = string(ev.From) + " -> " + string(ev.To)
+	}
+	if ev.Activity != "" {
+		change += "/" + string(ev.Activity)
+	}
+	if ev.WaitingFor != nil && ev.Activity == session.ActivityWaiting {
+		change += " (" + waitingWords(ev.WaitingFor) + ")"
+	}
+	prefix := ""
+	if a.multi() {
+		prefix = hostLabel(host) + "\t"
+	}
+	_, err := fmt.Fprintf(a.stdout, "%s%d\t%s\t%s\t%-16s\t%s\t%s\n", prefix, ev.Seq, ev.Time.Local().Format(time.RFC3339),
+		ev.SessionID, ev.Type, change, ev.Reason)
+	return err
+}
+
 func newEvents(a *app) *cobra.Command {
 	var opts api.EventsOptions
 	cmd := &cobra.Command{
@@ -364,24 +420,10 @@ func newEvents(a *app) *cobra.Command {
 		Short: "Print the event log; --follow keeps printing new events",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.client().Events(cmd.Context(), opts, func(ev api.Event) error {
-				if a.json {
-					return a.printJSON(ev)
-				}
-				change := string(ev.To)
-				if ev.From != "" && ev.From != ev.To {
-					change = string(ev.From) + " -> " + string(ev.To)
-				}
-				if ev.Activity != "" {
-					change += "/" + string(ev.Activity)
-				}
-				if ev.WaitingFor != nil && ev.Activity == session.ActivityWaiting {
-					change += " (" + waitingWords(ev.WaitingFor) + ")"
-				}
-				_, err := fmt.Fprintf(a.stdout, "%d\t%s\t%s\t%-16s\t%s\t%s\n", ev.Seq, ev.Time.Local().Format(time.RFC3339),
-					ev.SessionID, ev.Type, change, ev.Reason)
-				return err
-			})
+			if a.multi() {
+				return eventsHosts(cmd.Context(), a, opts)
+			}
+			return a.client().Events(cmd.Context(), opts, func(ev api.Event) error { return printEvent(a, "", ev) })
 		},
 	}
 	cmd.Flags().Uint64Var(&opts.Since, "since", 0, "print events after this sequence number")

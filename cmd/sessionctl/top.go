@@ -42,6 +42,9 @@ Not on a terminal (a pipe, a file), or with --once, it prints the table once
   sessionctl top --filter myrepo`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(a.hosts) > 1 {
+				return usageError{fmt.Errorf("top shows one host: give one --host (got %d)", len(a.hosts))}
+			}
 			opts.now = time.Now()
 			tty := false
 			if f, ok := a.stdout.(*os.File); ok {

@@ -108,6 +108,9 @@ session not found.`,
 // checks each session and follows the stream until the condition holds
 // for all (or any) of them. Each session met is printed once, as met.
 func waitFor(ctx context.Context, a *app, refs []string, met func(s, start api.Session) bool, anyOf bool) error {
+	if len(a.hosts) > 1 {
+		return usageError{fmt.Errorf("wait follows one host: give one --host (got %d)", len(a.hosts))}
+	}
 	c := a.client()
 	h, err := c.Health(ctx)
 	if err != nil {

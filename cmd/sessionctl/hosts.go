@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sessiond/sessiond/api"
+)
+
+// EnvHost lists the hosts of every command, comma-separated, when no
+// --host is given.
+const EnvHost = "SESSIOND_HOST"
+
+// resolveHosts reads --host (or SESSIOND_HOST) into a.hosts. No host
+// means the local socket (--socket), as before hosts existed.
+func (a *app) resolveHosts() error {
+	a.hosts = nil
+	list := a.hostFlags
+	if len(list) == 0 {
+		if env := os.Getenv(EnvHost); strings.TrimSpace(env) != "" {
+			list = strings.Split(env, ",")
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range list {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		h, err := api.ParseHost(s)
+		if err != nil {
+			return usageError{err}
+		}
+		if seen[h.Name] {
+			continue
+		}
+		seen[h.Name] = true
+		a.hosts = append(a.hosts, h)
+	}
+	return nil
+}
+
+// multi reports whether the user named hosts: listings then say which
+// host each row is on.
+func (a *app) multi() bool { return len(a.hosts) > 0 }
+
+// hostClient is one host's client, with the name its rows carry.
+type hostClient struct {
+	name string
+	c    *api.Client
+}
+
+// hostClients are the clients of every host named, or of the local socket.
+func (a *app) hostClients() []hostClient {
+	if len(a.hosts) == 0 {
+		return []hostClient{{"", api.NewClient(a.socket)}}
+	}
+	out := make([]hostClient, len(a.hosts))
+	for i, h := range a.hosts {
+		out[i] = hostClient{h.Name, api.NewHostClient(h)}
+	}
+	return out
+}
+
+// oneHost is the client of a command that acts on exactly one host, when
+// the user named at most one.
+func (a *app) oneHost(cmd *cobra.Command) (*api.Client, error) {
+	if len(a.hosts) > 1 {
+		return nil, usageError{fmt.Errorf("%s acts on one host: give one --host (got %d)", cmd.Name(), len(a.hosts))}
+	}
+	return a.client(), nil
+}
+
+// hostAnswer is one host's answer to a read.
+type hostAnswer[T any] struct {
+	host string
+	val  T
+	err  error
+}
+
+// askHosts asks every host at once and returns their answers in the
+// order the hosts were named.
+func askHosts[T any](ctx context.Context, hcs []hostClient, ask func(context.Context, *api.Client) (T, error)) []hostAnswer[T] {
+	out := make([]hostAnswer[T], len(hcs))
+	var wg sync.WaitGroup
+	for i, hc := range hcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The connection stays for the command's next request to the
+			// same host (an ssh login each, else); it ends with sessionctl.
+			v, err := ask(ctx, hc.c)
+			out[i] = hostAnswer[T]{host: hc.name, val: v, err: err}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// reportFailures names each host that failed on stderr and returns an
+// error only when every host failed (the first one's, so its exit code
+// holds: 3 when none was reachable).
+func reportFailures[T any](a *app, answers []hostAnswer[T]) error {
+	var first error
+	failed := 0
+	for _, ans := range answers {
+		if ans.err == nil {
+			continue
+		}
+		failed++
+		if first == nil {
+			first = ans.err
+		}
+		if len(answers) > 1 {
+			fmt.Fprintf(a.stderr, "sessionctl: %s\n", hostErr(ans.host, ans.err))
+		}
+	}
+	if failed == len(answers) && first != nil {
+		if len(answers) > 1 {
+			return allFailedError{first}
+		}
+		return first
+	}
+	return nil
+}
+
+// hostErr prefixes err with its host unless it already names it.
+func hostErr(host string, err error) string {
+	msg := err.Error()
+	if host == "" || strings.Contains(msg, host) {
+		return msg
+	}
+	return "host " + host + ": " + msg
+}
+
+// allFailedError is every host failing: each was named on stderr already.
+type allFailedError struct{ first error }
+
+func (e allFailedError) Error() string { return "no host answered" }
+func (e allFailedError) Unwrap() error { return e.first }
+
+// clientForID finds the one host that has the session ref names. With
+// several hosts, a session found on more than one is ambiguous (exit 4),
+// like an id prefix that matches two sessions.
+func (a *app) clientForID(ctx context.Context, ref string) (*api.Client, error) {
+	if len(a.hosts) <= 1 {
+		return a.client(), nil
+	}
+	hcs := a.hostClients()
+	answers := askHosts(ctx, hcs, func(ctx context.Context, c *api.Client) (*api.Session, error) { return c.Session(ctx, ref) })
+	var found []int
+	var firstErr error
+	for i, ans := range answers {
+		switch {
+		case ans.err == nil:
+			found = append(found, i)
+		case api.IsNotFound(ans.err):
+		default:
+			fmt.Fprintf(a.stderr, "sessionctl: %s\n", hostErr(ans.host, ans.err))
+			if firstErr == nil {
+				firstErr = ans.err
+			}
+		}
+	}
+	switch {
+	case len(found) == 1:
+		return hcs[found[0]].c, nil
+	case len(found) > 1:
+		var where []string
+		for _, i := range found {
+			where = append(where, answers[i].host+" ("+answers[i].val.ID+")")
+		}
+		return nil, &api.StatusError{StatusCode: 409, Body: api.Error{Code: api.CodeAmbiguous,
+			Error:      fmt.Sprintf("%q names a session on %d hosts: give one --host", ref, len(found)),
+			Candidates: where}}
+	case firstErr != nil:
+		return nil, fmt.Errorf("session %q is on none of the hosts that answered: %w", ref, firstErr)
+	}
+	return nil, &api.StatusError{StatusCode: 404, Body: api.Error{Code: api.CodeNotFound,
+		Error: fmt.Sprintf("no session %q on any of the %d hosts", ref, len(hcs))}}
+}
+
+func newDialStdio(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "dial-stdio",
+		Short: "Connect stdin and stdout to sessiond's socket (the far end of --host ssh://)",
+		Long: `dial-stdio copies bytes between its stdin and stdout and sessiond's socket
+until either side closes. sessionctl --host ssh://host runs it on the far
+side through ssh, as docker does with DOCKER_HOST=ssh://.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var d net.Dialer
+			conn, err := d.DialContext(cmd.Context(), "unix", a.socket)
+			if err != nil {
+				var oe *net.OpError
+				if errors.As(err, &oe) {
+					err = oe.Err
+				}
+				return &api.UnreachableError{Socket: a.socket, Err: err}
+			}
+			defer conn.Close()
+			uc := conn.(*net.UnixConn)
+			done := make(chan error, 2)
+			go func() {
+				_, err := io.Copy(uc, a.stdin)
+				// The client is done sending: let sessiond see the end
+				// of its requests, and keep reading its answers.
+				uc.CloseWrite()
+				done <- err
+			}()
+			go func() {
+				_, err := io.Copy(a.stdout, uc)
+				done <- err
+			}()
+			select {
+			case err = <-done:
+			case <-cmd.Context().Done():
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("dial-stdio %s: %w", a.socket, err)
+			}
+			// One side ended; the answer in flight still goes out.
+			if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("dial-stdio %s: %w", a.socket, err)
+			}
+			return nil
+		},
+	}
+}
+
+// hostLabel is a host as the HOST column shows it: an ssh host without
+// its scheme, the local socket as "local".
+func hostLabel(name string) string {
+	switch {
+	case name == "":
+		return "local"
+	case strings.HasPrefix(name, "ssh://"):
+		return strings.TrimPrefix(name, "ssh://")
+	}
+	return name
+}
+
+// lsHosts lists the sessions of every host, asked at once, merged in the
+// order the hosts were named; each row says its host. A host that fails
+// is named on stderr and the others are still listed.
+func lsHosts(ctx context.Context, a *app, opts api.ListOptions) error {
+	answers := askHosts(ctx, a.hostClients(), func(ctx context.Context, c *api.Client) ([]api.Session, error) {
+		return c.Sessions(ctx, opts)
+	})
+	all := []api.Session{}
+	for _, ans := range answers {
+		for _, s := range ans.val {
+			s.Host = ans.host
+			all = append(all, s)
+		}
+	}
+	if err := reportFailures(a, answers); err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(all)
+	}
+	printTable(a, all, time.Now())
+	return nil
+}
+
+// healthHosts shows each host's health, one after the other.
+func healthHosts(ctx context.Context, a *app) error {
+	answers := askHosts(ctx, a.hostClients(), func(ctx context.Context, c *api.Client) (*api.Health, error) {
+		return c.Health(ctx)
+	})
+	all := []*api.Health{}
+	for _, ans := range answers {
+		if ans.err == nil {
+			ans.val.Host = ans.host
+			all = append(all, ans.val)
+		}
+	}
+	if err := reportFailures(a, answers); err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(all)
+	}
+	for i, h := range all {
+		if i > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		if err := printHealth(a, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventsHosts prints the events of every host as they come, each host's
+// in its own order, each line with its host. A host whose stream fails is
+// named on stderr when it fails; the others go on.
+func eventsHosts(ctx context.Context, a *app, opts api.EventsOptions) error {
+	hcs := a.hostClients()
+	var mu sync.Mutex // one event printed at a time
+	answers := askHosts(ctx, hcs, func(ctx context.Context, c *api.Client) (struct{}, error) {
+		err := c.Events(ctx, opts, func(ev api.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return printEvent(a, c.Host, ev)
+		})
+		if err != nil && ctx.Err() == nil && len(hcs) > 1 {
+			mu.Lock()
+			fmt.Fprintf(a.stderr, "sessionctl: %s\n", hostErr(c.Host, err))
+			mu.Unlock()
+		}
+		return struct{}{}, err
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	failed := 0
+	for _, ans := range answers {
+		if ans.err != nil {
+			failed++
+		}
+	}
+	if failed == len(answers) {
+		if len(answers) > 1 {
+			return allFailedError{answers[0].err}
+		}
+		return answers[0].err
+	}
+	return nil
+}
