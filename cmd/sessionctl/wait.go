@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,49 +105,148 @@ session not found.`,
 	return cmd
 }
 
-// waitFor resolves the sessions, takes the event stream's position, then
-// checks each session and follows the stream until the condition holds
-// for all (or any) of them. Each session met is printed once, as met.
+// waitFor resolves the sessions (each on its host, when several were
+// named), then, for each host at once, takes the event stream's position,
+// checks its sessions and follows the stream until the condition holds
+// for all (or any) of the sessions. Each session met is printed once, as
+// met.
 func waitFor(ctx context.Context, a *app, refs []string, met func(s, start api.Session) bool, anyOf bool) error {
-	if len(a.hosts) > 1 {
-		return usageError{fmt.Errorf("wait follows one host: give one --host (got %d)", len(a.hosts))}
+	type group struct {
+		c    *api.Client
+		refs []string
 	}
-	c := a.client()
+	var groups []*group
+	if len(a.hosts) <= 1 {
+		groups = []*group{{a.client(), refs}}
+	} else {
+		byHost := map[string]*group{}
+		for _, ref := range refs {
+			c, err := a.clientForID(ctx, ref)
+			if err != nil {
+				return err
+			}
+			g := byHost[c.Host]
+			if g == nil {
+				g = &group{c: c}
+				byHost[c.Host] = g
+				groups = append(groups, g)
+			}
+			g.refs = append(g.refs, ref)
+		}
+	}
+	st := &waitState{a: a, met: met, anyOf: anyOf, start: map[waitKey]api.Session{}, done: map[waitKey]bool{}}
+	// Every session is resolved before any is reported, so "all" counts
+	// them all.
+	for _, g := range groups {
+		for _, ref := range g.refs {
+			s, err := g.c.Session(ctx, ref)
+			if err != nil {
+				return err
+			}
+			st.start[waitKey{g.c.Host, s.ID}] = *s
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(groups))
+	for _, g := range groups {
+		go func() {
+			err := waitHost(ctx, g.c, st)
+			if err != nil || st.finished() {
+				cancel()
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range groups {
+		if err := <-errs; err != nil && first == nil && !(errors.Is(err, context.Canceled) && st.finished()) {
+			first = err
+		}
+	}
+	if st.finished() {
+		return nil
+	}
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// waitKey is a session on a host ("" for the one host).
+type waitKey struct{ host, id string }
+
+// waitState is what every host's follower of one wait shares.
+type waitState struct {
+	a     *app
+	met   func(s, start api.Session) bool
+	anyOf bool
+
+	mu    sync.Mutex
+	start map[waitKey]api.Session // written before the followers start
+	done  map[waitKey]bool
+}
+
+func (st *waitState) ours(host, id string) bool {
+	_, ok := st.start[waitKey{host, id}]
+	return ok
+}
+
+func (st *waitState) finished() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.finishedLocked()
+}
+
+func (st *waitState) finishedLocked() bool {
+	return len(st.done) > 0 && (st.anyOf || len(st.done) == len(st.start))
+}
+
+// report prints s if it has just got there, and says whether the wait is
+// over.
+func (st *waitState) report(host string, s api.Session) (bool, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	k := waitKey{host, s.ID}
+	if st.finishedLocked() {
+		return true, nil
+	}
+	if st.done[k] || !st.met(s, st.start[k]) {
+		return false, nil
+	}
+	st.done[k] = true
+	if st.a.multi() {
+		s.Host = host
+	}
+	if err := st.a.printSessionLine(s); err != nil {
+		return false, err
+	}
+	return st.finishedLocked(), nil
+}
+
+// waitHost follows one host until the wait is over: its sessions are
+// checked, then the stream followed (and, when the host's sessiond
+// restarts, the sessions checked again and the stream taken up where it
+// was).
+func waitHost(ctx context.Context, c *api.Client, st *waitState) error {
 	h, err := c.Health(ctx)
 	if err != nil {
 		return err
 	}
 	since := h.LastEventSeq
-	start := map[string]api.Session{}
-	var order []string
-	for _, ref := range refs {
-		s, err := c.Session(ctx, ref)
-		if err != nil {
-			return err
+	var mine []string
+	for k := range st.start {
+		if k.host == c.Host {
+			mine = append(mine, k.id)
 		}
-		if _, dup := start[s.ID]; !dup {
-			order = append(order, s.ID)
-		}
-		start[s.ID] = *s
-	}
-	done := map[string]bool{}
-	report := func(s api.Session) (bool, error) {
-		if done[s.ID] || !met(s, start[s.ID]) {
-			return false, nil
-		}
-		done[s.ID] = true
-		if err := a.printSessionLine(s); err != nil {
-			return false, err
-		}
-		return anyOf || len(done) == len(order), nil
 	}
 	check := func() (bool, error) {
-		for _, id := range order {
+		for _, id := range mine {
 			s, err := c.Session(ctx, id)
 			if err != nil {
 				return false, err
 			}
-			if fin, err := report(*s); fin || err != nil {
+			if fin, err := st.report(c.Host, *s); fin || err != nil {
 				return fin, err
 			}
 		}
@@ -159,14 +259,14 @@ func waitFor(ctx context.Context, a *app, refs []string, met func(s, start api.S
 	for {
 		err := c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
 			since = ev.Seq
-			if _, ours := start[ev.SessionID]; !ours || done[ev.SessionID] {
+			if !st.ours(c.Host, ev.SessionID) {
 				return nil
 			}
 			s, err := c.Session(ctx, ev.SessionID)
 			if err != nil {
 				return err
 			}
-			if fin, err := report(*s); err != nil || fin {
+			if fin, err := st.report(c.Host, *s); err != nil || fin {
 				return orErr(err, errDone)
 			}
 			return nil

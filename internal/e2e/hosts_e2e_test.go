@@ -157,6 +157,20 @@ func TestHostsOverSSH(t *testing.T) {
 	}
 	t.Logf("no sessionctl: %s", strings.TrimSpace(errs))
 
+	// wait across both hosts: each session on its host, each printed
+	// once with its host.
+	out, errs, code = c.Ctl(append(hosts, "--json", "wait", "a5t0a0000001", "b5t0b0000001", "--until", "stopped", "--timeout", "20s")...)
+	var met []api.Session
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var s api.Session
+		if json.Unmarshal([]byte(l), &s) == nil {
+			met = append(met, s)
+		}
+	}
+	if code != 0 || len(met) != 2 || met[0].Host == met[1].Host {
+		t.Errorf("wait across both hosts: exit %d, %d sessions met: %s %s", code, len(met), out, errs)
+	}
+
 	// health over both: one block per host.
 	var hs []api.Health
 	c.CtlJSON(&hs, append(hosts, "health")...)
