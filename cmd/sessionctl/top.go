@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -42,17 +43,23 @@ Not on a terminal (a pipe, a file), or with --once, it prints the table once
   sessionctl top --filter myrepo`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(a.hosts) > 1 {
-				return usageError{fmt.Errorf("top shows one host: give one --host (got %d)", len(a.hosts))}
-			}
 			opts.now = time.Now()
 			tty := false
 			if f, ok := a.stdout.(*os.File); ok {
 				tty = term.IsTerminal(int(f.Fd()))
 			}
 			if !tty || opts.once || a.json {
-				ss, err := a.client().Sessions(cmd.Context(), api.ListOptions{All: true})
-				if err != nil {
+				answers := askHosts(cmd.Context(), a.hostClients(), func(ctx context.Context, c *api.Client) ([]api.Session, error) {
+					return c.Sessions(ctx, api.ListOptions{All: true})
+				})
+				var ss []api.Session
+				for _, ans := range answers {
+					for _, s := range ans.val {
+						s.Host = ans.host
+						ss = append(ss, s)
+					}
+				}
+				if err := reportFailures(a, answers); err != nil {
 					return err
 				}
 				rows := topRows(ss, opts)
@@ -70,7 +77,7 @@ Not on a terminal (a pipe, a file), or with --once, it prints the table once
 	}
 	cmd.Flags().BoolVar(&opts.once, "once", false, "print the table once and exit, even on a terminal")
 	cmd.Flags().BoolVarP(&opts.all, "all", "a", false, "also show sessions stopped more than a day ago")
-	cmd.Flags().StringVar(&opts.filter, "filter", "", "show only sessions whose id, agent, state, folder or title contains this")
+	cmd.Flags().StringVar(&opts.filter, "filter", "", "show only sessions whose id, agent, state, folder, title or host contains this")
 	return cmd
 }
 
@@ -134,7 +141,7 @@ func topRows(ss []api.Session, o topOptions) []api.Session {
 		if !o.all && s.Status == session.StatusStopped && o.now.Sub(since(s)) > stoppedShown {
 			continue
 		}
-		if f != "" && !strings.Contains(strings.ToLower(strings.Join([]string{s.ID, s.Agent, stateText(s), s.Cwd, s.Title}, " ")), f) {
+		if f != "" && !strings.Contains(strings.ToLower(strings.Join([]string{s.ID, s.Agent, stateText(s), s.Cwd, s.Title, s.Host}, " ")), f) {
 			continue
 		}
 		out = append(out, *s)
@@ -217,6 +224,14 @@ func where(s *api.Session) string {
 
 var topColumns = []string{"ID", "AGENT", "STATE", "FOR", "PANE", "ORPHANS", "PROBLEMS", "WHERE"}
 
+// topHeader is the column heads, with HOST first when hosts were named.
+func topHeader(hosts bool) []string {
+	if hosts {
+		return append([]string{"HOST"}, topColumns...)
+	}
+	return topColumns
+}
+
 // topCells is one row of the table.
 func topCells(s *api.Session, now time.Time) []string {
 	orphans := "-"
@@ -226,12 +241,20 @@ func topCells(s *api.Session, now time.Time) []string {
 	return []string{s.ID, s.Agent, stateText(s), age(now.Sub(since(s))), paneText(s), orphans, otherProblems(s), where(s)}
 }
 
+// topRowCells is topCells with the host first when hosts were named.
+func topRowCells(s *api.Session, now time.Time, hosts bool) []string {
+	if hosts {
+		return append([]string{hostLabel(s.Host)}, topCells(s, now)...)
+	}
+	return topCells(s, now)
+}
+
 // printTopTable is top's table, once, for a pipe or a file.
 func printTopTable(a *app, rows []api.Session, now time.Time) {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(topColumns, "\t"))
+	fmt.Fprintln(tw, strings.Join(topHeader(a.multi()), "\t"))
 	for i := range rows {
-		fmt.Fprintln(tw, strings.Join(topCells(&rows[i], now), "\t"))
+		fmt.Fprintln(tw, strings.Join(topRowCells(&rows[i], now, a.multi()), "\t"))
 	}
 	tw.Flush()
 }

@@ -67,8 +67,7 @@ func TestTopRows(t *testing.T) {
 // the view.
 func TestTopFollowsTheSelection(t *testing.T) {
 	now := time.Now()
-	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, c: api.NewClient("/nonexistent"), opts: topOptions{now: now},
-		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 140, height: 20}
+	m := testTopModel(now)
 	m.Update(listMsg{ss: []api.Session{
 		topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now),
 		topSession("b", session.StatusRunning, session.ActivityIdle, time.Minute, now),
@@ -80,14 +79,14 @@ func TestTopFollowsTheSelection(t *testing.T) {
 		t.Fatalf("after j j: %+v", s)
 	}
 	c := topSession("c", session.StatusRunning, session.ActivityWaiting, 0, now)
-	m.fetching["c"] = true
-	m.Update(sessionMsg{id: "c", s: &c})
+	m.fetching[sessKey{"", "c"}] = true
+	m.Update(sessionMsg{key: sessKey{"", "c"}, s: &c})
 	if s := m.current(); s == nil || s.ID != "c" || m.cursor != 0 {
 		t.Errorf("c started waiting: cursor %d on %+v, want 0 on c", m.cursor, s)
 	}
-	m.fetching["c"] = true
-	m.Update(sessionMsg{id: "c", err: &api.StatusError{StatusCode: 404, Body: api.Error{Code: api.CodeNotFound}}})
-	if _, ok := m.sessions["c"]; ok || len(m.rows) != 2 {
+	m.fetching[sessKey{"", "c"}] = true
+	m.Update(sessionMsg{key: sessKey{"", "c"}, err: &api.StatusError{StatusCode: 404, Body: api.Error{Code: api.CodeNotFound}}})
+	if _, ok := m.sessions[sessKey{"", "c"}]; ok || len(m.rows) != 2 {
 		t.Errorf("c is gone from the store but still shown: %s", rowIDs(m.rows))
 	}
 	if v := m.View(); !strings.Contains(v, "1 busy, 1 idle") {
@@ -100,8 +99,7 @@ func TestTopFollowsTheSelection(t *testing.T) {
 // them confirms it; a result leaves the typing alone.
 func TestTopLatePlanIsDropped(t *testing.T) {
 	now := time.Now()
-	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, c: api.NewClient("/nonexistent"), opts: topOptions{now: now},
-		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 140, height: 20}
+	m := testTopModel(now)
 	m.Update(listMsg{ss: []api.Session{topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now)}})
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("S")})
 	seq := m.planSeq
@@ -120,30 +118,63 @@ func TestTopLatePlanIsDropped(t *testing.T) {
 // fetched again.
 func TestTopListDoesNotUndoAFetch(t *testing.T) {
 	now := time.Now()
-	m := &topModel{ctx: context.Background(), a: &app{socket: "/nonexistent"}, c: api.NewClient("/nonexistent"), opts: topOptions{now: now},
-		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 140, height: 20}
+	m := testTopModel(now)
 	m.Update(listMsg{ss: []api.Session{topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now)}})
 	m.load() // a reconnect reloads the list; it is read now, landing later
-	m.Update(eventMsg(api.Event{Seq: 7, SessionID: "a"}))
-	m.Update(eventMsg(api.Event{Seq: 8, SessionID: "n"}))
+	m.Update(eventMsg{"", api.Event{Seq: 7, SessionID: "a"}})
+	m.Update(eventMsg{"", api.Event{Seq: 8, SessionID: "n"}})
 	a := topSession("a", session.StatusRunning, session.ActivityWaiting, 0, now)
 	n := topSession("n", session.StatusRunning, session.ActivityIdle, 0, now)
-	m.Update(sessionMsg{id: "a", s: &a})
-	m.Update(sessionMsg{id: "n", s: &n})
+	m.Update(sessionMsg{key: sessKey{"", "a"}, s: &a})
+	m.Update(sessionMsg{key: sessKey{"", "n"}, s: &n})
 	_, cmd := m.Update(listMsg{ss: []api.Session{topSession("a", session.StatusRunning, session.ActivityBusy, time.Minute, now)}})
-	if got := m.sessions["a"].Activity; got != session.ActivityWaiting {
+	if got := m.sessions[sessKey{"", "a"}].Activity; got != session.ActivityWaiting {
 		t.Errorf("a is %s after the late list, want waiting (fetched after it was read)", got)
 	}
-	if _, ok := m.sessions["n"]; !ok {
+	if _, ok := m.sessions[sessKey{"", "n"}]; !ok {
 		t.Errorf("n, created while the list was read, was dropped")
 	}
-	if cmd == nil || !m.fetching["a"] || !m.fetching["n"] {
+	if cmd == nil || !m.fetching[sessKey{"", "a"}] || !m.fetching[sessKey{"", "n"}] {
 		t.Errorf("the sessions named while the list was read are not fetched again (fetching %v)", m.fetching)
 	}
 	// An older fetch landing after a newer one does not take its place.
 	old := topSession("a", session.StatusRunning, session.ActivityBusy, time.Hour, now)
-	m.Update(sessionMsg{id: "a", s: &old})
-	if got := m.sessions["a"].Activity; got != session.ActivityWaiting {
+	m.Update(sessionMsg{key: sessKey{"", "a"}, s: &old})
+	if got := m.sessions[sessKey{"", "a"}].Activity; got != session.ActivityWaiting {
 		t.Errorf("a is %s after an older fetch, want waiting", got)
+	}
+}
+
+func testTopModel(now time.Time) *topModel {
+	m := newTopModel(context.Background(), &app{socket: "/nonexistent"}, topOptions{now: now}, []hostClient{{"", api.NewClient("/nonexistent")}})
+	m.width, m.height = 140, 20
+	return m
+}
+
+// TestTopSeveralHosts: one id on two hosts is two rows, each with its
+// host; a list from one host leaves the other's rows alone; an event
+// names its host's session only.
+func TestTopSeveralHosts(t *testing.T) {
+	now := time.Now()
+	a := &app{socket: "/nonexistent", hosts: []api.Host{{Name: "ssh://a"}, {Name: "ssh://b"}}}
+	m := newTopModel(context.Background(), a, topOptions{now: now}, []hostClient{{"ssh://a", api.NewClient("/nonexistent")}, {"ssh://b", api.NewClient("/nonexistent")}})
+	m.width, m.height = 160, 20
+	m.Update(listMsg{host: "ssh://a", ss: []api.Session{topSession("x", session.StatusRunning, session.ActivityBusy, time.Minute, now)}})
+	m.Update(listMsg{host: "ssh://b", ss: []api.Session{topSession("x", session.StatusRunning, session.ActivityWaiting, time.Minute, now)}})
+	if len(m.rows) != 2 || m.rows[0].Host != "ssh://b" || m.rows[1].Host != "ssh://a" {
+		t.Fatalf("rows: %+v", m.rows)
+	}
+	v := m.View()
+	if !strings.Contains(v, "HOST") || !strings.Contains(v, "a  ") || !strings.Contains(v, "b  ") {
+		t.Errorf("view without hosts:\n%s", v)
+	}
+	// b lists again with nothing: a's row stays.
+	m.Update(listMsg{host: "ssh://b", ss: nil})
+	if len(m.rows) != 1 || m.rows[0].Host != "ssh://a" {
+		t.Errorf("after b's empty list: %+v", m.rows)
+	}
+	m.Update(eventMsg{"ssh://a", api.Event{Seq: 3, SessionID: "x"}})
+	if !m.fetching[sessKey{"ssh://a", "x"}] || m.fetching[sessKey{"ssh://b", "x"}] {
+		t.Errorf("an event of a fetched %v", m.fetching)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,16 +33,23 @@ const (
 // Messages from commands and from the event stream.
 type (
 	listMsg struct {
-		ss  []api.Session
-		err error
+		host string
+		ss   []api.Session
+		err  error
 	}
 	sessionMsg struct {
-		id  string
+		key sessKey
 		s   *api.Session
 		err error
 	}
-	eventMsg  api.Event
-	streamMsg struct{ err error } // the stream broke (nil: it is back)
+	eventMsg struct {
+		host string
+		api.Event
+	}
+	streamMsg struct { // a host's stream broke (nil: it is back)
+		host string
+		err  error
+	}
 	tickMsg   time.Time
 	planMsg   struct {
 		p   *plan
@@ -54,9 +62,16 @@ type (
 	attachedMsg struct{ err error }
 )
 
+// sessKey is a session on its host ("" for the local socket): ids are
+// unique on one host only.
+type sessKey struct{ host, id string }
+
+func keyOf(s *api.Session) sessKey { return sessKey{s.Host, s.ID} }
+
 // plan is an action shown before it is carried out.
 type plan struct {
 	action string // repair, reap, stop, abort
+	host   string
 	id     string
 	lines  []string
 	err    error
@@ -65,14 +80,15 @@ type plan struct {
 type topModel struct {
 	ctx context.Context
 	a   *app
-	// c is the one client of the view: one connection pool for every
-	// fetch, not one per event.
-	c    *api.Client
-	opts topOptions
+	// clients are the view's hosts (one: the local socket, unless
+	// --host named others), one connection pool each for every fetch.
+	clients map[string]*api.Client
+	hosts   []string // in the order named
+	opts    topOptions
 
-	sessions map[string]api.Session
+	sessions map[sessKey]api.Session
 	rows     []api.Session
-	selected string // the selected session's id: kept across reorders
+	selected sessKey // kept across reorders
 	cursor   int
 	offset   int
 	width    int
@@ -82,7 +98,7 @@ type topModel struct {
 	input string // the filter or prompt being typed
 	// sendTo is the session a prompt being typed goes to: chosen when
 	// s was pressed, whatever the rows do meanwhile.
-	sendTo string
+	sendTo sessKey
 	plan   *plan
 	// planSeq numbers plan requests: a plan is shown only if it answers
 	// the latest one and the list is still what has the keys.
@@ -90,17 +106,29 @@ type topModel struct {
 	detail  string
 	message string
 	isError bool
-	stream  string // why the event stream is down, "" when it is up
+	stream  map[string]string // by host: why its event stream is down
 	loaded  bool
 	// fetching holds sessions whose fetch is under way, so a burst of
 	// events for one session fetches it once.
-	fetching map[string]bool
-	refetch  map[string]bool
-	// listing is set while a whole list is on its way; touched holds the
-	// sessions events named meanwhile, fetched again once it lands (the
-	// list may have been read before their change).
-	listing bool
-	touched map[string]bool
+	fetching map[sessKey]bool
+	refetch  map[sessKey]bool
+	// listing holds the hosts whose whole list is on its way; touched
+	// the sessions events named meanwhile, fetched again once it lands
+	// (the list may have been read before their change).
+	listing map[string]bool
+	touched map[sessKey]bool
+}
+
+// newTopModel is the view of the sessions of hcs.
+func newTopModel(ctx context.Context, a *app, o topOptions, hcs []hostClient) *topModel {
+	m := &topModel{ctx: ctx, a: a, opts: o, clients: map[string]*api.Client{}, sessions: map[sessKey]api.Session{},
+		fetching: map[sessKey]bool{}, refetch: map[sessKey]bool{}, listing: map[string]bool{}, touched: map[sessKey]bool{},
+		stream: map[string]string{}, width: 120, height: 30}
+	for _, hc := range hcs {
+		m.clients[hc.name] = hc.c
+		m.hosts = append(m.hosts, hc.name)
+	}
+	return m
 }
 
 var (
@@ -116,20 +144,26 @@ var (
 // runTop runs the full-screen view until the user quits. The event
 // stream feeds it: each event refetches the one session it names.
 func runTop(ctx context.Context, a *app, o topOptions) error {
-	c := a.client()
-	m := &topModel{ctx: ctx, a: a, c: c, opts: o, sessions: map[string]api.Session{},
-		fetching: map[string]bool{}, refetch: map[string]bool{}, width: 120, height: 30}
-	// The stream starts from the log's end as of now; the list is read
-	// after that, so no change falls between the two.
-	h, err := c.Health(ctx)
-	if err != nil {
+	hcs := a.hostClients()
+	m := newTopModel(ctx, a, o, hcs)
+	// Each stream starts from its log's end as of now; the lists are
+	// read after that, so no change falls between the two. A host that
+	// does not answer is shown as such; all failing, top does not start.
+	answers := askHosts(ctx, hcs, func(ctx context.Context, c *api.Client) (*api.Health, error) { return c.Health(ctx) })
+	if err := reportFailures(a, answers); err != nil {
 		return err
 	}
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithOutput(a.stdout))
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go follow(sctx, c, h.LastEventSeq, p)
-	_, err = p.Run()
+	for i, ans := range answers {
+		var since uint64
+		if ans.err == nil {
+			since = ans.val.LastEventSeq
+		}
+		go follow(sctx, hcs[i].name, hcs[i].c, since, p)
+	}
+	_, err := p.Run()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil
 	}
@@ -138,11 +172,11 @@ func runTop(ctx context.Context, a *app, o topOptions) error {
 
 // follow streams events into the program, reconnecting (and reloading
 // the list) after the stream breaks, until ctx ends.
-func follow(ctx context.Context, c *api.Client, since uint64, p *tea.Program) {
+func follow(ctx context.Context, host string, c *api.Client, since uint64, p *tea.Program) {
 	for {
 		err := c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
 			since = ev.Seq
-			p.Send(eventMsg(ev))
+			p.Send(eventMsg{host, ev})
 			return nil
 		})
 		if ctx.Err() != nil {
@@ -151,13 +185,13 @@ func follow(ctx context.Context, c *api.Client, since uint64, p *tea.Program) {
 		if err == nil {
 			err = errors.New("the event stream ended")
 		}
-		p.Send(streamMsg{err})
+		p.Send(streamMsg{host, err})
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
 		}
-		p.Send(streamMsg{nil})
+		p.Send(streamMsg{host, nil})
 	}
 }
 
@@ -167,13 +201,22 @@ func tick() tea.Cmd {
 	return tea.Tick(time.Second, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
-// load reads every session.
+// load reads every host's sessions.
 func (m *topModel) load() tea.Cmd {
-	m.listing, m.touched = true, map[string]bool{}
-	c, ctx := m.c, m.ctx
+	cmds := make([]tea.Cmd, 0, len(m.hosts))
+	for _, h := range m.hosts {
+		cmds = append(cmds, m.loadHost(h))
+	}
+	return tea.Batch(cmds...)
+}
+
+// loadHost reads one host's sessions.
+func (m *topModel) loadHost(host string) tea.Cmd {
+	m.listing[host] = true
+	c, ctx := m.clients[host], m.ctx
 	return func() tea.Msg {
 		ss, err := c.Sessions(ctx, api.ListOptions{All: true})
-		return listMsg{ss, err}
+		return listMsg{host, ss, err}
 	}
 }
 
@@ -182,39 +225,54 @@ func (m *topModel) load() tea.Cmd {
 // list was read) keeps it; one the list lacks but an event named
 // meanwhile (created since) is kept; the sessions named meanwhile are
 // fetched once more, so none stays as the list saw it.
-func (m *topModel) applyList(ss []api.Session) tea.Cmd {
-	next := make(map[string]api.Session, len(ss))
+func (m *topModel) applyList(host string, ss []api.Session) tea.Cmd {
+	next := make(map[sessKey]api.Session, len(m.sessions)+len(ss))
+	for k, s := range m.sessions {
+		if k.host != host {
+			next[k] = s // other hosts' sessions stay as they are
+		}
+	}
 	for _, s := range ss {
-		if old, ok := m.sessions[s.ID]; ok && old.UpdatedAt.After(s.UpdatedAt) {
+		s.Host = host
+		k := keyOf(&s)
+		if old, ok := m.sessions[k]; ok && old.UpdatedAt.After(s.UpdatedAt) {
 			s = old
 		}
-		next[s.ID] = s
+		next[k] = s
 	}
 	var cmds []tea.Cmd
-	for id := range m.touched {
-		if old, ok := m.sessions[id]; ok {
-			if _, listed := next[id]; !listed {
-				next[id] = old
+	for k := range m.touched {
+		if k.host != host {
+			continue
+		}
+		if old, ok := m.sessions[k]; ok {
+			if _, listed := next[k]; !listed {
+				next[k] = old
 			}
 		}
-		cmds = append(cmds, m.fetch(id))
+		delete(m.touched, k)
+		cmds = append(cmds, m.fetch(k))
 	}
 	m.sessions = next
-	m.listing, m.touched = false, nil
+	delete(m.listing, host)
 	return tea.Batch(cmds...)
 }
 
 // fetch reads one session, once at a time per session.
-func (m *topModel) fetch(id string) tea.Cmd {
-	if m.fetching[id] {
-		m.refetch[id] = true
+func (m *topModel) fetch(k sessKey) tea.Cmd {
+	if m.fetching[k] {
+		m.refetch[k] = true
 		return nil
 	}
-	m.fetching[id] = true
-	c, ctx := m.c, m.ctx
+	c := m.clients[k.host]
+	if c == nil {
+		return nil
+	}
+	m.fetching[k] = true
+	ctx := m.ctx
 	return func() tea.Msg {
-		s, err := c.Session(ctx, id)
-		return sessionMsg{id, s, err}
+		s, err := c.Session(ctx, k.id)
+		return sessionMsg{k, s, err}
 	}
 }
 
@@ -227,42 +285,47 @@ func (m *topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 	case listMsg:
 		if msg.err != nil {
-			m.say(msg.err)
+			delete(m.listing, msg.host)
+			m.say(fmt.Errorf("%s", hostErr(msg.host, msg.err)))
 			break
 		}
 		m.loaded = true
-		cmd = m.applyList(msg.ss)
+		cmd = m.applyList(msg.host, msg.ss)
 	case sessionMsg:
-		delete(m.fetching, msg.id)
+		k := msg.key
+		delete(m.fetching, k)
 		var se *api.StatusError
 		switch {
 		case msg.err == nil:
+			s := *msg.s
+			s.Host = k.host
 			// A fetch that left before a newer list or fetch landed
 			// does not take its place.
-			if old, ok := m.sessions[msg.id]; !ok || !old.UpdatedAt.After(msg.s.UpdatedAt) {
-				m.sessions[msg.id] = *msg.s
+			if old, ok := m.sessions[k]; !ok || !old.UpdatedAt.After(s.UpdatedAt) {
+				m.sessions[k] = s
 			}
 		case errors.As(msg.err, &se) && se.Body.Code == api.CodeNotFound:
-			delete(m.sessions, msg.id)
+			delete(m.sessions, k)
 		default:
-			m.say(msg.err)
+			m.say(fmt.Errorf("%s", hostErr(k.host, msg.err)))
 		}
-		if m.refetch[msg.id] {
-			delete(m.refetch, msg.id)
-			cmd = m.fetch(msg.id)
+		if m.refetch[k] {
+			delete(m.refetch, k)
+			cmd = m.fetch(k)
 		}
 	case eventMsg:
-		if m.listing {
-			m.touched[msg.SessionID] = true
+		k := sessKey{msg.host, msg.SessionID}
+		if m.listing[msg.host] {
+			m.touched[k] = true
 		}
-		return m, m.fetch(msg.SessionID)
+		return m, m.fetch(k)
 	case streamMsg:
 		if msg.err != nil {
-			m.stream = msg.err.Error()
+			m.stream[msg.host] = hostErr(msg.host, msg.err)
 			break
 		}
-		m.stream = ""
-		return m, m.load()
+		delete(m.stream, msg.host)
+		return m, m.loadHost(msg.host)
 	case tickMsg:
 		m.opts.now = time.Time(msg)
 		m.layout()
@@ -310,13 +373,13 @@ func (m *topModel) layout() {
 	m.rows = topRows(all, m.opts)
 	m.cursor = 0
 	for i := range m.rows {
-		if m.rows[i].ID == m.selected {
+		if keyOf(&m.rows[i]) == m.selected {
 			m.cursor = i
 			break
 		}
 	}
 	if len(m.rows) > 0 {
-		m.selected = m.rows[m.cursor].ID
+		m.selected = keyOf(&m.rows[m.cursor])
 	}
 	m.scroll()
 }
@@ -348,7 +411,7 @@ func (m *topModel) move(d int) {
 		return
 	}
 	m.cursor = max(0, min(len(m.rows)-1, m.cursor+d))
-	m.selected = m.rows[m.cursor].ID
+	m.selected = keyOf(&m.rows[m.cursor])
 	m.scroll()
 }
 
@@ -416,7 +479,7 @@ func (m *topModel) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	case "s":
 		if s != nil {
-			m.mode, m.input, m.sendTo = modeSend, "", s.ID
+			m.mode, m.input, m.sendTo = modeSend, "", keyOf(s)
 		}
 	case "r", "R", "S", "A":
 		if s != nil {
@@ -441,7 +504,7 @@ func (m *topModel) typing(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case tea.KeyEnter:
 		mode := m.mode
 		m.mode = modeList
-		if mode == modeSend && strings.TrimSpace(m.input) != "" && m.sendTo != "" {
+		if mode == modeSend && strings.TrimSpace(m.input) != "" && m.sendTo.id != "" {
 			return m, m.send(m.sendTo, m.input)
 		}
 		return m, nil
@@ -468,10 +531,10 @@ func (m *topModel) typing(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 // here from the session's owner.
 func (m *topModel) planFor(action string, s *api.Session) tea.Cmd {
 	m.planSeq++
-	c, ctx, id, seq := m.c, m.ctx, s.ID, m.planSeq
+	c, ctx, id, seq := m.clients[s.Host], m.ctx, s.ID, m.planSeq
 	switch action {
 	case "stop", "abort":
-		p := &plan{action: action, id: id}
+		p := &plan{action: action, host: s.Host, id: id}
 		switch {
 		case s.PID == 0 || s.Status.Terminal():
 			p.err = fmt.Errorf("%s %s: it has no live owner (%s)", action, id, s.Status)
@@ -485,7 +548,7 @@ func (m *topModel) planFor(action string, s *api.Session) tea.Cmd {
 	}
 	return func() tea.Msg {
 		res, err := c.Action(ctx, id, action, api.ActionRequest{})
-		p := &plan{action: action, id: id, err: err}
+		p := &plan{action: action, host: s.Host, id: id, err: err}
 		if err == nil {
 			p.lines = checklist(res)
 			if len(res.Steps) == 0 {
@@ -498,7 +561,7 @@ func (m *topModel) planFor(action string, s *api.Session) tea.Cmd {
 
 // apply carries p out and says how it went.
 func (m *topModel) apply(p *plan) tea.Cmd {
-	c, ctx := m.c, m.ctx
+	c, ctx := m.clients[p.host], m.ctx
 	return func() tea.Msg {
 		res, err := c.Action(ctx, p.id, p.action, api.ActionRequest{Apply: true})
 		if err != nil {
@@ -523,8 +586,8 @@ func (m *topModel) apply(p *plan) tea.Cmd {
 
 // send gives the prompt to the session now if it is idle, else queues it
 // until it is.
-func (m *topModel) send(id, prompt string) tea.Cmd {
-	c, ctx := m.c, m.ctx
+func (m *topModel) send(k sessKey, prompt string) tea.Cmd {
+	c, ctx, id := m.clients[k.host], m.ctx, k.id
 	return func() tea.Msg {
 		r, err := c.Send(ctx, id, api.SendRequest{Prompt: prompt, WhenIdle: true})
 		switch {
@@ -540,6 +603,10 @@ func (m *topModel) send(id, prompt string) tea.Cmd {
 // attach runs tmux with the terminal handed over: switch-client returns
 // at once inside tmux; attach-session outside returns on detach.
 func (m *topModel) attach(s *api.Session) tea.Cmd {
+	if c := m.clients[s.Host]; c != nil && c.Remote() {
+		m.say(fmt.Errorf("attach %s: its pane is on %s; there, run sessionctl attach %s", s.ID, hostLabel(s.Host), s.ID))
+		return nil
+	}
 	tc, err := attachCommand(s, os.Getenv("TMUX"))
 	if err != nil {
 		m.say(err)
@@ -584,10 +651,11 @@ func (m *topModel) View() string {
 		return b.String()
 	}
 	cells := make([][]string, 0, len(m.rows)+1)
-	cells = append(cells, topColumns)
+	multi := m.a.multi()
+	cells = append(cells, topHeader(multi))
 	end := min(len(m.rows), m.offset+m.listHeight())
 	for i := m.offset; i < end; i++ {
-		cells = append(cells, topCells(&m.rows[i], m.opts.now))
+		cells = append(cells, topRowCells(&m.rows[i], m.opts.now, multi))
 	}
 	widths := columnWidths(cells, m.width)
 	for i, row := range cells {
@@ -618,14 +686,14 @@ func (m *topModel) foot() string {
 	case modeFilter:
 		first, keys = "filter: "+m.input+"▏", "enter keep  esc clear"
 	case modeSend:
-		first, keys = "send to "+m.sendTo+": "+m.input+"▏", "enter send (queued until idle if busy)  esc cancel"
+		first, keys = "send to "+m.sendTo.id+": "+m.input+"▏", "enter send (queued until idle if busy)  esc cancel"
 	case modeConfirm:
 		first = m.plan.action + " " + m.plan.id + ": " + strings.Join(m.plan.lines, "; ")
 		keys = "y carry it out  any other key: cancel"
 	default:
 		switch {
-		case m.stream != "":
-			first = styleError.Render(m.fit("live updates stopped: " + m.stream + "; reconnecting"))
+		case len(m.stream) > 0:
+			first = styleError.Render(m.fit("live updates stopped: " + m.streamText() + "; reconnecting"))
 		case m.isError:
 			first = styleError.Render(m.fit(m.message))
 		default:
@@ -633,6 +701,17 @@ func (m *topModel) foot() string {
 		}
 	}
 	return m.fit(first) + "\n" + m.fit(keys)
+}
+
+// streamText says which hosts' streams are down, and why.
+func (m *topModel) streamText() string {
+	var parts []string
+	for _, h := range m.hosts {
+		if why, ok := m.stream[h]; ok {
+			parts = append(parts, why)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (m *topModel) fit(s string) string { return ansi.Truncate(s, m.width, "…") }
@@ -654,13 +733,13 @@ func rowStyle(s *api.Session) lipgloss.Style {
 // columnWidths fits the columns to width: each as wide as its widest
 // cell, the state and the last (where) columns cut first.
 func columnWidths(cells [][]string, width int) []int {
-	w := make([]int, len(topColumns))
+	w := make([]int, len(cells[0]))
 	for _, row := range cells {
 		for i, c := range row {
 			w[i] = max(w[i], ansi.StringWidth(c))
 		}
 	}
-	const stateCol = 2
+	stateCol := slices.Index(cells[0], "STATE")
 	total := func() int {
 		t := 0
 		for _, x := range w {

@@ -304,3 +304,67 @@ func subscribers(socket string) int {
 	}
 	return -1
 }
+
+// TestHostsTopOverSSH: a real `sessionctl top` in a tmux pane over two
+// hosts reached through ssh shows both hosts' sessions in one view, each
+// row with its host, and a death on one host arrives by that host's
+// stream.
+func TestHostsTopOverSSH(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed (.ci/run installs it): top not tested")
+	}
+	w := newHostsWorld(t)
+	c := w.client
+	sock := filepath.Join(c.Dir, "tt.sock")
+	tmux := func(args ...string) (string, error) {
+		cmd := exec.Command("tmux", append([]string{"-S", sock}, args...)...)
+		cmd.Env = append(c.Environ(), "TERM=xterm-256color")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	top := fmt.Sprintf("%s --host %s --host %s top", c.Sessionctl, w.hostA(), w.hostB())
+	if out, err := tmux("new-session", "-d", "-s", "top", "-x", "220", "-y", "20", top); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	t.Cleanup(func() { tmux("kill-server") })
+	screen := func() string {
+		out, _ := tmux("capture-pane", "-p", "-t", "top")
+		return out
+	}
+	await := func(what string, ok func(string) bool) string {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			s := screen()
+			if ok(s) {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 15s; last seen:\n%s", what, s)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	labelA := strings.TrimPrefix(w.hostA(), "ssh://")
+	first := await("both hosts' sessions", func(s string) bool {
+		return strings.Contains(s, "HOST") && strings.Contains(s, "a1ve00000002") && strings.Contains(s, "b5t0b0000002") &&
+			strings.Count(s, "d0bb1e000001") == 2
+	})
+	t.Logf("top over two hosts:\n%s", first)
+	for _, l := range strings.Split(first, "\n") {
+		if strings.Contains(l, "a1ve00000000") && !strings.HasPrefix(l, labelA) {
+			t.Errorf("a's session row does not start with its host %s: %q", labelA, l)
+		}
+	}
+	w.owners[0].Process.Kill()
+	w.owners[0].Wait()
+	await("the death on host a", func(s string) bool {
+		for _, l := range strings.Split(s, "\n") {
+			if strings.Contains(l, "a1ve00000000") && (strings.Contains(l, "stopped") || strings.Contains(l, "interrupted")) {
+				return true
+			}
+		}
+		return false
+	})
+	tmux("send-keys", "-t", "top", "q")
+}
