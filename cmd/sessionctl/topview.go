@@ -50,8 +50,8 @@ type (
 		host string
 		err  error
 	}
-	tickMsg   time.Time
-	planMsg   struct {
+	tickMsg time.Time
+	planMsg struct {
 		p   *plan
 		seq int // the request it answers (topModel.planSeq)
 	}
