@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sessiond/sessiond/internal/tailbuf"
 )
 
 // A Host is where a sessiond runs, as sessionctl --host names it:
@@ -208,7 +210,7 @@ type sshConn struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
-	stderr *lastLines
+	stderr *tailbuf.Buffer
 
 	once   sync.Once
 	exited chan struct{}
@@ -220,7 +222,7 @@ func dialSSH(ctx context.Context, h Host) (net.Conn, error) {
 	// Not CommandContext: the connection outlives the dial's context
 	// (the transport keeps it for later requests); Close ends it.
 	cmd := exec.Command(argv[0], argv[1:]...)
-	c := &sshConn{host: h.Name, cmd: cmd, stderr: &lastLines{}, exited: make(chan struct{})}
+	c := &sshConn{host: h.Name, cmd: cmd, stderr: &tailbuf.Buffer{Max: 4096}, exited: make(chan struct{})}
 	var err error
 	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
@@ -234,7 +236,7 @@ func dialSSH(ctx context.Context, h Host) (net.Conn, error) {
 	}
 	go func() {
 		werr := cmd.Wait()
-		he := &HostError{Host: h.Name, ExitCode: -1, Stderr: c.stderr.last()}
+		he := &HostError{Host: h.Name, ExitCode: -1, Stderr: c.stderr.LastLine()}
 		var ee *exec.ExitError
 		switch {
 		case errors.As(werr, &ee) && ee.ExitCode() >= 0:
@@ -317,39 +319,3 @@ type sshAddr string
 
 func (a sshAddr) Network() string { return "ssh" }
 func (a sshAddr) String() string  { return string(a) }
-
-// lastLines keeps the last non-empty line written to it (ssh's stderr).
-type lastLines struct {
-	mu   sync.Mutex
-	buf  []byte
-	line string
-}
-
-func (l *lastLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := strings.IndexByte(string(l.buf), '\n')
-		if i < 0 {
-			break
-		}
-		if s := strings.TrimSpace(string(l.buf[:i])); s != "" {
-			l.line = s
-		}
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 4096 {
-		l.buf = l.buf[len(l.buf)-4096:]
-	}
-	return len(p), nil
-}
-
-func (l *lastLines) last() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if s := strings.TrimSpace(string(l.buf)); s != "" {
-		return s
-	}
-	return l.line
-}

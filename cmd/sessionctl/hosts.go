@@ -253,17 +253,8 @@ func hostLabel(name string) string {
 // order the hosts were named; each row says its host. A host that fails
 // is named on stderr and the others are still listed.
 func lsHosts(ctx context.Context, a *app, opts api.ListOptions) error {
-	answers := askHosts(ctx, a.hostClients(), func(ctx context.Context, c *api.Client) ([]api.Session, error) {
-		return c.Sessions(ctx, opts)
-	})
-	all := []api.Session{}
-	for _, ans := range answers {
-		for _, s := range ans.val {
-			s.Host = ans.host
-			all = append(all, s)
-		}
-	}
-	if err := reportFailures(a, answers); err != nil {
+	all, err := sessionsOfHosts(ctx, a, opts)
+	if err != nil {
 		return err
 	}
 	if a.json {
@@ -337,4 +328,21 @@ func eventsHosts(ctx context.Context, a *app, opts api.EventsOptions) error {
 		return answers[0].err
 	}
 	return nil
+}
+
+// sessionsOfHosts is every host's sessions, asked at once, in the order
+// the hosts were named, each with its host; a host that fails is named on
+// stderr (an error only when all did).
+func sessionsOfHosts(ctx context.Context, a *app, opts api.ListOptions) ([]api.Session, error) {
+	answers := askHosts(ctx, a.hostClients(), func(ctx context.Context, c *api.Client) ([]api.Session, error) {
+		return c.Sessions(ctx, opts)
+	})
+	all := []api.Session{}
+	for _, ans := range answers {
+		for _, s := range ans.val {
+			s.Host = ans.host
+			all = append(all, s)
+		}
+	}
+	return all, reportFailures(a, answers)
 }

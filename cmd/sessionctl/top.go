@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -49,17 +48,8 @@ Not on a terminal (a pipe, a file), or with --once, it prints the table once
 				tty = term.IsTerminal(int(f.Fd()))
 			}
 			if !tty || opts.once || a.json {
-				answers := askHosts(cmd.Context(), a.hostClients(), func(ctx context.Context, c *api.Client) ([]api.Session, error) {
-					return c.Sessions(ctx, api.ListOptions{All: true})
-				})
-				var ss []api.Session
-				for _, ans := range answers {
-					for _, s := range ans.val {
-						s.Host = ans.host
-						ss = append(ss, s)
-					}
-				}
-				if err := reportFailures(a, answers); err != nil {
+				ss, err := sessionsOfHosts(cmd.Context(), a, api.ListOptions{All: true})
+				if err != nil {
 					return err
 				}
 				rows := topRows(ss, opts)

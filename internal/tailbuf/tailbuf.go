@@ -2,7 +2,10 @@
 // are what explain a failure, and a chatty process must not grow memory.
 package tailbuf
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // Buffer is an io.Writer that keeps the last Max bytes written to it. It
 // is safe for concurrent use (a process's stdout and stderr at once).
@@ -28,4 +31,14 @@ func (t *Buffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// LastLine is the last non-empty line kept, trimmed: what a failing
+// command said last.
+func (t *Buffer) LastLine() string {
+	s := strings.TrimSpace(t.String())
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[i+1:])
+	}
+	return s
 }

@@ -13,3 +13,18 @@ func TestKeepsTheEnd(t *testing.T) {
 		t.Errorf("kept %q, want %q", got, "defgh")
 	}
 }
+
+func TestLastLine(t *testing.T) {
+	b := &Buffer{Max: 64}
+	b.Write([]byte("first\nConnection closed by remote host.\n\n  "))
+	if got := b.LastLine(); got != "Connection closed by remote host." {
+		t.Errorf("LastLine = %q", got)
+	}
+	b.Write([]byte("no newline yet"))
+	if got := b.LastLine(); got != "no newline yet" {
+		t.Errorf("LastLine = %q", got)
+	}
+	if got := (&Buffer{Max: 8}).LastLine(); got != "" {
+		t.Errorf("empty: %q", got)
+	}
+}

@@ -5,7 +5,6 @@
 package sshtest
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -14,9 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/sessiond/sessiond/internal/tailbuf"
 )
 
 // Server is a running sshd.
@@ -31,7 +31,7 @@ type Server struct {
 
 	dir  string
 	cmd  *exec.Cmd
-	log  *logBuf
+	log  *tailbuf.Buffer
 	done chan struct{}
 }
 
@@ -124,7 +124,7 @@ func Start(t testing.TB) *Server {
 	if err := os.WriteFile(p("ssh_config"), []byte(client), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Port: port, Command: "ssh -F " + p("ssh_config"), User: u.Username, dir: dir, log: &logBuf{}, done: make(chan struct{})}
+	s := &Server{Port: port, Command: "ssh -F " + p("ssh_config"), User: u.Username, dir: dir, log: &tailbuf.Buffer{Max: 1 << 20}, done: make(chan struct{})}
 	if err := s.start(sshd); err != nil {
 		t.Fatal(err)
 	}
@@ -221,24 +221,4 @@ func killChildrenOf(pid int) {
 			}
 		}
 	}
-}
-
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 1<<20 {
-		return len(p), nil
-	}
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
