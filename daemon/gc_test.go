@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"math"
 	"path/filepath"
 	"runtime/debug"
 	"testing"
@@ -12,10 +13,12 @@ import (
 	"github.com/sessiond/sessiond/state"
 )
 
-// The GC target is lowered for a first start only, and set back after.
-func TestFirstStartGCOnlyOnEmptyStore(t *testing.T) {
-	orig := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(orig) })
+// The memory limit is set for a first start only, and set back after.
+func TestFirstStartMemoryLimitOnlyOnEmptyStore(t *testing.T) {
+	const none = math.MaxInt64
+	orig := debug.SetMemoryLimit(none)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	current := func() int64 { return debug.SetMemoryLimit(-1) } // -1 reads it
 	st, err := state.Open(filepath.Join(t.TempDir(), "sessiond.db"), state.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -23,22 +26,25 @@ func TestFirstStartGCOnlyOnEmptyStore(t *testing.T) {
 	defer st.Close()
 	log := zaptest.NewLogger(t)
 
-	restore := firstStartGC(35, st, log)
-	if got := debug.SetGCPercent(35); got != 35 {
-		t.Fatalf("empty store: GC percent %d during the first start, want 35", got)
+	restore := firstStartMemoryLimit(70<<20, st, log)
+	if got := current(); got != 70<<20 {
+		t.Fatalf("empty store: memory limit %d during the first start, want %d", got, 70<<20)
 	}
 	restore()
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Fatalf("after the first start: GC percent %d, want 100 back", got)
+	if got := current(); got != none {
+		t.Fatalf("after the first start: memory limit %d, want none back", got)
 	}
 
 	r := &session.Record{Agent: "claude", UpstreamID: "u1", Status: session.StatusStopped, CreatedAt: time.Now()}
 	if err := st.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
 		t.Fatal(err)
 	}
-	firstStartGC(35, st, log)()
-	if got := debug.SetGCPercent(100); got != 100 {
-		t.Fatalf("a restart (store not empty): GC percent %d, want 100 untouched", got)
+	firstStartMemoryLimit(70<<20, st, log)()
+	if got := current(); got != none {
+		t.Fatalf("a restart (store not empty): memory limit %d, want none", got)
 	}
-	firstStartGC(0, st, log)()
+	firstStartMemoryLimit(0, st, log)()
+	if got := current(); got != none {
+		t.Fatalf("limit 0: memory limit %d, want none", got)
+	}
 }

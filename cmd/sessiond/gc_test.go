@@ -2,14 +2,21 @@ package main
 
 import "testing"
 
-// A first start lowers the GC target unless GOGC says otherwise.
-func TestFirstStartGCUnlessGOGC(t *testing.T) {
+// A first start sets a memory limit unless GOGC or GOMEMLIMIT says
+// otherwise.
+func TestFirstStartMemoryLimitUnlessGOGC(t *testing.T) {
 	t.Setenv("GOGC", "")
-	if got := firstStartGC(); got != firstStartGCPercent {
-		t.Fatalf("GOGC unset: %d, want %d", got, firstStartGCPercent)
+	t.Setenv("GOMEMLIMIT", "")
+	if got := firstStartMemoryLimit(); got != firstStartMemoryLimitBytes {
+		t.Fatalf("GOGC and GOMEMLIMIT unset: %d, want %d", got, firstStartMemoryLimitBytes)
 	}
 	t.Setenv("GOGC", "77")
-	if got := firstStartGC(); got != 0 {
+	if got := firstStartMemoryLimit(); got != 0 {
 		t.Fatalf("GOGC=77: %d, want 0 (the runtime's own)", got)
+	}
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "200MiB")
+	if got := firstStartMemoryLimit(); got != 0 {
+		t.Fatalf("GOMEMLIMIT=200MiB: %d, want 0 (the runtime's own)", got)
 	}
 }

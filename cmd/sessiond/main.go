@@ -47,16 +47,17 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// firstStartGCPercent is the collector's target during a first start
-// when GOGC is not set (see daemon.Config.FirstStartGCPercent); GOGC, when
-// set, wins.
-const firstStartGCPercent = 35
+// firstStartMemoryLimitBytes is the runtime's soft memory limit during a
+// first start (see daemon.Config.FirstStartMemoryLimit): the peak RSS
+// target of 100 MiB less what is not Go's memory (the binary's text, the
+// store's mapped pages). GOGC or GOMEMLIMIT, when set, win.
+const firstStartMemoryLimitBytes = 70 << 20
 
-func firstStartGC() int {
-	if os.Getenv("GOGC") != "" {
+func firstStartMemoryLimit() int64 {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return 0
 	}
-	return firstStartGCPercent
+	return firstStartMemoryLimitBytes
 }
 
 // options are the parsed flags.
@@ -387,8 +388,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Interval: o.interval, Grace: o.grace, StallAfter: o.stallAfter,
 		NoExitEvents: o.noExitEvts, AutoRepair: o.autoRepair,
 		Version: buildinfo.Version(version), Logger: log, Hints: hints,
-		FirstStartGCPercent: firstStartGC(),
-		Reactions:           reactionsConfig(o, log),
+		FirstStartMemoryLimit: firstStartMemoryLimit(),
+		Reactions:             reactionsConfig(o, log),
 	})
 	var already *daemon.AlreadyRunningError
 	switch {
