@@ -174,11 +174,23 @@ func runTop(ctx context.Context, a *app, o topOptions) error {
 // the list) after the stream breaks, until ctx ends.
 func follow(ctx context.Context, host string, c *api.Client, since uint64, p *tea.Program) {
 	for {
-		err := c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
-			since = ev.Seq
-			p.Send(eventMsg{host, ev})
-			return nil
-		})
+		// A host that did not answer at the start has no position yet:
+		// take its log's end (the list is read again when it answers),
+		// rather than replaying its whole log.
+		var err error
+		if since == 0 {
+			var h *api.Health
+			if h, err = c.Health(ctx); err == nil {
+				since = h.LastEventSeq
+			}
+		}
+		if err == nil {
+			err = c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
+				since = ev.Seq
+				p.Send(eventMsg{host, ev})
+				return nil
+			})
+		}
 		if ctx.Err() != nil {
 			return
 		}
