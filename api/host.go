@@ -143,8 +143,9 @@ func sshArgv(h Host) []string {
 	}
 	var args []string
 	// -T: no terminal (the channel carries bytes); BatchMode off, so a
-	// key's passphrase may still be asked on the terminal.
-	args = append(args, "-T", "-o", "ConnectTimeout=15")
+	// key's passphrase may still be asked on the terminal. A host that
+	// goes silent is given up after 3 unanswered keepalives 15 s apart.
+	args = append(args, "-T", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3")
 	if h.SSH.Port != 0 {
 		args = append(args, "-p", strconv.Itoa(h.SSH.Port))
 	}
@@ -152,8 +153,13 @@ func sshArgv(h Host) []string {
 		args = append(args, "-l", h.SSH.User)
 	}
 	args = append(args, "--", h.SSH.Host)
-	// The far side's shell splits the command line: quote each word.
+	// The far side's shell splits the command line: quote each word (a
+	// leading ~/ stays the far home).
 	for _, w := range far {
+		if rest, ok := strings.CutPrefix(w, "~/"); ok {
+			args = append(args, "~/"+shellQuote(rest))
+			continue
+		}
 		args = append(args, shellQuote(w))
 	}
 	if cmd := os.Getenv(EnvSSHCommand); strings.TrimSpace(cmd) != "" {
@@ -209,7 +215,7 @@ type sshConn struct {
 	host   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout io.ReadCloser
+	stdout *os.File // the read end of a pipe this conn owns: exec's Wait never closes it under a Read
 	stderr *tailbuf.Buffer
 
 	once   sync.Once
@@ -227,11 +233,20 @@ func dialSSH(ctx context.Context, h Host) (net.Conn, error) {
 	if c.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if c.stdout, err = cmd.StdoutPipe(); err != nil {
+	// Not StdoutPipe: Wait would close it as soon as ssh exits, dropping
+	// what is still in the pipe under a Read that has not taken it yet.
+	r, w, err := os.Pipe()
+	if err != nil {
+		c.stdin.Close()
 		return nil, err
 	}
+	c.stdout, cmd.Stdout = r, w
 	cmd.Stderr = c.stderr
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	w.Close() // ssh holds its own copy; the read end sees EOF when it exits
+	if err != nil {
+		r.Close()
+		c.stdin.Close()
 		return nil, &HostError{Host: h.Name, ExitCode: -1, Err: fmt.Errorf("start %s: %w", argv[0], err)}
 	}
 	go func() {
@@ -279,10 +294,11 @@ func (c *sshConn) Read(p []byte) (int, error) {
 func (c *sshConn) Write(p []byte) (int, error) {
 	n, err := c.stdin.Write(p)
 	if err != nil {
+		// ssh is gone or going: say why, as Read does.
 		select {
 		case <-c.exited:
 			return n, c.err
-		default:
+		case <-time.After(2 * time.Second):
 		}
 	}
 	return n, err
@@ -305,6 +321,7 @@ func (c *sshConn) Close() error {
 			c.kill()
 			<-c.exited
 		}
+		c.stdout.Close()
 	})
 	return nil
 }

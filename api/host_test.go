@@ -65,7 +65,7 @@ func TestSSHArgv(t *testing.T) {
 	t.Setenv(EnvSSHCommand, "")
 	t.Setenv(EnvRemoteSessionctl, "")
 	got := strings.Join(sshArgv(h), " ")
-	want := "ssh -T -o ConnectTimeout=15 -p 2222 -l me -- box sessionctl dial-stdio --socket '/tmp/my dir/s.sock'"
+	want := "ssh -T -o ConnectTimeout=15 -o ServerAliveInterval=15 -o ServerAliveCountMax=3 -p 2222 -l me -- box sessionctl dial-stdio --socket '/tmp/my dir/s.sock'"
 	if got != want {
 		t.Errorf("argv:\n%s\nwant:\n%s", got, want)
 	}
@@ -74,6 +74,10 @@ func TestSSHArgv(t *testing.T) {
 	argv := sshArgv(h)
 	if argv[0] != "sh" || argv[2] != `ssh -F /x/config "$@"` || !strings.Contains(strings.Join(argv, " "), "/opt/bin/sessionctl dial-stdio") {
 		t.Errorf("with %s: %q", EnvSSHCommand, argv)
+	}
+	t.Setenv(EnvRemoteSessionctl, "~/my bin/sessionctl")
+	if got := strings.Join(sshArgv(h), " "); !strings.Contains(got, ` ~/'my bin/sessionctl' dial-stdio`) {
+		t.Errorf("a far path under ~ keeps ~ unquoted: %s", got)
 	}
 	if q := shellQuote("it's"); q != `'it'\''s'` {
 		t.Errorf("shellQuote: %s", q)

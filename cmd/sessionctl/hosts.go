@@ -58,16 +58,22 @@ type hostClient struct {
 	c    *api.Client
 }
 
-// hostClients are the clients of every host named, or of the local socket.
+// hostClients are the clients of every host named, or of the local
+// socket: made once, so the command's requests to a host share its
+// connections (one ssh login each).
 func (a *app) hostClients() []hostClient {
+	if a.hcs != nil {
+		return a.hcs
+	}
 	if len(a.hosts) == 0 {
-		return []hostClient{{"", api.NewClient(a.socket)}}
+		a.hcs = []hostClient{{"", api.NewClient(a.socket)}}
+		return a.hcs
 	}
-	out := make([]hostClient, len(a.hosts))
+	a.hcs = make([]hostClient, len(a.hosts))
 	for i, h := range a.hosts {
-		out[i] = hostClient{h.Name, api.NewHostClient(h)}
+		a.hcs[i] = hostClient{h.Name, api.NewHostClient(h)}
 	}
-	return out
+	return a.hcs
 }
 
 // oneHost is the client of a command that acts on exactly one host, when
@@ -127,10 +133,20 @@ func reportFailures[T any](a *app, answers []hostAnswer[T]) error {
 		if len(answers) > 1 {
 			return allFailedError{first}
 		}
-		return first
+		return hostError{answers[0].host, first}
 	}
 	return nil
 }
+
+// hostError is a host's error with the host named (unless its message
+// names it already); its exit code is the error's own.
+type hostError struct {
+	host string
+	err  error
+}
+
+func (e hostError) Error() string { return hostErr(e.host, e.err) }
+func (e hostError) Unwrap() error { return e.err }
 
 // hostErr prefixes err with its host unless it already names it.
 func hostErr(host string, err error) string {
@@ -159,9 +175,14 @@ func (a *app) clientForID(ctx context.Context, ref string) (*api.Client, error) 
 	var found []int
 	var firstErr error
 	for i, ans := range answers {
+		var se *api.StatusError
 		switch {
 		case ans.err == nil:
 			found = append(found, i)
+		case errors.As(ans.err, &se) && se.Body.Code == api.CodeAmbiguous:
+			// A prefix that names several sessions on one host is
+			// ambiguous whatever the other hosts hold.
+			return nil, hostError{ans.host, ans.err}
 		case api.IsNotFound(ans.err):
 		default:
 			fmt.Fprintf(a.stderr, "sessionctl: %s\n", hostErr(ans.host, ans.err))
@@ -208,28 +229,30 @@ side through ssh, as docker does with DOCKER_HOST=ssh://.`,
 			}
 			defer conn.Close()
 			uc := conn.(*net.UnixConn)
-			done := make(chan error, 2)
 			go func() {
-				_, err := io.Copy(uc, a.stdin)
-				// The client is done sending: let sessiond see the end
-				// of its requests, and keep reading its answers.
+				// The client is done sending: sessiond sees the end of
+				// its requests, and its answers still come back.
+				io.Copy(uc, a.stdin)
 				uc.CloseWrite()
-				done <- err
 			}()
+			// sessiond's side decides the end: once it closes (an idle
+			// connection, a restart, a crash), stdout is closed and
+			// dial-stdio exits, so the far client sees the end at once,
+			// whatever its stdin does.
+			answered := make(chan error, 1)
 			go func() {
 				_, err := io.Copy(a.stdout, uc)
-				done <- err
+				if c, ok := a.stdout.(io.Closer); ok {
+					c.Close()
+				}
+				answered <- err
 			}()
 			select {
-			case err = <-done:
+			case err = <-answered:
 			case <-cmd.Context().Done():
 				return nil
 			}
-			if err != nil {
-				return fmt.Errorf("dial-stdio %s: %w", a.socket, err)
-			}
-			// One side ended; the answer in flight still goes out.
-			if err := <-done; err != nil && !errors.Is(err, net.ErrClosed) {
+			if err != nil && !errors.Is(err, net.ErrClosed) {
 				return fmt.Errorf("dial-stdio %s: %w", a.socket, err)
 			}
 			return nil
@@ -258,7 +281,8 @@ func lsHosts(ctx context.Context, a *app, opts api.ListOptions) error {
 		return err
 	}
 	if a.json {
-		return a.printJSON(all)
+		// The daemon's own shape, each session with its host.
+		return a.printJSON(api.SessionList{Sessions: all})
 	}
 	printTable(a, all, time.Now())
 	return nil
@@ -325,7 +349,7 @@ func eventsHosts(ctx context.Context, a *app, opts api.EventsOptions) error {
 		if len(answers) > 1 {
 			return allFailedError{answers[0].err}
 		}
-		return answers[0].err
+		return hostError{answers[0].host, answers[0].err}
 	}
 	return nil
 }

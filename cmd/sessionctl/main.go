@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -50,6 +51,7 @@ type app struct {
 	// SESSIOND_HOST) name, none for the local socket.
 	hostFlags []string
 	hosts     []api.Host
+	hcs       []hostClient // hostClients, once made
 	json      bool
 	stdin     io.Reader
 	stdout    io.Writer
@@ -104,6 +106,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	var he *api.HostError
+	if errors.As(err, &he) && he.Err != nil && ctx.Err() == nil {
+		// ssh shares the terminal's process group: a Ctrl-C may end it
+		// a moment before it reaches this process. That is the user
+		// stopping the command, not a host failing.
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if ctx.Err() != nil {
+		return exitOK
+	}
 	var ue usageError
 	var unreach *api.UnreachableError
 	var te timeoutError
@@ -154,7 +169,7 @@ ambiguous, 5 timed out (wait).`,
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		for c := cmd; c != nil; c = c.Parent() {
 			switch c.Name() {
-			case "dial-stdio", "hook", "hooks":
+			case "dial-stdio", "hook", "hooks", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
 				// The far end of a host, and the agents' hooks, are
 				// about this machine's socket only.
 				return nil

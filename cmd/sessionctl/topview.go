@@ -161,7 +161,7 @@ func runTop(ctx context.Context, a *app, o topOptions) error {
 		if ans.err == nil {
 			since = ans.val.LastEventSeq
 		}
-		go follow(sctx, hcs[i].name, hcs[i].c, since, p)
+		go follow(sctx, hcs[i].name, hcs[i].c, since, ans.err == nil, p)
 	}
 	_, err := p.Run()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
@@ -170,21 +170,27 @@ func runTop(ctx context.Context, a *app, o topOptions) error {
 	return err
 }
 
-// follow streams events into the program, reconnecting (and reloading
-// the list) after the stream breaks, until ctx ends.
-func follow(ctx context.Context, host string, c *api.Client, since uint64, p *tea.Program) {
+// follow streams a host's events into the program until ctx ends. When
+// the stream breaks it says so, and once it can go on it has the host's
+// list read again, from a position taken first, so no change falls
+// between the list and the stream. positioned is false for a host that
+// did not answer at the start: its position is its log's end once it
+// does (its list is read then), not its first event.
+func follow(ctx context.Context, host string, c *api.Client, since uint64, positioned bool, p *tea.Program) {
+	reload := !positioned
 	for {
-		// A host that did not answer at the start has no position yet:
-		// take its log's end (the list is read again when it answers),
-		// rather than replaying its whole log.
 		var err error
-		if since == 0 {
+		if !positioned {
 			var h *api.Health
 			if h, err = c.Health(ctx); err == nil {
-				since = h.LastEventSeq
+				since, positioned = h.LastEventSeq, true
 			}
 		}
 		if err == nil {
+			if reload {
+				p.Send(streamMsg{host, nil})
+				reload = false
+			}
 			err = c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
 				since = ev.Seq
 				p.Send(eventMsg{host, ev})
@@ -198,12 +204,12 @@ func follow(ctx context.Context, host string, c *api.Client, since uint64, p *te
 			err = errors.New("the event stream ended")
 		}
 		p.Send(streamMsg{host, err})
+		reload = true
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
 		}
-		p.Send(streamMsg{host, nil})
 	}
 }
 

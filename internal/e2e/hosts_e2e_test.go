@@ -27,7 +27,8 @@ import (
 type hostsWorld struct {
 	srv    *sshtest.Server
 	a, b   *env
-	client *env // where sessionctl runs: its own HOME, no daemon
+	bd     *daemontest.Daemon // b's sessiond
+	client *env               // where sessionctl runs: its own HOME, no daemon
 	owners []*exec.Cmd
 }
 
@@ -56,7 +57,7 @@ func newHostsWorld(t *testing.T) *hostsWorld {
 		stopped("b5t0b0000002", "bbbbbbbc-2222-4333-8444-555555555555", "/src/on-b2"),
 		stopped("d0bb1e000001", "dddddddd-2222-4333-8444-55555555555b", "/src/dup-b"))
 	w.a.StartDaemon()
-	w.b.StartDaemon()
+	w.bd = w.b.StartDaemon()
 	// The client's ssh reaches the test's sshd with the test's key; the
 	// far sessionctl is the one just built (not on sshd's PATH).
 	w.client.Extra = append(w.client.Extra,
@@ -78,17 +79,18 @@ func TestHostsOverSSH(t *testing.T) {
 	c := w.client
 	hosts := []string{"--host", w.hostA(), "--host", w.hostB()}
 
-	// One host over ssh.
-	var one []api.Session
-	c.CtlJSON(&one, "--host", w.hostB(), "ls", "--all")
-	if len(one) != 3 || one[0].Host != w.hostB() {
+	// One host over ssh: the daemon's own shape, each with its host.
+	var oneList api.SessionList
+	c.CtlJSON(&oneList, "--host", w.hostB(), "ls", "--all")
+	if one := oneList.Sessions; len(one) != 3 || one[0].Host != w.hostB() {
 		t.Fatalf("ls over ssh to b: %d sessions, %+v", len(one), one)
 	}
 
 	// Both: merged, each with its host, in the order the hosts were
 	// named.
-	var all []api.Session
-	c.CtlJSON(&all, append(hosts, "ls", "--all")...)
+	var allList api.SessionList
+	c.CtlJSON(&allList, append(hosts, "ls", "--all")...)
+	all := allList.Sessions
 	on := map[string][]string{}
 	for _, s := range all {
 		on[s.Host] = append(on[s.Host], s.ID)
@@ -104,11 +106,11 @@ func TestHostsOverSSH(t *testing.T) {
 
 	// The same from SESSIOND_HOST, comma-separated.
 	c.Extra = append(c.Extra, "SESSIOND_HOST="+w.hostA()+","+w.hostB())
-	var fromEnv []api.Session
+	var fromEnv api.SessionList
 	c.CtlJSON(&fromEnv, "ls", "--all")
 	c.Extra = c.Extra[:len(c.Extra)-1]
-	if len(fromEnv) != 8 {
-		t.Errorf("ls with SESSIOND_HOST: %d sessions, want 8", len(fromEnv))
+	if len(fromEnv.Sessions) != 8 {
+		t.Errorf("ls with SESSIOND_HOST: %d sessions, want 8", len(fromEnv.Sessions))
 	}
 
 	// show finds the host that has the session; an id both have is
@@ -121,6 +123,11 @@ func TestHostsOverSSH(t *testing.T) {
 	out, errs, code = c.Ctl(append(hosts, "show", "d0bb1e000001")...)
 	if code != 4 || !strings.Contains(errs, "2 hosts") || !strings.Contains(errs, w.hostA()) || !strings.Contains(errs, w.hostB()) {
 		t.Errorf("show of an id on both hosts: exit %d, want 4 naming both: %s %s", code, out, errs)
+	}
+	// A prefix ambiguous on one host is ambiguous, whatever the other
+	// holds.
+	if _, errs, code := c.Ctl(append(hosts, "stop", "a1ve")...); code != 4 || !strings.Contains(errs, w.hostA()) {
+		t.Errorf("stop of a prefix ambiguous on a: exit %d, want 4 naming a: %s", code, errs)
 	}
 	// An action acts on exactly one host: the id on both is refused.
 	if _, errs, code := c.Ctl(append(hosts, "repair", "d0bb1e000001")...); code != 4 {
@@ -143,10 +150,10 @@ func TestHostsOverSSH(t *testing.T) {
 	t.Logf("wrong socket: %s", strings.TrimSpace(errs))
 	// With a host that answers, the failing one is named and the others
 	// are listed; exit 0.
-	var some []api.Session
+	var some api.SessionList
 	out, errs, code = c.Ctl("--json", "--host", wrong, "--host", w.hostB(), "ls", "--all")
-	if err := json.Unmarshal([]byte(out), &some); code != 0 || err != nil || len(some) != 3 || !strings.Contains(errs, wrong) {
-		t.Errorf("one host failing beside one answering: exit %d, %d sessions, stderr %q", code, len(some), errs)
+	if err := json.Unmarshal([]byte(out), &some); code != 0 || err != nil || len(some.Sessions) != 3 || !strings.Contains(errs, wrong) {
+		t.Errorf("one host failing beside one answering: exit %d, %d sessions, stderr %q", code, len(some.Sessions), errs)
 	}
 	// sessionctl not on the far side: said as such.
 	c.Extra = append(c.Extra, api.EnvRemoteSessionctl+"=/nonexistent/sessionctl")
@@ -263,6 +270,23 @@ func TestHostsEventsFollowOverSSH(t *testing.T) {
 		if ev.Host != w.hostA() || ev.SessionID != fmt.Sprintf("a1ve0000000%d", i) || i > 0 && ev.Seq <= got[i-1].Seq {
 			t.Errorf("event %d: %s seq %d on %s; want a1ve0000000%d on %s, in order", i, ev.SessionID, ev.Seq, ev.Host, i, w.hostA())
 		}
+	}
+
+	// b's sessiond crashes: its stream ends at once, named on stderr
+	// (the far dial-stdio closes when sessiond does), and a's goes on.
+	w.bd.Kill()
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), w.hostB()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("b's sessiond killed: its stream's end not reported in 10s: %q", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("after b's sessiond was killed: %s", strings.TrimSpace(stderr.String()))
+	select {
+	case err := <-exited:
+		t.Fatalf("sessionctl events ended when one of two hosts failed: %v", err)
+	default:
 	}
 
 	// The remote sshd dies mid-stream: sessionctl ends with an error that

@@ -6,6 +6,7 @@ package sshtest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -82,34 +83,12 @@ func Start(t testing.TB) *Server {
 	if err := os.WriteFile(p("authorized_keys"), pub, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
 	hostPub, err := os.ReadFile(p("host_key.pub"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields := strings.Fields(string(hostPub))
-	known := fmt.Sprintf("[localhost]:%d %s %s\n[127.0.0.1]:%d %s %s\n", port, fields[0], fields[1], port, fields[0], fields[1])
-	if err := os.WriteFile(p("known_hosts"), []byte(known), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	conf := strings.Join([]string{
-		"Port " + strconv.Itoa(port),
-		"ListenAddress 127.0.0.1",
-		"HostKey " + p("host_key"),
-		"PidFile " + p("sshd.pid"),
-		"AuthorizedKeysFile " + p("authorized_keys"),
-		"StrictModes no",
-		"PasswordAuthentication no",
-		"KbdInteractiveAuthentication no",
-		"UsePAM no",
-		"PermitRootLogin prohibit-password",
-		"AllowUsers " + u.Username,
-		"LogLevel VERBOSE",
-		"",
-	}, "\n")
-	if err := os.WriteFile(p("sshd_config"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	hostKey := strings.Fields(string(hostPub))
+	s := &Server{Command: "ssh -F " + p("ssh_config"), User: u.Username, dir: dir, log: &tailbuf.Buffer{Max: 1 << 20}}
 	client := strings.Join([]string{
 		"Host *",
 		"  IdentityFile " + p("id"),
@@ -124,9 +103,20 @@ func Start(t testing.TB) *Server {
 	if err := os.WriteFile(p("ssh_config"), []byte(client), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Port: port, Command: "ssh -F " + p("ssh_config"), User: u.Username, dir: dir, log: &tailbuf.Buffer{Max: 1 << 20}, done: make(chan struct{})}
-	if err := s.start(sshd); err != nil {
-		t.Fatal(err)
+	// A free port is only free until sshd binds it: another test may
+	// take it first, so a start that fails is tried again on another.
+	var startErr error
+	for try := 0; try < 5; try++ {
+		s.Port = freePort(t)
+		if err := s.writeConfig(u.Username, hostKey); err != nil {
+			t.Fatal(err)
+		}
+		if startErr = s.start(sshd); startErr == nil {
+			break
+		}
+	}
+	if startErr != nil {
+		t.Fatal(startErr)
 	}
 	t.Cleanup(func() {
 		s.Stop()
@@ -137,14 +127,43 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// writeConfig writes sshd's config and the client's known hosts for
+// s.Port.
+func (s *Server) writeConfig(user string, hostKey []string) error {
+	p := func(name string) string { return filepath.Join(s.dir, name) }
+	port := s.Port
+	known := fmt.Sprintf("[localhost]:%d %s %s\n[127.0.0.1]:%d %s %s\n", port, hostKey[0], hostKey[1], port, hostKey[0], hostKey[1])
+	if err := os.WriteFile(p("known_hosts"), []byte(known), 0o600); err != nil {
+		return err
+	}
+	conf := strings.Join([]string{
+		"Port " + strconv.Itoa(port),
+		"ListenAddress 127.0.0.1",
+		"HostKey " + p("host_key"),
+		"PidFile " + p("sshd.pid"),
+		"AuthorizedKeysFile " + p("authorized_keys"),
+		"StrictModes no",
+		"PasswordAuthentication no",
+		"KbdInteractiveAuthentication no",
+		"UsePAM no",
+		"PermitRootLogin prohibit-password",
+		"AllowUsers " + user,
+		"LogLevel VERBOSE",
+		"",
+	}, "\n")
+	return os.WriteFile(p("sshd_config"), []byte(conf), 0o600)
+}
+
 func (s *Server) start(sshd string) error {
 	// -D: no daemon; -e: log to stderr.
 	s.cmd = exec.Command(sshd, "-D", "-e", "-f", filepath.Join(s.dir, "sshd_config"))
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	s.done = make(chan struct{})
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start sshd: %w", err)
 	}
-	go func() { s.cmd.Wait(); close(s.done) }()
+	done := s.done
+	go func() { s.cmd.Wait(); close(done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -152,13 +171,22 @@ func (s *Server) start(sshd string) error {
 			return fmt.Errorf("sshd exited at start:\n%s", s.log.String())
 		default:
 		}
+		// Ours answers with an SSH banner (a listener someone else has
+		// on the port would not, or not ours: sshd then exits, above).
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), time.Second)
 		if err == nil {
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			banner := make([]byte, 8)
+			n, _ := io.ReadFull(c, banner)
 			c.Close()
-			return nil
+			if strings.HasPrefix(string(banner[:n]), "SSH-2.0") {
+				return nil
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	s.cmd.Process.Kill()
+	<-s.done
 	return fmt.Errorf("sshd not listening on %d after 10s:\n%s", s.Port, s.log.String())
 }
 
@@ -167,15 +195,15 @@ func (s *Server) URL(socket string) string {
 	return fmt.Sprintf("ssh://%s@localhost:%d%s", s.User, s.Port, socket)
 }
 
-// Stop kills sshd and every session it serves (its process group is its
-// own: sessions' sshd children are killed with it).
+// Stop kills sshd and every session it serves, as a crash of the host
+// would.
 func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	// The per-connection sshd processes it forked would outlive it: end
-	// them first, as a crash of the host would.
-	killChildrenOf(s.cmd.Process.Pid)
+	// The per-connection sshd processes it forked (and theirs) would
+	// outlive it: end them first, as a crash of the host would.
+	killDescendantsOf(s.cmd.Process.Pid)
 	select {
 	case <-s.done:
 	default:
@@ -196,8 +224,10 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// killChildrenOf kills the processes whose parent is pid.
-func killChildrenOf(pid int) {
+// killDescendantsOf kills every process below pid: the per-connection
+// sshd (which calls setsid, but keeps its parent) and what it started.
+func killDescendantsOf(pid int) {
+	children := map[int][]int{}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		n, err := strconv.Atoi(e.Name())
@@ -208,17 +238,26 @@ func killChildrenOf(pid int) {
 		if err != nil {
 			continue
 		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
+		st := string(stat)
+		i := strings.LastIndexByte(st, ')')
 		if i < 0 {
 			continue
 		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			p, err := os.FindProcess(n)
-			if err == nil {
-				p.Kill()
+		f := strings.Fields(st[i+1:])
+		if len(f) > 1 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				children[ppid] = append(children[ppid], n)
 			}
 		}
 	}
+	var kill func(int)
+	kill = func(p int) {
+		for _, c := range children[p] {
+			if proc, err := os.FindProcess(c); err == nil {
+				proc.Kill()
+			}
+			kill(c)
+		}
+	}
+	kill(pid)
 }
