@@ -50,10 +50,6 @@ func newClient(dial func(ctx context.Context) (net.Conn, error)) *Client {
 // Remote reports whether the client reaches its sessiond through ssh.
 func (c *Client) Remote() bool { return c.remote }
 
-// CloseIdle ends the connections kept for later requests (for ssh, their
-// ssh processes).
-func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
-
 // UnreachableError means no sessiond answered on the socket. Its message
 // says how to start one.
 type UnreachableError struct {

@@ -23,27 +23,27 @@ const EnvHost = "SESSIOND_HOST"
 // resolveHosts reads --host (or SESSIOND_HOST) into a.hosts. No host
 // means the local socket (--socket), as before hosts existed.
 func (a *app) resolveHosts() error {
-	a.hosts = nil
-	list := a.hostFlags
-	if len(list) == 0 {
-		if env := os.Getenv(EnvHost); strings.TrimSpace(env) != "" {
-			list = strings.Split(env, ",")
-		}
-	}
-	seen := map[string]bool{}
-	for _, s := range list {
-		if strings.TrimSpace(s) == "" {
-			continue
-		}
+	var hosts []api.Host
+	for _, s := range a.hostFlags {
 		h, err := api.ParseHost(s)
 		if err != nil {
 			return usageError{err}
 		}
-		if seen[h.Name] {
-			continue
+		hosts = append(hosts, h)
+	}
+	if len(a.hostFlags) == 0 {
+		var err error
+		if hosts, err = api.ParseHosts(os.Getenv(EnvHost)); err != nil {
+			return usageError{fmt.Errorf("%s: %w", EnvHost, err)}
 		}
-		seen[h.Name] = true
-		a.hosts = append(a.hosts, h)
+	}
+	a.hosts = nil
+	seen := map[string]bool{}
+	for _, h := range hosts {
+		if !seen[h.Name] {
+			seen[h.Name] = true
+			a.hosts = append(a.hosts, h)
+		}
 	}
 	return nil
 }
