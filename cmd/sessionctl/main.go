@@ -61,12 +61,7 @@ type app struct {
 // client is the client of the one host a command talks to: the first
 // --host, else the local socket. Commands that take several hosts use
 // hostClients; those that act on one session, clientForID.
-func (a *app) client() *api.Client {
-	if len(a.hosts) > 0 {
-		return api.NewHostClient(a.hosts[0])
-	}
-	return api.NewClient(a.socket)
-}
+func (a *app) client() *api.Client { return a.hostClients()[0].c }
 
 // printJSON prints v, the API's object, indented for people.
 func (a *app) printJSON(v any) error {
