@@ -339,18 +339,7 @@ func TestHostsTopOverSSH(t *testing.T) {
 	}
 	w := newHostsWorld(t)
 	c := w.client
-	sock := filepath.Join(c.Dir, "tt.sock")
-	tmux := func(args ...string) (string, error) {
-		cmd := exec.Command("tmux", append([]string{"-S", sock}, args...)...)
-		cmd.Env = append(c.Environ(), "TERM=xterm-256color")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	top := fmt.Sprintf("%s --host %s --host %s top", c.Sessionctl, w.hostA(), w.hostB())
-	if out, err := tmux("new-session", "-d", "-s", "top", "-x", "220", "-y", "20", top); err != nil {
-		t.Fatalf("tmux new-session: %v: %s", err, out)
-	}
-	t.Cleanup(func() { tmux("kill-server") })
+	tmux := startTop(t, c, 220, 20, fmt.Sprintf("%s --host %s --host %s top", c.Sessionctl, w.hostA(), w.hostB()))
 	screen := func() string {
 		out, _ := tmux("capture-pane", "-p", "-t", "top")
 		return out

@@ -62,6 +62,25 @@ func newTopWorld(t *testing.T, e *env) *topWorld {
 	return w
 }
 
+// startTop runs command (a sessionctl top) in a new tmux server of its
+// own, in a window of width × height with e's environment, and returns a
+// runner of tmux commands on that server; the server ends with the test.
+func startTop(t *testing.T, e *env, width, height int, command string) func(args ...string) (string, error) {
+	t.Helper()
+	sock := filepath.Join(e.Dir, "tt.sock")
+	tmux := func(args ...string) (string, error) {
+		cmd := exec.Command("tmux", append([]string{"-S", sock}, args...)...)
+		cmd.Env = append(e.Environ(), "TERM=xterm-256color")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := tmux("new-session", "-d", "-s", "top", "-x", fmt.Sprint(width), "-y", fmt.Sprint(height), command); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	t.Cleanup(func() { tmux("kill-server") })
+	return tmux
+}
+
 // rowOrder is the line of each id on screen, -1 if absent.
 func rowOrder(screen string, ids ...string) []int {
 	lines := strings.Split(screen, "\n")
@@ -117,17 +136,7 @@ func TestTopInTmux(t *testing.T) {
 		t.Errorf("top --json: %d sessions, first %v", len(asJSON), asJSON)
 	}
 
-	sock := filepath.Join(e.Dir, "tt.sock")
-	tmux := func(args ...string) (string, error) {
-		cmd := exec.Command("tmux", append([]string{"-S", sock}, args...)...)
-		cmd.Env = append(e.Environ(), "TERM=xterm-256color")
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	if out, err := tmux("new-session", "-d", "-s", "top", "-x", "180", "-y", "24", e.Sessionctl+" top"); err != nil {
-		t.Fatalf("tmux new-session: %v: %s", err, out)
-	}
-	t.Cleanup(func() { tmux("kill-server") })
+	tmux := startTop(t, e, 180, 24, e.Sessionctl+" top")
 	screen := func() string {
 		out, err := tmux("capture-pane", "-p", "-t", "top")
 		if err != nil {
