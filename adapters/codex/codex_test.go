@@ -396,3 +396,49 @@ func TestOwnersExactOnlyWhereKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestTitleOfARolloutFirstSeenEarly: the TUI writes its session_meta and
+// instructions before the first prompt; a rollout first read then gets
+// its title when the prompt is appended, and one first read with its
+// session_meta line unfinished gets its meta once the line is whole.
+func TestTitleOfARolloutFirstSeenEarly(t *testing.T) {
+	b := readFixture(t, "tui.jsonl")
+	at := bytes.Index(b, []byte(`"text":"Say hello"`))
+	cut := bytes.LastIndexByte(b[:at], '\n') + 1
+	root := t.TempDir()
+	day := filepath.Join(root, "sessions", "2026", "11", "25")
+	if err := os.MkdirAll(day, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const id = "01a21047-a4db-7da3-a4b6-af38d46bcf07"
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true})
+	grow := func(p string, to int) {
+		t.Helper()
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		if _, err := f.WriteAt(b[st.Size():to], st.Size()); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		// A new mtime for each step, as a second write brings.
+		later := time.Now().Add(time.Duration(to) * time.Microsecond)
+		os.Chtimes(p, later, later)
+	}
+	p := filepath.Join(day, "rollout-2026-11-25T00-15-09-"+id+".jsonl")
+
+	// The session_meta line half written: no session yet, or one without
+	// its meta; then whole, with the instructions but not the prompt.
+	grow(p, bytes.IndexByte(b, '\n')/2)
+	discover(t, a)
+	grow(p, cut)
+	if s := discover(t, a)[id]; s.Cwd == "" || s.Title != "" {
+		t.Fatalf("before the prompt: %+v", s)
+	}
+	grow(p, len(b))
+	if s := discover(t, a)[id]; s.Title != "Say hello" {
+		t.Errorf("after the prompt was appended: title %q, want %q", s.Title, "Say hello")
+	}
+}

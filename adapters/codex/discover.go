@@ -331,7 +331,9 @@ func (a *Adapter) refresh(f *fileState) error {
 	defer file.Close()
 	res := readResult{meta: f.meta, hasMeta: f.metaErr == nil && f.read, turn: f.turn, offset: f.offset}
 	switch {
-	case !f.read || replaced:
+	// A head that could not be read (its session_meta line still being
+	// written at the first look) is read again, whole, once it grew.
+	case !f.read || replaced || f.metaErr != nil:
 		res = readResult{}
 		m, _, err := readHead(file, size)
 		f.metaErr = err

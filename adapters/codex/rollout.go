@@ -385,7 +385,17 @@ func readAppended(r io.ReaderAt, offset, size int64, res *readResult) error {
 	}
 	buf = buf[:got]
 	end := bytes.LastIndexByte(buf, '\n') + 1
+	// A rollout first read before its first prompt was written (the TUI
+	// writes its session_meta, then its instructions, then the prompt)
+	// gets its title from the lines appended since, while they start
+	// within the head window readHead would have searched.
+	wantTitle := res.hasMeta && res.meta.Title == "" && offset < titleHead
 	for _, l := range splitLines(buf[:end]) {
+		if wantTitle {
+			if t := prompt(l); t != "" {
+				res.meta.Title, wantTitle = t, false
+			}
+		}
 		if !res.turn.apply(l) {
 			res.bad++
 		}
