@@ -59,6 +59,7 @@ func TestClaudeSendIdleAndQueued(t *testing.T) {
 	w.step("claude idle in its pane")
 
 	// Idle: delivered at once, into the pane; the model gets the turn.
+	sent := time.Now()
 	out, errs, code := w.Ctl("send", id, "Say hello, marker SEND-1a5")
 	if code != 0 || !strings.Contains(out, "delivered to "+id+" via tmux pane "+p.ID) {
 		t.Fatalf("send to the idle session: exit %d %q %s", code, out, errs)
@@ -66,7 +67,11 @@ func TestClaudeSendIdleAndQueued(t *testing.T) {
 	w.waitFor(20*time.Second, "the model asked for the sent prompt's turn", func() (bool, string) {
 		return asked("SEND-1a5") == 1, diag()
 	})
-	w.waitUpstream(up, 20*time.Second, "idle after the sent turn", runningWith(session.ActivityIdle))
+	// Idle again since the send: the idle seen before the turn showed
+	// busy does not count.
+	w.waitUpstream(up, 20*time.Second, "idle after the sent turn", func(s api.Session) bool {
+		return runningWith(session.ActivityIdle)(s) && s.ActivitySince != nil && s.ActivitySince.After(sent)
+	})
 	w.step("sent prompt delivered: the model got its turn")
 
 	// Busy: refused; queued with --when-idle.
