@@ -167,8 +167,16 @@ func (e allFailedError) Unwrap() error { return e.first }
 // several hosts, a session found on more than one is ambiguous (exit 4),
 // like an id prefix that matches two sessions.
 func (a *app) clientForID(ctx context.Context, ref string) (*api.Client, error) {
+	c, _, err := a.sessionOnHosts(ctx, ref)
+	return c, err
+}
+
+// sessionOnHosts is clientForID with the session as that host answered,
+// when it had to ask (several hosts); with one host, the session is nil
+// and the caller asks its host.
+func (a *app) sessionOnHosts(ctx context.Context, ref string) (*api.Client, *api.Session, error) {
 	if len(a.hosts) <= 1 {
-		return a.client(), nil
+		return a.client(), nil, nil
 	}
 	hcs := a.hostClients()
 	answers := askHosts(ctx, hcs, func(ctx context.Context, c *api.Client) (*api.Session, error) { return c.Session(ctx, ref) })
@@ -182,7 +190,7 @@ func (a *app) clientForID(ctx context.Context, ref string) (*api.Client, error) 
 		case errors.As(ans.err, &se) && se.Body.Code == api.CodeAmbiguous:
 			// A prefix that names several sessions on one host is
 			// ambiguous whatever the other hosts hold.
-			return nil, hostError{ans.host, ans.err}
+			return nil, nil, hostError{ans.host, ans.err}
 		case api.IsNotFound(ans.err):
 		default:
 			fmt.Fprintf(a.stderr, "sessionctl: %s\n", hostErr(ans.host, ans.err))
@@ -193,19 +201,19 @@ func (a *app) clientForID(ctx context.Context, ref string) (*api.Client, error) 
 	}
 	switch {
 	case len(found) == 1:
-		return hcs[found[0]].c, nil
+		return hcs[found[0]].c, answers[found[0]].val, nil
 	case len(found) > 1:
 		var where []string
 		for _, i := range found {
 			where = append(where, answers[i].host+" ("+answers[i].val.ID+")")
 		}
-		return nil, &api.StatusError{StatusCode: 409, Body: api.Error{Code: api.CodeAmbiguous,
+		return nil, nil, &api.StatusError{StatusCode: 409, Body: api.Error{Code: api.CodeAmbiguous,
 			Error:      fmt.Sprintf("%q names a session on %d hosts: give one --host", ref, len(found)),
 			Candidates: where}}
 	case firstErr != nil:
-		return nil, fmt.Errorf("session %q is on none of the hosts that answered: %w", ref, firstErr)
+		return nil, nil, fmt.Errorf("session %q is on none of the hosts that answered: %w", ref, firstErr)
 	}
-	return nil, &api.StatusError{StatusCode: 404, Body: api.Error{Code: api.CodeNotFound,
+	return nil, nil, &api.StatusError{StatusCode: 404, Body: api.Error{Code: api.CodeNotFound,
 		Error: fmt.Sprintf("no session %q on any of the %d hosts", ref, len(hcs))}}
 }
 

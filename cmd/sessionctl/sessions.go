@@ -169,11 +169,10 @@ func newShow(a *app) *cobra.Command {
 		Short: "Show one session by id, upstream id or a unique prefix",
 		Args:  exactArgs(1, "one session id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.clientForID(cmd.Context(), args[0])
-			if err != nil {
-				return err
+			c, s, err := a.sessionOnHosts(cmd.Context(), args[0])
+			if err == nil && s == nil {
+				s, err = c.Session(cmd.Context(), args[0])
 			}
-			s, err := c.Session(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -111,47 +112,29 @@ session not found.`,
 // for all (or any) of the sessions. Each session met is printed once, as
 // met.
 func waitFor(ctx context.Context, a *app, refs []string, met func(s, start api.Session) bool, anyOf bool) error {
-	type group struct {
-		c    *api.Client
-		refs []string
-	}
-	var groups []*group
-	if len(a.hosts) <= 1 {
-		groups = []*group{{a.client(), refs}}
-	} else {
-		byHost := map[string]*group{}
-		for _, ref := range refs {
-			c, err := a.clientForID(ctx, ref)
-			if err != nil {
-				return err
-			}
-			g := byHost[c.Host]
-			if g == nil {
-				g = &group{c: c}
-				byHost[c.Host] = g
-				groups = append(groups, g)
-			}
-			g.refs = append(g.refs, ref)
-		}
-	}
+	// Every session is resolved (on its host) before any is reported,
+	// so "all" counts them all.
 	st := &waitState{a: a, met: met, anyOf: anyOf, start: map[waitKey]api.Session{}, done: map[waitKey]bool{}}
-	// Every session is resolved before any is reported, so "all" counts
-	// them all.
-	for _, g := range groups {
-		for _, ref := range g.refs {
-			s, err := g.c.Session(ctx, ref)
-			if err != nil {
-				return err
-			}
-			st.start[waitKey{g.c.Host, s.ID}] = *s
+	var clients []*api.Client // the hosts followed, once each
+	for _, ref := range refs {
+		c, s, err := a.sessionOnHosts(ctx, ref)
+		if err == nil && s == nil {
+			s, err = c.Session(ctx, ref)
 		}
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(clients, c) {
+			clients = append(clients, c)
+		}
+		st.start[waitKey{c.Host, s.ID}] = *s
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, len(groups))
-	for _, g := range groups {
+	errs := make(chan error, len(clients))
+	for _, c := range clients {
 		go func() {
-			err := waitHost(ctx, g.c, st)
+			err := waitHost(ctx, c, st)
 			if err != nil || st.finished() {
 				cancel()
 			}
@@ -159,7 +142,7 @@ func waitFor(ctx context.Context, a *app, refs []string, met func(s, start api.S
 		}()
 	}
 	var first error
-	for range groups {
+	for range clients {
 		if err := <-errs; err != nil && first == nil && !(errors.Is(err, context.Canceled) && st.finished()) {
 			first = err
 		}
