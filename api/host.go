@@ -187,8 +187,11 @@ type HostError struct {
 func (e *HostError) Error() string {
 	var why string
 	switch {
-	case e.ExitCode == 127 || strings.Contains(e.Stderr, "sessionctl: command not found") ||
-		strings.Contains(e.Stderr, "sessionctl: not found") || strings.Contains(e.Stderr, "No such file or directory") && strings.Contains(e.Stderr, "sessionctl"):
+	case e.ExitCode == 127:
+		// The far shell's "command not found" (127 in POSIX shells, for a
+		// missing name or path alike). Matching stderr's words instead
+		// would also catch the far sessionctl's own errors, which begin
+		// "sessionctl:".
 		why = "sessionctl not found on the host (install it there, or set " + EnvRemoteSessionctl + " to its path)"
 		if e.Stderr != "" {
 			why += ": " + e.Stderr

@@ -83,3 +83,17 @@ func TestSSHArgv(t *testing.T) {
 		t.Errorf("shellQuote: %s", q)
 	}
 }
+
+// A missing far sessionctl is said as such; the far sessionctl's own
+// error (which names sessionctl and may say "No such file or directory")
+// is ssh's status and that line.
+func TestHostErrorWords(t *testing.T) {
+	missing := (&HostError{Host: "ssh://box", ExitCode: 127, Stderr: "bash: line 1: /opt/sessionctl: No such file or directory"}).Error()
+	if !strings.Contains(missing, "sessionctl not found on the host") || !strings.Contains(missing, "ssh://box") {
+		t.Errorf("exit 127: %s", missing)
+	}
+	far := (&HostError{Host: "ssh://box", ExitCode: 3, Stderr: "sessionctl: sessiond is not reachable at /x/s.sock (connect: No such file or directory)"}).Error()
+	if strings.Contains(far, "not found on the host") || !strings.Contains(far, "ssh exited with status 3: sessionctl: sessiond is not reachable at /x/s.sock") {
+		t.Errorf("exit 3: %s", far)
+	}
+}
