@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -156,8 +154,9 @@ func (c *listCache) rebuild(recs []*session.Record) error {
 
 // encodeRecords fills enc[i] for every i in idx with order[i]'s wire form,
 // as json.Marshal writes it, on every CPU when there are many (a first
-// list after a restart encodes them all). Each worker encodes its share
-// into one buffer with one Encoder, and enc[i] are slices of it.
+// list after a restart encodes them all). Each worker appends its share
+// to one buffer (api.Session.AppendJSON, held to json.Marshal by its
+// tests), and enc[i] are slices of it.
 func encodeRecords(order []*session.Record, enc [][]byte, idx []int) error {
 	workers := min(runtime.GOMAXPROCS(0), max(1, len(idx)/256))
 	share := (len(idx) + workers - 1) / max(1, workers)
@@ -166,23 +165,21 @@ func encodeRecords(order []*session.Record, enc [][]byte, idx []int) error {
 	for w := range workers {
 		part := idx[min(len(idx), w*share):min(len(idx), (w+1)*share)]
 		encode := func() {
-			var buf bytes.Buffer
-			buf.Grow(len(part) * 1024) // a realistic session is ~800 bytes
-			e := json.NewEncoder(&buf)
+			buf := make([]byte, 0, len(part)*1024) // a realistic session is ~800 bytes
 			ends := make([]int, len(part))
 			for k, i := range part {
-				// Encode writes json.Marshal's bytes and a newline, or
-				// nothing at all when it fails.
-				if err := e.Encode(api.FromRecord(order[i])); err != nil {
+				s := api.FromRecord(order[i])
+				b, err := s.AppendJSON(buf)
+				if err != nil {
 					errs[w] = fmt.Errorf("encode session %s: %w", order[i].ID, err)
 					return
 				}
-				buf.Truncate(buf.Len() - 1)
-				ends[k] = buf.Len()
+				buf = b
+				ends[k] = len(buf)
 			}
-			b, start := buf.Bytes(), 0
+			start := 0
 			for k, i := range part {
-				enc[i] = b[start:ends[k]:ends[k]]
+				enc[i] = buf[start:ends[k]:ends[k]]
 				start = ends[k]
 			}
 		}

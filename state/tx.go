@@ -44,6 +44,40 @@ type Tx struct {
 	// written holds each record as this transaction wrote it, for the
 	// store's cache once the transaction has committed.
 	written map[string]*session.Record
+	// arena holds the encodings this transaction hands to bbolt, which
+	// keeps each value until the commit: many values per allocation.
+	arena []byte
+}
+
+// arenaChunk is the size of each of a transaction's encoding buffers: a
+// realistic record is under 1 KiB.
+const arenaChunk = 64 << 10
+
+// encode appends a value to the transaction's arena with appendJSON (a
+// record's or event's AppendJSON) and returns its bytes, valid until the
+// transaction ends.
+func (tx *Tx) encode(appendJSON func([]byte) ([]byte, error)) ([]byte, error) {
+	if cap(tx.arena)-len(tx.arena) < 4<<10 {
+		tx.arena = make([]byte, 0, arenaChunk)
+	}
+	start := len(tx.arena)
+	all, err := appendJSON(tx.arena)
+	if err != nil {
+		return nil, err
+	}
+	if cap(all) == cap(tx.arena) {
+		tx.arena = all
+	} // else it outgrew the chunk (a value of kilobytes) into an array of its own
+	return all[start:len(all):len(all)], nil
+}
+
+// unencode gives back the arena space of b, the last value encode
+// returned, when it is not written after all.
+func (tx *Tx) unencode(b []byte) {
+	n := len(tx.arena)
+	if len(b) > 0 && n >= len(b) && &tx.arena[n-1] == &b[len(b)-1] {
+		tx.arena = tx.arena[:n-len(b)]
+	}
 }
 
 func (s *Store) newTx(btx *bolt.Tx) (*Tx, error) {
@@ -227,7 +261,7 @@ func (tx *Tx) Create(rec *session.Record, ev session.Event) error {
 	if rec.UpdatedAt.IsZero() {
 		rec.UpdatedAt = rec.CreatedAt
 	}
-	b, err := json.Marshal(rec)
+	b, err := tx.encode(rec.AppendJSON)
 	if err != nil {
 		return fmt.Errorf("encode session %s: %w", id, err)
 	}
@@ -283,12 +317,14 @@ func (tx *Tx) Update(id string, fn func(rec *session.Record) ([]session.Event, e
 		return nil, fmt.Errorf("update session %s: the update changed the id to %q", id, rec.ID)
 	}
 	rec.V = recordVersion
-	b, err := json.Marshal(rec)
+	b, err := tx.encode(rec.AppendJSON)
 	if err != nil {
 		return nil, fmt.Errorf("encode session %s: %w", id, err)
 	}
 	now := tx.s.now()
-	if !bytes.Equal(b, old) {
+	changed := !bytes.Equal(b, old)
+	tx.unencode(b) // written below, if at all, with a new updated_at
+	if changed {
 		newKey := upstreamKeyOf(rec)
 		moved := !bytes.Equal(prevKey, newKey)
 		if moved && newKey != nil {
@@ -297,7 +333,7 @@ func (tx *Tx) Update(id string, fn func(rec *session.Record) ([]session.Event, e
 			}
 		}
 		rec.UpdatedAt = now
-		if b, err = json.Marshal(rec); err != nil {
+		if b, err = tx.encode(rec.AppendJSON); err != nil {
 			return nil, fmt.Errorf("encode session %s: %w", id, err)
 		}
 		if err := tx.sessions.Put(key, b); err != nil {
@@ -370,7 +406,7 @@ func (tx *Tx) append(ev session.Event) (uint64, error) {
 		return 0, fmt.Errorf("next event seq: %w", err)
 	}
 	ev.Seq = seq
-	b, err := json.Marshal(ev)
+	b, err := tx.encode(ev.AppendJSON)
 	if err != nil {
 		return 0, fmt.Errorf("encode event %d: %w", seq, err)
 	}

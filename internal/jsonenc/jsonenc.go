@@ -1,0 +1,113 @@
+// Package jsonenc appends JSON values byte for byte as encoding/json's
+// Marshal writes them (HTML-safe escaping, invalid UTF-8 as U+FFFD,
+// time.Time in strict RFC 3339). The records sessiond stores and serves
+// are encoded with it by hand-written appenders (session.Record.AppendJSON,
+// api.AppendSession): encoding/json's reflection, and the compaction it
+// runs over every time.Time's MarshalJSON, were most of the cost of
+// committing a first start's sessions and of encoding the first list
+// after a restart. The appenders' tests hold them to json.Marshal.
+package jsonenc
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+const hex = "0123456789abcdef"
+
+// String appends s as a JSON string, escaped as encoding/json escapes it
+// with HTML escaping on (its default).
+func String(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if safe[b] {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default: // other control bytes, and <, > and &
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// safe holds the ASCII bytes encoding/json writes as they are with HTML
+// escaping on.
+var safe = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		switch b {
+		case '"', '\\', '<', '>', '&':
+		default:
+			t[b] = true
+		}
+	}
+	return t
+}()
+
+// Time appends t as time.Time's MarshalJSON writes it. Like MarshalJSON it
+// fails for a year outside 0-9999 or an offset beyond ±24 h.
+func Time(dst []byte, t time.Time) ([]byte, error) {
+	dst = append(dst, '"')
+	dst, err := t.AppendText(dst)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, '"'), nil
+}
+
+// Int appends n.
+func Int(dst []byte, n int) []byte { return strconv.AppendInt(dst, int64(n), 10) }
+
+// Uint appends n.
+func Uint(dst []byte, n uint64) []byte { return strconv.AppendUint(dst, n, 10) }
+
+// Bool appends b.
+func Bool(dst []byte, b bool) []byte { return strconv.AppendBool(dst, b) }
+
+// Key appends a member's key and colon, with a comma before it unless the
+// object's opening brace is the last byte. Keys are the appenders' own
+// constants and need no escaping.
+func Key(dst []byte, k string) []byte {
+	if n := len(dst); n > 0 && dst[n-1] != '{' {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, '"')
+	dst = append(dst, k...)
+	return append(dst, '"', ':')
+}
