@@ -3,6 +3,7 @@ package daemon
 import (
 	"math"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -46,5 +47,42 @@ func TestFirstStartMemoryLimitOnlyOnEmptyStore(t *testing.T) {
 	firstStartMemoryLimit(0, st, log)()
 	if got := current(); got != none {
 		t.Fatalf("limit 0: memory limit %d, want none", got)
+	}
+}
+
+// More Ps are set for a first start only, and the runtime's default comes
+// back after.
+func TestFirstStartProcsOnlyOnEmptyStore(t *testing.T) {
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	t.Cleanup(runtime.SetDefaultGOMAXPROCS)
+	st, err := state.Open(filepath.Join(t.TempDir(), "sessiond.db"), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	log := zaptest.NewLogger(t)
+
+	restore := firstStartProcs(def+8, st, log)
+	if got := runtime.GOMAXPROCS(0); got != def+8 {
+		t.Fatalf("empty store: GOMAXPROCS %d during the first start, want %d", got, def+8)
+	}
+	restore()
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Fatalf("after the first start: GOMAXPROCS %d, want the default %d", got, def)
+	}
+
+	r := &session.Record{Agent: "claude", UpstreamID: "u1", Status: session.StatusStopped, CreatedAt: time.Now()}
+	if err := st.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
+		t.Fatal(err)
+	}
+	restore = firstStartProcs(def+8, st, log)
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Fatalf("a restart (store not empty): GOMAXPROCS %d, want the default %d", got, def)
+	}
+	restore()
+	firstStartProcs(0, st, log)()
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Fatalf("procs 0: GOMAXPROCS %d, want the default %d", got, def)
 	}
 }

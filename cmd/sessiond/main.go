@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,6 +59,19 @@ func firstStartMemoryLimit() int64 {
 		return 0
 	}
 	return firstStartMemoryLimitBytes
+}
+
+// firstStartExtraProcs is how many Ps a first start adds to the cores:
+// one per transcript read in flight (see daemon.Config.FirstStartProcs).
+const firstStartExtraProcs = 8
+
+// firstStartProcs is GOMAXPROCS during a first start's pass, or 0 when
+// GOMAXPROCS is set (it wins).
+func firstStartProcs() int {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return 0
+	}
+	return runtime.GOMAXPROCS(0) + firstStartExtraProcs
 }
 
 // options are the parsed flags.
@@ -389,6 +403,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NoExitEvents: o.noExitEvts, AutoRepair: o.autoRepair,
 		Version: buildinfo.Version(version), Logger: log, Hints: hints,
 		FirstStartMemoryLimit: firstStartMemoryLimit(),
+		FirstStartProcs:       firstStartProcs(),
 		Reactions:             reactionsConfig(o, log),
 	})
 	var already *daemon.AlreadyRunningError
