@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
@@ -376,4 +378,34 @@ func TestListCacheEncodeError(t *testing.T) {
 	if err != nil || !bytes.Equal(before, after) {
 		t.Fatalf("after the failure: %v, %s, want %s", err, after, before)
 	}
+}
+
+// TestWarmListsEncodesBeforeServing: warmLists leaves the cache holding
+// the store's sessions, so the first GET /v1/sessions encodes nothing, and
+// answers as a fresh encoding would.
+func TestWarmListsEncodesBeforeServing(t *testing.T) {
+	st, err := state.Open(t.TempDir()+"/sessiond.db", state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range 50 {
+		r := &session.Record{Agent: "claude", UpstreamID: fmt.Sprintf("u%d", i), Status: session.StatusStopped, Cwd: "/w/<&>", CreatedAt: time.Unix(int64(1e9+i), 0)}
+		if err := st.Create(r, session.Event{To: r.Status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newServer(serverConfig{store: st, log: zap.NewNop(), started: time.Now(), uid: os.Getuid()})
+	s.warmLists()
+	recs, err := st.ListShared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.lists.mu.Lock()
+	cached, current := len(s.lists.byRec), slices.Equal(s.lists.snap, recs)
+	s.lists.mu.Unlock()
+	if cached != 50 || !current {
+		t.Fatalf("after warmLists: %d encodings cached (want 50), cache current: %v", cached, current)
+	}
+	checkLists(t, "after warmLists", s.handler(), st)
 }

@@ -212,6 +212,22 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 // listSessions: by default every session but the stopped ones (interrupted
 // ones need attention and are shown); all=true shows everything; status
 // and agent filter.
+// warmLists encodes every session into the list cache, as the first
+// GET /v1/sessions would. A failure is left for that request to report.
+func (s *server) warmLists() {
+	start := time.Now()
+	recs, err := s.store.ListShared()
+	var body []byte
+	if err == nil {
+		body, err = s.lists.body(recs, &listFilter{all: true})
+	}
+	if err != nil {
+		s.log.Debug("could not encode the first list before serving", zap.Error(err))
+		return
+	}
+	s.log.Debug("first list encoded", zap.Int("sessions", len(recs)), zap.Int("bytes", len(body)), zap.Duration("took", time.Since(start)))
+}
+
 func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	all, _ := strconv.ParseBool(q.Get("all"))
