@@ -460,7 +460,8 @@ func (s *Store) prune(events *bolt.Bucket, last uint64) (int, error) {
 // with underscores and dashes significant.
 var recordDecodeOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true))
 
-// decodeRecord decodes a stored record with go-json-experiment/json (the
+// decodeRecord decodes a stored record: as session.Record.AppendJSON
+// wrote it by scanRecord, else with go-json-experiment/json (the
 // package that became encoding/json/v2), about 2.5 times as fast as
 // encoding/json on a record (BenchmarkDecodeRecord): a restart decodes
 // every record before it is ready. Records are written by encoding/json,
@@ -468,6 +469,9 @@ var recordDecodeOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(tr
 // the stricter decoder refuse a value (invalid UTF-8, a duplicate name),
 // encoding/json gets the last word, so no record readable before is lost.
 func decodeRecord(id string, v []byte) (*session.Record, error) {
+	if r, ok := scanRecord(v); ok {
+		return r, nil
+	}
 	r := new(session.Record)
 	if err := jsonv2.Unmarshal(v, r, recordDecodeOptions); err == nil {
 		return r, nil
