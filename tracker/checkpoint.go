@@ -16,21 +16,22 @@ import (
 // that changed in it.
 const defaultCheckpointEvery = 10 * time.Second
 
-// restore hands each adapters.Checkpointer what the store saved for it.
-// A store that cannot be read costs every input one read, nothing more.
-func (t *Tracker) restore() {
-	for _, a := range t.cfg.Adapters {
-		c, ok := a.(adapters.Checkpointer)
-		if !ok {
-			continue
-		}
-		saved, err := t.cfg.Store.AdapterState(a.Name())
-		if err != nil {
-			t.log.Warn("cannot read what the adapter saved; it reads every input again", zap.String("adapter", a.Name()), zap.Error(err))
-			continue
-		}
-		c.Restore(saved)
+// restore hands a, when it is an adapters.Checkpointer, what the store
+// saved for it. A store that cannot be read costs every input one read,
+// nothing more. The first pass calls it on each adapter's own goroutine,
+// just before that adapter's first Discover: the adapters' restores then
+// overlap each other and the loading of the records.
+func (t *Tracker) restore(a adapters.Adapter) {
+	c, ok := a.(adapters.Checkpointer)
+	if !ok {
+		return
 	}
+	saved, err := t.cfg.Store.AdapterState(a.Name())
+	if err != nil {
+		t.log.Warn("cannot read what the adapter saved; it reads every input again", zap.String("adapter", a.Name()), zap.Error(err))
+		return
+	}
+	c.Restore(saved)
 }
 
 // checkpoint saves in the store what each adapter learned since its last

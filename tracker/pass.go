@@ -25,6 +25,9 @@ import (
 type pass struct {
 	t   *Tracker
 	rep PassReport
+	// restore: the first pass; each adapter gets its saved state before
+	// its Discover.
+	restore bool
 
 	obs  map[string]*observation // by agent: each adapter's result
 	snap *proc.Snapshot          // the process table the adapters saw; nil if it failed
@@ -88,6 +91,12 @@ func (p *pass) run(ctx context.Context) (PassReport, error) {
 // observe takes the process snapshot and runs every adapter's Discover.
 func (p *pass) observe(ctx context.Context) error {
 	t := p.t
+	// The store's records load (once, at the first pass: a restart's
+	// largest cost after discovery) while the process table is read and
+	// the adapters look. They are listed for the pass below, after
+	// discovery, as always.
+	loaded := make(chan struct{})
+	go func() { defer close(loaded); _, _ = t.cfg.Store.ListShared() }()
 	snap, err := t.cfg.Host.Snapshot()
 	if err != nil {
 		// Adapters still run: they must cope with a nil snapshot (no owners
@@ -95,13 +104,8 @@ func (p *pass) observe(ctx context.Context) error {
 		t.log.Warn("process snapshot failed", zap.Error(err))
 		snap = nil
 	}
-	// The store's records load (once, at the first pass: a restart's
-	// largest cost after discovery) while the adapters look. They are
-	// listed for the pass below, after discovery, as always.
-	loaded := make(chan struct{})
-	go func() { defer close(loaded); _, _ = t.cfg.Store.ListShared() }()
 	p.snap = snap
-	p.obs = t.discoverAll(ctx, snap)
+	p.obs = t.discoverAll(ctx, snap, p.restore)
 	<-loaded
 	return ctx.Err()
 }
@@ -507,7 +511,7 @@ func timeEq(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
-func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[string]*observation {
+func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot, restore bool) map[string]*observation {
 	// The adapters look at once, each on its own goroutine: their inputs
 	// are their own (one reads files, the other a database), and a first
 	// start or a restart waits for the slowest, not for the sum.
@@ -522,6 +526,9 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot) map[stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if restore {
+				t.restore(a)
+			}
 			dctx, cancel := context.WithTimeout(ctx, t.cfg.DiscoverTimeout)
 			defer cancel()
 			start := time.Now()

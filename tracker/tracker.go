@@ -259,11 +259,8 @@ func (t *Tracker) Reconcile(ctx context.Context, trigger string) (PassReport, er
 	t.passMu.Lock()
 	defer t.passMu.Unlock()
 	start := time.Now()
-	if !t.restored {
-		t.restored = true
-		t.restore()
-	}
-	p := &pass{t: t}
+	p := &pass{t: t, restore: !t.restored}
+	t.restored = true
 	rep, err := p.run(ctx)
 	rep.Trigger = trigger
 	rep.Duration = time.Since(start)
