@@ -19,16 +19,13 @@ func (s *Session) AppendJSON(b []byte) ([]byte, error) {
 	b = jsonenc.String(b, s.UpstreamID)
 	b = jsonenc.Key(b, "status")
 	b = jsonenc.String(b, string(s.Status))
-	b = optString(b, "status_reason", s.StatusReason)
+	b = jsonenc.OptString(b, "status_reason", s.StatusReason)
 	b = jsonenc.Key(b, "activity")
 	b = jsonenc.String(b, string(s.Activity))
-	if s.ActivitySince != nil {
-		b = jsonenc.Key(b, "activity_since")
-		if b, err = jsonenc.Time(b, *s.ActivitySince); err != nil {
-			return nil, err
-		}
+	if b, err = jsonenc.OptTime(b, "activity_since", s.ActivitySince); err != nil {
+		return nil, err
 	}
-	b = optString(b, "activity_source", string(s.ActivitySource))
+	b = jsonenc.OptString(b, "activity_source", string(s.ActivitySource))
 	if s.WaitingFor != nil {
 		b = jsonenc.Key(b, "waiting_for")
 		b = s.WaitingFor.AppendJSON(b)
@@ -37,10 +34,10 @@ func (s *Session) AppendJSON(b []byte) ([]byte, error) {
 	b = jsonenc.Int(b, s.PID)
 	b = jsonenc.Key(b, "pid_start")
 	b = jsonenc.Uint(b, s.PIDStart)
-	b = optString(b, "boot_id", s.BootID)
+	b = jsonenc.OptString(b, "boot_id", s.BootID)
 	b = jsonenc.Key(b, "owner_inferred")
 	b = jsonenc.Bool(b, s.OwnerInferred)
-	b = optString(b, "owner_evidence", s.OwnerEvidence)
+	b = jsonenc.OptString(b, "owner_evidence", s.OwnerEvidence)
 	if len(s.CandidatePIDs) > 0 {
 		b = jsonenc.Key(b, "candidate_pids")
 		b = append(b, '[')
@@ -54,23 +51,20 @@ func (s *Session) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b = jsonenc.Key(b, "cwd")
 	b = jsonenc.String(b, s.Cwd)
-	b = optString(b, "title", s.Title)
-	b = optString(b, "source", s.Source)
+	b = jsonenc.OptString(b, "title", s.Title)
+	b = jsonenc.OptString(b, "source", s.Source)
 	b = jsonenc.Key(b, "launched")
 	b = jsonenc.Bool(b, s.Launched)
-	if s.LaunchedAt != nil {
-		b = jsonenc.Key(b, "launched_at")
-		if b, err = jsonenc.Time(b, *s.LaunchedAt); err != nil {
-			return nil, err
-		}
+	if b, err = jsonenc.OptTime(b, "launched_at", s.LaunchedAt); err != nil {
+		return nil, err
 	}
-	b = optString(b, "mode", s.Mode)
-	b = optString(b, "tmux_session", s.Tmux)
+	b = jsonenc.OptString(b, "mode", s.Mode)
+	b = jsonenc.OptString(b, "tmux_session", s.Tmux)
 	if s.Pane != nil {
 		b = jsonenc.Key(b, "tmux_pane")
 		b = s.Pane.AppendJSON(b)
 	}
-	b = optString(b, "log_path", s.LogPath)
+	b = jsonenc.OptString(b, "log_path", s.LogPath)
 	if s.Exit != nil {
 		b = jsonenc.Key(b, "exit")
 		if b, err = s.Exit.AppendJSON(b); err != nil {
@@ -99,14 +93,6 @@ func (s *Session) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b = jsonenc.Key(b, "resume")
 	b = s.Resume.AppendJSON(b)
-	b = optString(b, "host", s.Host)
+	b = jsonenc.OptString(b, "host", s.Host)
 	return append(b, '}'), nil
-}
-
-// optString appends an omitempty string member.
-func optString(b []byte, key, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return jsonenc.String(jsonenc.Key(b, key), v)
 }

@@ -26,11 +26,11 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 	b = jsonenc.String(b, string(r.Status))
 	b = jsonenc.Key(b, "activity")
 	b = jsonenc.String(b, string(r.Activity))
-	b = optString(b, "status_reason", r.StatusReason)
-	if b, err = optTime(b, "activity_since", r.ActivitySince); err != nil {
+	b = jsonenc.OptString(b, "status_reason", r.StatusReason)
+	if b, err = jsonenc.OptTime(b, "activity_since", r.ActivitySince); err != nil {
 		return nil, err
 	}
-	b = optString(b, "activity_source", string(r.ActivitySource))
+	b = jsonenc.OptString(b, "activity_source", string(r.ActivitySource))
 	if r.WaitingFor != nil {
 		b = jsonenc.Key(b, "waiting_for")
 		b = r.WaitingFor.AppendJSON(b)
@@ -43,7 +43,7 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 		b = jsonenc.Key(b, "owner_inferred")
 		b = jsonenc.Bool(b, true)
 	}
-	b = optString(b, "owner_evidence", r.OwnerEvidence)
+	b = jsonenc.OptString(b, "owner_evidence", r.OwnerEvidence)
 	if len(r.Candidates) > 0 {
 		b = jsonenc.Key(b, "candidates")
 		b = append(b, '[')
@@ -57,26 +57,26 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b = jsonenc.Key(b, "cwd")
 	b = jsonenc.String(b, r.Cwd)
-	b = optString(b, "title", r.Title)
+	b = jsonenc.OptString(b, "title", r.Title)
 	b = jsonenc.Key(b, "launched")
 	b = jsonenc.Bool(b, r.Launched)
-	if b, err = optTime(b, "launched_at", r.LaunchedAt); err != nil {
+	if b, err = jsonenc.OptTime(b, "launched_at", r.LaunchedAt); err != nil {
 		return nil, err
 	}
-	b = optString(b, "mode", r.Mode)
-	b = optString(b, "tmux_session", r.Tmux)
+	b = jsonenc.OptString(b, "mode", r.Mode)
+	b = jsonenc.OptString(b, "tmux_session", r.Tmux)
 	if r.Pane != nil {
 		b = jsonenc.Key(b, "tmux_pane")
 		b = r.Pane.AppendJSON(b)
 	}
-	b = optString(b, "log_path", r.LogPath)
+	b = jsonenc.OptString(b, "log_path", r.LogPath)
 	if r.Exit != nil {
 		b = jsonenc.Key(b, "exit")
 		if b, err = r.Exit.AppendJSON(b); err != nil {
 			return nil, err
 		}
 	}
-	b = optString(b, "source", r.Source)
+	b = jsonenc.OptString(b, "source", r.Source)
 	b = jsonenc.Key(b, "problems")
 	if b, err = AppendProblems(b, r.Problems); err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 	if b, err = AppendTimePtr(b, r.LastActivityAt); err != nil {
 		return nil, err
 	}
-	if b, err = optTime(b, "last_seen_at", r.LastSeenAt); err != nil {
+	if b, err = jsonenc.OptTime(b, "last_seen_at", r.LastSeenAt); err != nil {
 		return nil, err
 	}
 	b = jsonenc.Key(b, "resume")
@@ -119,15 +119,15 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 	b = jsonenc.String(b, string(e.Type))
 	b = jsonenc.Key(b, "session_id")
 	b = jsonenc.String(b, e.SessionID)
-	b = optString(b, "agent", e.Agent)
-	b = optString(b, "from", string(e.From))
-	b = optString(b, "to", string(e.To))
-	b = optString(b, "activity", string(e.Activity))
+	b = jsonenc.OptString(b, "agent", e.Agent)
+	b = jsonenc.OptString(b, "from", string(e.From))
+	b = jsonenc.OptString(b, "to", string(e.To))
+	b = jsonenc.OptString(b, "activity", string(e.Activity))
 	if e.WaitingFor != nil {
 		b = jsonenc.Key(b, "waiting_for")
 		b = e.WaitingFor.AppendJSON(b)
 	}
-	b = optString(b, "reason", e.Reason)
+	b = jsonenc.OptString(b, "reason", e.Reason)
 	if len(e.Problems) > 0 {
 		b = jsonenc.Key(b, "problems")
 		b = append(b, '[')
@@ -147,10 +147,10 @@ func (w *WaitingFor) AppendJSON(b []byte) []byte {
 	b = append(b, '{')
 	b = jsonenc.Key(b, "kind")
 	b = jsonenc.String(b, string(w.Kind))
-	b = optString(b, "tool", w.Tool)
-	b = optString(b, "input", w.Input)
-	b = optString(b, "question", w.Question)
-	b = optString(b, "detail", w.Detail)
+	b = jsonenc.OptString(b, "tool", w.Tool)
+	b = jsonenc.OptString(b, "input", w.Input)
+	b = jsonenc.OptString(b, "question", w.Question)
+	b = jsonenc.OptString(b, "detail", w.Detail)
 	return append(b, '}')
 }
 
@@ -172,12 +172,12 @@ func (x *ExitStatus) AppendJSON(b []byte) ([]byte, error) {
 	b = jsonenc.Int(b, x.PID)
 	b = jsonenc.Key(b, "code")
 	b = jsonenc.Int(b, x.Code)
-	b = optString(b, "signal", x.Signal)
+	b = jsonenc.OptString(b, "signal", x.Signal)
 	b = jsonenc.Key(b, "at")
 	if b, err = jsonenc.Time(b, x.At); err != nil {
 		return nil, err
 	}
-	b = optString(b, "log_tail", x.LogTail)
+	b = jsonenc.OptString(b, "log_tail", x.LogTail)
 	return append(b, '}'), nil
 }
 
@@ -222,7 +222,7 @@ func AppendProblems(b []byte, ps []Problem) ([]byte, error) {
 		if b, err = jsonenc.Time(b, p.Since); err != nil {
 			return nil, err
 		}
-		b = optString(b, "key", p.Key)
+		b = jsonenc.OptString(b, "key", p.Key)
 		b = append(b, '}')
 	}
 	return append(b, ']'), nil
@@ -245,20 +245,4 @@ func appendIdentity(b []byte, id *proc.Identity) []byte {
 	b = jsonenc.Key(b, "start_ticks")
 	b = jsonenc.Uint(b, id.StartTicks)
 	return append(b, '}')
-}
-
-// optString appends an omitempty string member.
-func optString(b []byte, key, v string) []byte {
-	if v == "" {
-		return b
-	}
-	return jsonenc.String(jsonenc.Key(b, key), v)
-}
-
-// optTime appends an omitempty *time.Time member.
-func optTime(b []byte, key string, t *time.Time) ([]byte, error) {
-	if t == nil {
-		return b, nil
-	}
-	return jsonenc.Time(jsonenc.Key(b, key), *t)
 }

@@ -111,3 +111,19 @@ func Key(dst []byte, k string) []byte {
 	dst = append(dst, k...)
 	return append(dst, '"', ':')
 }
+
+// OptString appends the member k: v unless v is empty (omitempty).
+func OptString(dst []byte, k, v string) []byte {
+	if v == "" {
+		return dst
+	}
+	return String(Key(dst, k), v)
+}
+
+// OptTime appends the member k: *t unless t is nil (omitempty).
+func OptTime(dst []byte, k string, t *time.Time) ([]byte, error) {
+	if t == nil {
+		return dst, nil
+	}
+	return Time(Key(dst, k), *t)
+}
