@@ -219,10 +219,16 @@ func (s *lineScan) line() line {
 }
 
 func (s *lineScan) field(f int) string {
-	if sp := s.str[f]; sp.set && sp.end > sp.start {
-		return str(s.b, sp)
+	sp := s.str[f]
+	if !sp.set || sp.end <= sp.start {
+		return ""
 	}
-	return ""
+	if !sp.esc && string(s.b[sp.start:sp.end]) == s.last[f] {
+		return s.last[f]
+	}
+	v := str(s.b, sp)
+	s.last[f] = v
+	return v
 }
 
 // blocks are the message's content blocks, nil when there are none or

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 )
@@ -200,4 +202,39 @@ func FuzzParseLineReference(f *testing.F) {
 			t.Fatalf("%q: %s", b, d)
 		}
 	})
+}
+
+// TestParseLineReusesRepeatedFields: a field whose bytes repeat the last
+// line's reuses its string, and every spelling around that reuse (the same
+// text escaped, replaced invalid UTF-8, a changed value) still reads as
+// the reference parser reads it, in any order.
+func TestParseLineReusesRepeatedFields(t *testing.T) {
+	cwds := []string{`/w/a`, `/w/\u0061`, "/w/\xff", `/w/\ufffd`, "/w/\xef\xbf\xbd", `/w/a`, `/w/b`, ``}
+	var lines [][]byte
+	for _, c := range cwds {
+		for _, v := range []string{`2.1.328`, `2.1.3\u0032`} {
+			lines = append(lines, []byte(`{"type":"user","sessionId":"s1","cwd":"`+c+`","version":"`+v+`","gitBranch":"main","message":{"role":"user","content":"hi"}}`))
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for round := range 200 {
+		for _, i := range rng.Perm(len(lines)) {
+			if d := diffParse(lines[i]); d != "" {
+				t.Fatalf("round %d, %q: %s", round, lines[i], d)
+			}
+		}
+	}
+	var s lineScan
+	s.b = lines[0]
+	if _, ok := s.record(0); !ok {
+		t.Fatal("line 0 did not scan")
+	}
+	first := s.line().Cwd
+	next := lineScan{b: bytes.Clone(lines[0]), last: s.last}
+	if _, ok := next.record(0); !ok {
+		t.Fatal("line 0 did not scan again")
+	}
+	if again := next.line().Cwd; again != first || unsafe.StringData(again) != unsafe.StringData(first) {
+		t.Errorf("the same cwd on the next line was decoded again: %q, %q", again, first)
+	}
 }

@@ -84,6 +84,14 @@ type lineScan struct {
 
 	hasMsg bool
 	msg    msgScan
+
+	// last holds what field returned for each string field the last time
+	// this scan (pooled, so mostly the same reader's previous line) read
+	// one. Every line of a transcript repeats its sessionId, cwd, version
+	// and gitBranch: a field whose bytes are last's is last, without a new
+	// string. last always holds a decoded value, so equal raw bytes are
+	// plain, valid text that decodes to itself.
+	last [lkCustomTitle + 1]string
 }
 
 // msgScan is what the scan found of a line's message.
@@ -126,8 +134,8 @@ var scanPool = sync.Pool{New: func() any { return &lineScan{msg: msgScan{blocks:
 
 func getScan(b []byte) *lineScan {
 	s := scanPool.Get().(*lineScan)
-	blocks := s.msg.blocks[:0]
-	*s = lineScan{b: b}
+	blocks, last := s.msg.blocks[:0], s.last
+	*s = lineScan{b: b, last: last}
 	s.msg.blocks = blocks
 	return s
 }
