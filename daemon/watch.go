@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -77,7 +78,9 @@ func watchLoop(ctx context.Context, w *fsnotify.Watcher, ads []adapters.Adapter,
 				// A new directory (project) may need a watch of its own.
 				sync()
 			}
-			tr.Hint()
+			if meansNewData(ev) {
+				tr.Hint()
+			}
 		case err, ok := <-errs:
 			if !ok {
 				lost()
@@ -94,6 +97,22 @@ func watchLoop(ctx context.Context, w *fsnotify.Watcher, ads []adapters.Adapter,
 			tr.Hint()
 		}
 	}
+}
+
+// meansNewData reports whether a change may show something a pass would
+// read. Two kinds of events never do, and both are what sessiond's own
+// reads cause: a change of attributes only (SQLite sets the mode of the
+// -wal and -shm files each time it opens a database), and a write to a
+// SQLite -shm file, the shared index every reader of a WAL database
+// writes to (a reader opening it alone rebuilds it). Taken as hints, the
+// pass reading OpenCode's database caused the next one, every debounce,
+// for as long as the daemon ran. OpenCode's own writes go to the -wal
+// file and the database.
+func meansNewData(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	return !strings.HasSuffix(ev.Name, "-shm")
 }
 
 // syncWatches makes w watch the adapters' watch paths now, at most

@@ -60,3 +60,29 @@ func TestSighupRescansAfterWatcherCloses(t *testing.T) {
 		return n >= 4, fmt.Sprintf("%d rescans", n)
 	})
 }
+
+// Only changes that may show new data are hints: not a change of
+// attributes alone, nor a write to a SQLite -shm index (both caused by
+// sessiond's own reads of OpenCode's database).
+func TestMeansNewData(t *testing.T) {
+	for _, c := range []struct {
+		ev   fsnotify.Event
+		want bool
+	}{
+		{fsnotify.Event{Name: "/d/opencode.db-wal", Op: fsnotify.Write}, true},
+		{fsnotify.Event{Name: "/d/opencode.db", Op: fsnotify.Write}, true},
+		{fsnotify.Event{Name: "/d/p/s.jsonl", Op: fsnotify.Write}, true},
+		{fsnotify.Event{Name: "/d/p/s.jsonl", Op: fsnotify.Create}, true},
+		{fsnotify.Event{Name: "/d/p/s.jsonl", Op: fsnotify.Remove}, true},
+		{fsnotify.Event{Name: "/d/p/s.jsonl", Op: fsnotify.Rename}, true},
+		{fsnotify.Event{Name: "/d/p/s.jsonl", Op: fsnotify.Write | fsnotify.Chmod}, true},
+		{fsnotify.Event{Name: "/d/opencode.db-shm", Op: fsnotify.Write}, false},
+		{fsnotify.Event{Name: "/d/opencode.db-shm", Op: fsnotify.Create}, false},
+		{fsnotify.Event{Name: "/d/opencode.db-wal", Op: fsnotify.Chmod}, false},
+		{fsnotify.Event{Name: "/d/p/s.jsonl", Op: fsnotify.Chmod}, false},
+	} {
+		if got := meansNewData(c.ev); got != c.want {
+			t.Errorf("%v: %v, want %v", c.ev, got, c.want)
+		}
+	}
+}
