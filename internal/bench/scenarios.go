@@ -601,6 +601,70 @@ func (r *runner) steady(ctx context.Context) error {
 	r.add("steady", "all bytes read by sessiond", fmt.Sprintf("rchar %s (%s/s), read_bytes %s", Bytes(s1.ReadChars-s0.ReadChars),
 		Bytes(float64(s1.ReadChars-s0.ReadChars)/el.Seconds()), Bytes(s1.ReadBytes-s0.ReadBytes)), "", nil,
 		"/proc/<pid>/io over the window: the process-table scans of /proc each pass, not agent data")
+	return r.steadyOpenCode(ctx)
+}
+
+// steadyOpenCode: a daemon over OpenCode's database (WAL mode, as OpenCode
+// keeps it) left idle. Each pass opens the database, and SQLite then
+// rewrites its -shm index and sets the mode of its -wal and -shm files:
+// taken as file change hints, each pass caused the next.
+func (r *runner) steadyOpenCode(ctx context.Context) error {
+	ocDir, ids, err := r.openCodeData()
+	if err != nil {
+		return err
+	}
+	dir, err := r.dir("steadyoc")
+	if err != nil {
+		return err
+	}
+	defer r.cleanup(dir)
+	d, err := r.startDaemon(dir, daemonConfig{OpenCodeDir: ocDir})
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+	if _, err := d.WaitComplete(ctx, len(ids), 5*time.Minute); err != nil {
+		return err
+	}
+	// At least two ticks of the default interval: the first tick's read
+	// is what began the loop.
+	window := max(r.opt.SteadyFor/2, 12*time.Second)
+	select {
+	case <-time.After(r.opt.Settle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	m0, err := metrics(ctx, d.Socket)
+	if err != nil {
+		return err
+	}
+	s0, err := procStats(d)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s1, err := procStats(d)
+	el := time.Since(t0)
+	if err != nil {
+		return err
+	}
+	m1, err := metrics(ctx, d.Socket)
+	if err != nil {
+		return err
+	}
+	cpu := (s1.CPUSeconds - s0.CPUSeconds) / el.Seconds() * 100
+	const hintPasses = `sessiond_reconcile_duration_seconds_count{trigger="hint"}`
+	hints := m1[hintPasses] - m0[hintPasses]
+	passes := sumSuffix(m1, "sessiond_reconcile_duration_seconds_count") - sumSuffix(m0, "sessiond_reconcile_duration_seconds_count")
+	how := fmt.Sprintf("%d OpenCode sessions in one WAL database, nothing else, default --reconcile-interval (5 s); window of %s after %s settling", len(ids), el.Round(time.Second), r.opt.Settle)
+	r.add("steady", "CPU while idle, OpenCode", fmt.Sprintf("%.2f %% of one core", cpu), "≤ 0.3 %", ptr(cpu <= 0.3), how+"; utime+stime from /proc/<pid>/stat")
+	r.add("steady", "passes on file change hints, OpenCode", fmt.Sprintf("%.0f of %.0f passes", hints, passes), "0", ptr(hints == 0),
+		"sessiond_reconcile_duration_seconds_count by trigger from /metrics over the window: nothing changed, so only ticks may run a pass")
 	return nil
 }
 
