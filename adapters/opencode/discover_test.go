@@ -469,3 +469,66 @@ func TestDiscoverOddDataDirPath(t *testing.T) {
 		t.Fatalf("source %q", o.Source)
 	}
 }
+
+// A pass over a database whose files have not changed since the last read
+// (and had been still for racyWindow then) reads nothing; a write, a
+// recent change, or the periodic full read makes it read.
+func TestDiscoverSkipsAnUnchangedDatabase(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "opencode.db")
+	db := opencodetest.MustCreate(t, path)
+	at := time.Now().Add(-time.Hour)
+	fin, _ := db.Finished("/w", at)
+	settle := func() {
+		t.Helper()
+		old := time.Now().Add(-time.Hour)
+		for _, f := range []string{path, path + "-wal"} {
+			if err := os.Chtimes(f, old, old); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle()
+	a := newTestAdapter(t, dir, func(c *Config) { c.FullEvery = time.Hour })
+	discover(t, a)
+	r := a.dbs[path]
+	if r.unchanged != 0 {
+		t.Fatalf("first pass: %d unchanged skips", r.unchanged)
+	}
+	discover(t, a)
+	if r.unchanged != 1 {
+		t.Fatalf("second pass over still files: %d unchanged skips, want 1", r.unchanged)
+	}
+
+	// A new message: the -wal grows, the pass reads it.
+	if err := db.Message(opencodetest.Message{SessionID: fin.SessionID, Created: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	obs := discover(t, a)
+	if r.unchanged != 1 {
+		t.Fatal("a pass after a write read nothing")
+	}
+	if o := find(t, obs, fin.SessionID); !o.LastActivity.After(at.Add(time.Minute)) {
+		t.Errorf("the new message was not seen: last activity %v", o.LastActivity)
+	}
+	// Written within racyWindow of that read: its stat is not trusted.
+	discover(t, a)
+	if r.unchanged != 1 {
+		t.Fatal("a pass right after a write trusted a stat taken within racyWindow of it")
+	}
+	// Still again: one read to take a trusted stat, then skips.
+	settle()
+	discover(t, a)
+	discover(t, a)
+	if r.unchanged != 2 {
+		t.Fatalf("after the files settled: %d unchanged skips, want 2", r.unchanged)
+	}
+	// The periodic full read is not skipped.
+	fulls := r.fulls
+	if err := r.read(context.Background(), time.Now().Add(2*time.Hour), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if r.fulls != fulls+1 || r.unchanged != 2 {
+		t.Fatalf("periodic full read: fulls %d -> %d, unchanged %d", fulls, r.fulls, r.unchanged)
+	}
+}

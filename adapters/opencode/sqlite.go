@@ -144,6 +144,51 @@ type dbReader struct {
 	// restart: the first read adopts it as if it had read it itself, and
 	// then checks it like any earlier pass's (see cursors). Nil once used.
 	restored *savedDB
+	// files is the database's and its -wal's stat as the last successful
+	// read found them before it opened the database (see dbFiles);
+	// unchanged counts the passes that found them the same and read
+	// nothing, for tests.
+	files     dbFiles
+	unchanged int
+}
+
+// dbFiles is what stat says of a database and its -wal: every write
+// OpenCode makes changes one of them (the -wal in WAL mode, the database
+// itself at a checkpoint or in rollback-journal mode). The -shm is left
+// out: every reader writes to it, this one included.
+type dbFiles struct {
+	db, wal os.FileInfo // nil when absent
+	at      time.Time   // when they were stat'ed
+}
+
+func statDBFiles(path string) dbFiles {
+	f := dbFiles{at: time.Now()}
+	if fi, err := os.Stat(path); err == nil {
+		f.db = fi
+	}
+	if fi, err := os.Stat(path + "-wal"); err == nil {
+		f.wal = fi
+	}
+	return f
+}
+
+// racyWindow is how long after a file's last change its stat is not
+// trusted to show the next one: a write in the same tick of the file
+// system's clock can leave mtime and size as they were (git's "racy"
+// entries). 2 s covers the coarsest clocks.
+const racyWindow = 2 * time.Second
+
+// sameAs reports whether f shows no change since old, a stat taken
+// before a read that then succeeded, and old's files had been still for
+// racyWindow when it was taken.
+func (f dbFiles) sameAs(old dbFiles) bool {
+	same := func(a, b os.FileInfo) bool {
+		if a == nil || b == nil {
+			return a == nil && b == nil
+		}
+		return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && old.at.Sub(b.ModTime()) >= racyWindow
+	}
+	return f.db != nil && same(f.db, old.db) && same(f.wal, old.wal)
 }
 
 // cursors say how far the passes have read a database: the largest
@@ -275,6 +320,16 @@ func tableColumns(ctx context.Context, conn *sql.Conn, table string) (map[string
 // the sessions that changed since the last pass plus every session with
 // work in flight. On error the cache is left as it was.
 func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Duration) error {
+	// Nothing written since the last read: nothing to read. Each read
+	// opens the database, checks its schema and queries every session's
+	// time (about 20 ms of CPU at 2,000 sessions, 0.43 % of a core at the
+	// default 5 s tick); a stat of two files is enough to know.
+	files := statDBFiles(r.path)
+	if r.sessions != nil && r.restored == nil && files.sameAs(r.files) && (fullEvery <= 0 || now.Sub(r.lastFull) < fullEvery) {
+		r.unchanged++
+		return nil
+	}
+	r.files = dbFiles{}
 	r.warning = nil
 	// The file's identity is taken before it is opened: if it is replaced
 	// in between, the next pass sees another identity and reads it whole.
@@ -346,6 +401,7 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 	}
 	r.sessions = next
 	r.cur = cur
+	r.files = files
 	return nil
 }
 
