@@ -626,9 +626,11 @@ func (r *runner) steadyOpenCode(ctx context.Context) error {
 	if _, err := d.WaitComplete(ctx, len(ids), 5*time.Minute); err != nil {
 		return err
 	}
-	// At least two ticks of the default interval: the first tick's read
-	// is what began the loop.
-	window := max(r.opt.SteadyFor/2, 12*time.Second)
+	// The Claude daemon's window, and at least two ticks of the default
+	// interval: the first tick's read is what began the loop. (The first
+	// minute after a first start still gives memory back to the system:
+	// a shorter window measured that.)
+	window := max(r.opt.SteadyFor, 12*time.Second)
 	select {
 	case <-time.After(r.opt.Settle):
 	case <-ctx.Done():
