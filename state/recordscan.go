@@ -26,13 +26,21 @@ func scanRecord(v []byte) (*session.Record, bool) {
 	d.obj()
 	r.V = d.intKey("v")
 	r.ID = d.strKey("id")
-	r.Agent = d.strKey("agent")
+	d.key("agent")
+	r.Agent = d.strOf(knownAgents)
 	r.UpstreamID = d.strKey("upstream_id")
-	r.Status = session.Status(d.strKey("status"))
-	r.Activity = session.Activity(d.strKey("activity"))
+	d.key("status")
+	r.Status = session.Status(d.strOf(knownStatuses))
+	d.key("activity")
+	r.Activity = session.Activity(d.strOf(knownActivities))
 	r.StatusReason = d.optStr("status_reason")
 	r.ActivitySince = d.optTime("activity_since")
-	r.ActivitySource = session.ActivitySource(d.optStr("activity_source"))
+	if d.optKey("activity_source") {
+		r.ActivitySource = session.ActivitySource(d.strOf(knownSources))
+		if r.ActivitySource == "" {
+			d.ok = false // AppendJSON omits an empty one
+		}
+	}
 	if d.optKey("waiting_for") {
 		r.WaitingFor = d.waitingFor()
 	}
@@ -90,7 +98,9 @@ func scanRecord(v []byte) (*session.Record, bool) {
 				d.lit(",")
 			}
 			d.obj()
-			p := session.Problem{Kind: session.ProblemKind(d.strKey("kind")), Detail: d.strKey("detail")}
+			d.key("kind")
+			p := session.Problem{Kind: session.ProblemKind(d.strOf(knownProblems))}
+			p.Detail = d.strKey("detail")
 			d.key("since")
 			p.Since = d.time()
 			p.Key = d.optStr("key")
@@ -360,8 +370,39 @@ func scanBytes(b []byte) (ctrl, high bool) {
 	return ctrl, high
 }
 
+// The values most records share: strOf returns these constants rather
+// than a new string for each record.
+var (
+	knownAgents     = []string{"claude", "opencode", "codex"}
+	knownStatuses   = []string{string(session.StatusStopped), string(session.StatusRunning), string(session.StatusInterrupted), string(session.StatusStarting), string(session.StatusUnknown)}
+	knownActivities = []string{string(session.ActivityIdle), string(session.ActivityBusy), string(session.ActivityWaiting), string(session.ActivityUnknown)}
+	knownSources    = []string{string(session.SourceRegistry), string(session.SourceHook), string(session.SourceTranscript), string(session.SourceServer)}
+	knownProblems   = []string{string(session.ProblemOrphanedToolCall), string(session.ProblemIncompleteMessage), string(session.ProblemStaleBusyMarker),
+		string(session.ProblemStalled), string(session.ProblemOrphanProcesses), string(session.ProblemAdapterError), string(session.ProblemNotDiscovered),
+		string(session.ProblemOwnerAmbiguous), string(session.ProblemLaunchFailed), string(session.ProblemForeignHost), string(session.ProblemForeignPIDNamespace)}
+)
+
+// strOf reads a string that is usually one of known, and returns known's
+// own string when it is.
+func (d *recordScanner) strOf(known []string) string {
+	raw, esc := d.rawStr()
+	if d.ok && !esc {
+		for _, k := range known {
+			if string(raw) == k {
+				return k
+			}
+		}
+	}
+	return d.decode(raw, esc)
+}
+
 func (d *recordScanner) str() string {
 	raw, esc := d.rawStr()
+	return d.decode(raw, esc)
+}
+
+// decode returns the string whose raw contents rawStr returned.
+func (d *recordScanner) decode(raw []byte, esc bool) string {
 	if !d.ok {
 		return ""
 	}

@@ -25,6 +25,13 @@ func TestScanRecordMatchesDecoder(t *testing.T) {
 			r = new(session.Record)
 			jsonenctest.Fill(rng, r, false)
 		}
+		if i%3 == 0 { // the values strOf hands out as constants
+			r.Agent, r.Status, r.Activity = knownAgents[i%3], session.Status(knownStatuses[i%5]), session.Activity(knownActivities[i%4])
+			r.ActivitySource = session.ActivitySource(knownSources[i%4])
+			for k := range r.Problems {
+				r.Problems[k].Kind = session.ProblemKind(knownProblems[(i+k)%len(knownProblems)])
+			}
+		}
 		b, err := r.AppendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
