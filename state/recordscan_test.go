@@ -26,8 +26,8 @@ func TestScanRecordMatchesDecoder(t *testing.T) {
 			jsonenctest.Fill(rng, r, false)
 		}
 		if i%3 == 0 { // the values strOf hands out as constants
-			r.Agent, r.Status, r.Activity = knownAgents[i%3], session.Status(knownStatuses[i%5]), session.Activity(knownActivities[i%4])
-			r.ActivitySource = session.ActivitySource(knownSources[i%4])
+			r.Agent, r.Status, r.Activity = knownAgents[(i/3)%3], session.Status(knownStatuses[(i/3)%5]), session.Activity(knownActivities[(i/3)%4])
+			r.ActivitySource = session.ActivitySource(knownSources[(i/3)%4])
 			for k := range r.Problems {
 				r.Problems[k].Kind = session.ProblemKind(knownProblems[(i+k)%len(knownProblems)])
 			}
