@@ -552,34 +552,12 @@ func (r *runner) steady(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m0, err := metrics(ctx, d.Socket)
-	if err != nil {
-		w.Stop()
-		return err
-	}
-	s0, err := procStats(d)
-	if err != nil {
-		w.Stop()
-		return err
-	}
-	t0 := time.Now()
-	select {
-	case <-time.After(r.opt.SteadyFor):
-	case <-ctx.Done():
-		w.Stop()
-		return ctx.Err()
-	}
-	s1, err := procStats(d)
-	el := time.Since(t0)
+	iw, err := idleWindow(ctx, d, r.opt.SteadyFor)
 	reads, opens := w.Stop()
 	if err != nil {
 		return err
 	}
-	m1, err := metrics(ctx, d.Socket)
-	if err != nil {
-		return err
-	}
-	cpu := (s1.CPUSeconds - s0.CPUSeconds) / el.Seconds() * 100
+	m0, m1, s0, s1, el, cpu := iw.m0, iw.m1, iw.s0, iw.s1, iw.el, iw.cpu
 	nReads, nOpens := 0, 0
 	for _, v := range reads {
 		nReads += v
@@ -636,30 +614,11 @@ func (r *runner) steadyOpenCode(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	m0, err := metrics(ctx, d.Socket)
+	iw, err := idleWindow(ctx, d, window)
 	if err != nil {
 		return err
 	}
-	s0, err := procStats(d)
-	if err != nil {
-		return err
-	}
-	t0 := time.Now()
-	select {
-	case <-time.After(window):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	s1, err := procStats(d)
-	el := time.Since(t0)
-	if err != nil {
-		return err
-	}
-	m1, err := metrics(ctx, d.Socket)
-	if err != nil {
-		return err
-	}
-	cpu := (s1.CPUSeconds - s0.CPUSeconds) / el.Seconds() * 100
+	m0, m1, el, cpu := iw.m0, iw.m1, iw.el, iw.cpu
 	const hintPasses = `sessiond_reconcile_duration_seconds_count{trigger="hint"}`
 	hints := m1[hintPasses] - m0[hintPasses]
 	passes := sumSuffix(m1, "sessiond_reconcile_duration_seconds_count") - sumSuffix(m0, "sessiond_reconcile_duration_seconds_count")
@@ -668,6 +627,43 @@ func (r *runner) steadyOpenCode(ctx context.Context) error {
 	r.add("steady", "passes on file change hints, OpenCode", fmt.Sprintf("%.0f of %.0f passes", hints, passes), "0", ptr(hints == 0),
 		"sessiond_reconcile_duration_seconds_count by trigger from /metrics over the window: nothing changed, so only ticks may run a pass")
 	return nil
+}
+
+// idle is what idleWindow measured of a daemon left alone.
+type idle struct {
+	m0, m1 map[string]float64 // its /metrics at the start and the end
+	s0, s1 processStats
+	el     time.Duration
+	cpu    float64 // % of one core
+}
+
+// idleWindow measures d over window: its CPU, and its metrics and process
+// figures at both ends.
+func idleWindow(ctx context.Context, d *daemon, window time.Duration) (idle, error) {
+	var iw idle
+	var err error
+	if iw.m0, err = metrics(ctx, d.Socket); err != nil {
+		return iw, err
+	}
+	if iw.s0, err = procStats(d); err != nil {
+		return iw, err
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return iw, ctx.Err()
+	}
+	iw.s1, err = procStats(d)
+	iw.el = time.Since(t0)
+	if err != nil {
+		return iw, err
+	}
+	if iw.m1, err = metrics(ctx, d.Socket); err != nil {
+		return iw, err
+	}
+	iw.cpu = (iw.s1.CPUSeconds - iw.s0.CPUSeconds) / iw.el.Seconds() * 100
+	return iw, nil
 }
 
 func sumSuffix(m map[string]float64, name string) float64 {
