@@ -132,9 +132,10 @@ func Run(ctx context.Context, cfg Config) error {
 	tr := newTracker(cfg, st, host, exits, log)
 
 	// 4. Reconcile every session once before anyone can ask.
-	restoreGC := time.AfterFunc(firstStartWindow, firstStartMemoryLimit(cfg.FirstStartMemoryLimit, st, log))
+	first := firstStart(st)
+	restoreGC := time.AfterFunc(firstStartWindow, firstStartMemoryLimit(cfg.FirstStartMemoryLimit, first, log))
 	defer restoreGC.Stop()
-	restoreProcs := firstStartProcs(cfg.FirstStartProcs, st, log)
+	restoreProcs := firstStartProcs(cfg.FirstStartProcs, first, log)
 	rep, err := tr.Reconcile(ctx, "startup")
 	restoreProcs()
 	if err != nil {
@@ -428,6 +429,14 @@ func capLogs(ctx context.Context, st *state.Store, lc *launch.Launcher, log *zap
 	}
 }
 
+// firstStart reports whether the store holds no session yet: a first
+// start, which reads every transcript and database row and creates every
+// session. A store that cannot say is taken as not empty.
+func firstStart(st *state.Store) bool {
+	empty, err := st.Empty()
+	return err == nil && empty
+}
+
 // firstStartProcs sets GOMAXPROCS to procs for a first start's startup
 // pass, and returns what gives the runtime its default back.
 //
@@ -442,12 +451,8 @@ func capLogs(ctx context.Context, st *state.Store, lc *launch.Launcher, log *zap
 // home 413-449 ms with 2, 281-331 ms with 8. A restart reads few files and
 // is CPU-bound (more Ps than cores made it no faster), so it is left
 // alone.
-func firstStartProcs(procs int, st *state.Store, log *zap.Logger) (restore func()) {
-	if procs <= 0 {
-		return func() {}
-	}
-	empty, err := st.Empty()
-	if err != nil || !empty {
+func firstStartProcs(procs int, first bool, log *zap.Logger) (restore func()) {
+	if procs <= 0 || !first {
 		return func() {}
 	}
 	old := runtime.GOMAXPROCS(procs)
@@ -475,12 +480,8 @@ const firstStartWindow = time.Minute
 // 2.36–2.69 s and 96–98 MiB. A heap that must outgrow the limit makes the
 // collector work harder (the runtime caps it at about half the CPU) until
 // the window ends. A restart reads little and is left alone.
-func firstStartMemoryLimit(limit int64, st *state.Store, log *zap.Logger) (restore func()) {
-	if limit <= 0 {
-		return func() {}
-	}
-	empty, err := st.Empty()
-	if err != nil || !empty {
+func firstStartMemoryLimit(limit int64, first bool, log *zap.Logger) (restore func()) {
+	if limit <= 0 || !first {
 		return func() {}
 	}
 	old := debug.SetMemoryLimit(limit)

@@ -27,7 +27,7 @@ func TestFirstStartMemoryLimitOnlyOnEmptyStore(t *testing.T) {
 	defer st.Close()
 	log := zaptest.NewLogger(t)
 
-	restore := firstStartMemoryLimit(70<<20, st, log)
+	restore := firstStartMemoryLimit(70<<20, firstStart(st), log)
 	if got := current(); got != 70<<20 {
 		t.Fatalf("empty store: memory limit %d during the first start, want %d", got, 70<<20)
 	}
@@ -40,11 +40,11 @@ func TestFirstStartMemoryLimitOnlyOnEmptyStore(t *testing.T) {
 	if err := st.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
 		t.Fatal(err)
 	}
-	firstStartMemoryLimit(70<<20, st, log)()
+	firstStartMemoryLimit(70<<20, firstStart(st), log)()
 	if got := current(); got != none {
 		t.Fatalf("a restart (store not empty): memory limit %d, want none", got)
 	}
-	firstStartMemoryLimit(0, st, log)()
+	firstStartMemoryLimit(0, firstStart(st), log)()
 	if got := current(); got != none {
 		t.Fatalf("limit 0: memory limit %d, want none", got)
 	}
@@ -63,7 +63,7 @@ func TestFirstStartProcsOnlyOnEmptyStore(t *testing.T) {
 	defer st.Close()
 	log := zaptest.NewLogger(t)
 
-	restore := firstStartProcs(def+8, st, log)
+	restore := firstStartProcs(def+8, firstStart(st), log)
 	if got := runtime.GOMAXPROCS(0); got != def+8 {
 		t.Fatalf("empty store: GOMAXPROCS %d during the first start, want %d", got, def+8)
 	}
@@ -76,12 +76,12 @@ func TestFirstStartProcsOnlyOnEmptyStore(t *testing.T) {
 	if err := st.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
 		t.Fatal(err)
 	}
-	restore = firstStartProcs(def+8, st, log)
+	restore = firstStartProcs(def+8, firstStart(st), log)
 	if got := runtime.GOMAXPROCS(0); got != def {
 		t.Fatalf("a restart (store not empty): GOMAXPROCS %d, want the default %d", got, def)
 	}
 	restore()
-	firstStartProcs(0, st, log)()
+	firstStartProcs(0, firstStart(st), log)()
 	if got := runtime.GOMAXPROCS(0); got != def {
 		t.Fatalf("procs 0: GOMAXPROCS %d, want the default %d", got, def)
 	}
