@@ -209,9 +209,6 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h)
 }
 
-// listSessions: by default every session but the stopped ones (interrupted
-// ones need attention and are shown); all=true shows everything; status
-// and agent filter.
 // warmLists encodes every session into the list cache, as the first
 // GET /v1/sessions would. A failure is left for that request to report.
 func (s *server) warmLists() {
@@ -228,6 +225,9 @@ func (s *server) warmLists() {
 	s.log.Debug("first list encoded", zap.Int("sessions", len(recs)), zap.Int("bytes", len(body)), zap.Duration("took", time.Since(start)))
 }
 
+// listSessions: by default every session but the stopped ones (interrupted
+// ones need attention and are shown); all=true shows everything; status
+// and agent filter.
 func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	all, _ := strconv.ParseBool(q.Get("all"))
