@@ -169,6 +169,14 @@ func setActivity(out, rec *session.Record, ev evidence, owner proc.Identity) {
 	same := rec.Status == session.StatusRunning && rec.Activity == act && rec.WaitingFor.Equal(wait) && rec.ActivitySince != nil
 	out.Activity, out.ActivitySource, out.WaitingFor = act, src, wait
 	if same {
+		// The same activity, but its signal was set after the moment
+		// recorded: the agent left it and came back between two passes
+		// (a turn shorter than a pass: idle, busy, idle, all in Claude's
+		// registry). The activity is as old as that signal, not older.
+		if o := ev.obs; o != nil && o.Activity == act && o.ActivitySource == src && o.ActivityAt.After(*rec.ActivitySince) && !o.ActivityAt.After(ev.now) {
+			at := o.ActivityAt
+			out.ActivitySince = &at
+		}
 		return
 	}
 	if at.IsZero() || at.After(ev.now) {

@@ -23,6 +23,16 @@ func TestDecideHooks(t *testing.T) {
 		r.Activity, r.ActivitySource, r.WaitingFor, r.ActivitySince = session.ActivityWaiting, session.SourceHook, permission, ptime(t0.Add(-time.Second))
 		return r
 	}
+	idleRec := func() *session.Record { // idle from the registry since t0-1m
+		r := busyRec()
+		r.Activity, r.ActivitySource, r.WaitingFor, r.ActivitySince = session.ActivityIdle, session.SourceRegistry, &session.WaitingFor{Kind: session.WaitingInput}, ptime(t0.Add(-time.Minute))
+		return r
+	}
+	// Claude's registry entry: idle, its status set at statusAt.
+	registryIdle := func(statusAt time.Time) *adapters.Observed {
+		return &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{own(100, false)}, Activity: session.ActivityIdle,
+			ActivitySource: session.SourceRegistry, ActivityAt: statusAt, LastActivity: t0.Add(-2 * time.Hour)}
+	}
 	// The rollout of a pending call: busy, last written at dataAt.
 	pending := func(dataAt time.Time) *adapters.Observed {
 		return &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{own(100, false)}, OwnersExact: "lock table",
@@ -92,6 +102,18 @@ func TestDecideHooks(t *testing.T) {
 				WaitingFor: &session.WaitingFor{Kind: session.WaitingPermission, Detail: "permission prompt"}},
 			hook: hook(t0.Add(-time.Minute), hookProc, owner), live: alive, status: session.StatusRunning, act: session.ActivityWaiting, src: session.SourceRegistry,
 			wait: &session.WaitingFor{Kind: session.WaitingPermission, Detail: "permission prompt"}, events: 1},
+		{name: "the registry set idle again after the recorded idle: a turn came and went between two passes",
+			rec: idleRec(), obs: registryIdle(t0.Add(-200 * time.Millisecond)), live: alive,
+			status: session.StatusRunning, act: session.ActivityIdle, src: session.SourceRegistry, wait: &session.WaitingFor{Kind: session.WaitingInput},
+			since: t0.Add(-200 * time.Millisecond)},
+		{name: "the registry's idle as old as the recorded one: activity_since stays",
+			rec: idleRec(), obs: registryIdle(t0.Add(-time.Hour)), live: alive,
+			status: session.StatusRunning, act: session.ActivityIdle, src: session.SourceRegistry, wait: &session.WaitingFor{Kind: session.WaitingInput},
+			since: t0.Add(-time.Minute)},
+		{name: "a registry time in the future does not move activity_since",
+			rec: idleRec(), obs: registryIdle(t0.Add(time.Hour)), live: alive,
+			status: session.StatusRunning, act: session.ActivityIdle, src: session.SourceRegistry, wait: &session.WaitingFor{Kind: session.WaitingInput},
+			since: t0.Add(-time.Minute)},
 		{name: "a Stop hook ends the turn before the data shows it",
 			rec: busyRec(), obs: pending(t0.Add(-2 * time.Second)), hook: &hookEvidence{Hook: adapters.Hook{UpstreamID: "up-1", Event: "Stop", Activity: session.ActivityIdle,
 				WaitingFor: &session.WaitingFor{Kind: session.WaitingInput}}, At: t0.Add(-time.Second), From: []proc.Identity{hookProc, owner}}, live: alive,
