@@ -460,14 +460,16 @@ func (s *Store) prune(events *bolt.Bucket, last uint64) (int, error) {
 // with underscores and dashes significant.
 var recordDecodeOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true))
 
-// decodeRecord decodes a stored record: as session.Record.AppendJSON
-// wrote it by scanRecord, else with go-json-experiment/json (the
-// package that became encoding/json/v2), about 2.5 times as fast as
-// encoding/json on a record (BenchmarkDecodeRecord): a restart decodes
-// every record before it is ready. Records are written by encoding/json,
-// so the two read them alike (TestDecodeRecordMatchesEncodingJSON); should
-// the stricter decoder refuse a value (invalid UTF-8, a duplicate name),
-// encoding/json gets the last word, so no record readable before is lost.
+// decodeRecord decodes a stored record. A restart decodes every record
+// before it is ready, so the common case is fast: a record exactly as
+// session.Record.AppendJSON writes it is read by scanRecord. Anything else
+// (a record an older sessiond wrote with encoding/json, a hand edit) goes
+// to go-json-experiment/json (the package that became encoding/json/v2,
+// about 2.5 times as fast as encoding/json, BenchmarkDecodeRecord), which
+// reads records as encoding/json does (TestDecodeRecordMatchesEncodingJSON);
+// should that stricter decoder refuse a value (invalid UTF-8, a duplicate
+// name), encoding/json gets the last word, so no record readable before
+// is lost.
 func decodeRecord(id string, v []byte) (*session.Record, error) {
 	if r, ok := scanRecord(v); ok {
 		return r, nil
