@@ -116,3 +116,67 @@ func TestListShared(t *testing.T) {
 		}
 	}
 }
+
+// CreateOwned keeps the caller's record as the cache's own (no copy),
+// Create keeps a copy, and a rolled-back CreateOwned leaves no trace; the
+// file holds the same either way.
+func TestCreateOwnedKeepsTheRecord(t *testing.T) {
+	path := dbPath(t)
+	st := openT(t, path, Options{})
+	if _, err := st.ListShared(); err != nil { // loads the cache
+		t.Fatal(err)
+	}
+	owned, copied, dropped := rec("claude", "owned"), rec("claude", "copied"), rec("claude", "dropped")
+	err := st.Batch(func(tx *Tx) error {
+		if err := tx.CreateOwned(owned, session.Event{Type: session.EventCreated}); err != nil {
+			return err
+		}
+		return tx.Create(copied, session.Event{Type: session.EventCreated})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err = st.Batch(func(tx *Tx) error {
+		if err := tx.CreateOwned(dropped, session.Event{Type: session.EventCreated}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	shared, err := st.ListShared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byUp := map[string]*session.Record{}
+	for _, r := range shared {
+		byUp[r.UpstreamID] = r
+	}
+	switch {
+	case len(shared) != 2 || byUp["dropped"] != nil:
+		t.Fatalf("after a rolled-back CreateOwned: %d records %v", len(shared), byUp)
+	case byUp["owned"] != owned:
+		t.Fatal("CreateOwned's record is not the cache's own")
+	case byUp["copied"] == copied || byUp["copied"] == nil:
+		t.Fatal("Create's record is the cache's own, not a copy")
+	case owned.ID == "" || owned.V != recordVersion || owned.CreatedAt.IsZero() || owned.UpdatedAt.IsZero():
+		t.Fatalf("CreateOwned did not fill the record: %+v", owned)
+	}
+	st.Close()
+	disk, err := openT(t, path, Options{}).List()
+	if err != nil || len(disk) != 2 {
+		t.Fatalf("reopened: %d records, %v", len(disk), err)
+	}
+	for _, r := range disk {
+		if r.UpstreamID != "owned" {
+			continue
+		}
+		got, err1 := r.AppendJSON(nil)
+		want, err2 := owned.AppendJSON(nil)
+		if err1 != nil || err2 != nil || string(got) != string(want) {
+			t.Fatalf("on disk %s, created %s (%v, %v)", got, want, err1, err2)
+		}
+	}
+}

@@ -347,3 +347,26 @@ func TestDecideReleasedReason(t *testing.T) {
 		t.Errorf("reason %q, want %q", got.StatusReason, want)
 	}
 }
+
+// A decided record shares nothing with the observation it came from: the
+// store keeps the tracker's created records as they are
+// (state.Tx.CreateOwned), so an adapter that reused its WaitingFor must
+// not reach into them.
+func TestDecideCopiesWaitingFor(t *testing.T) {
+	wait := &session.WaitingFor{Kind: session.WaitingPermission, Tool: "Bash", Input: "rm -rf build"}
+	obs := &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{own(100, false)},
+		Activity: session.ActivityWaiting, WaitingFor: wait, LastActivity: t0.Add(-time.Second)}
+	ev := evidence{obs: obs, probe: probeTable(map[proc.Identity]proc.Liveness{ident(100): proc.Alive}), now: t0, grace: 30 * time.Second, stallAfter: 20 * time.Minute}
+	fresh := &session.Record{Agent: "claude", UpstreamID: "up-1", CreatedAt: t0, Problems: []session.Problem{}}
+	next, _ := decide(fresh, ev)
+	if next.Activity != session.ActivityWaiting || !next.WaitingFor.Equal(wait) {
+		t.Fatalf("decided %s waiting for %+v, want waiting for %+v", next.Activity, next.WaitingFor, wait)
+	}
+	if next.WaitingFor == wait {
+		t.Fatal("the record holds the observation's WaitingFor itself")
+	}
+	again, _ := decide(next, ev)
+	if again.WaitingFor == wait || again.WaitingFor == next.WaitingFor {
+		t.Fatal("a second decision shares its WaitingFor")
+	}
+}

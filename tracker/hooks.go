@@ -167,6 +167,13 @@ func carriedHook(rec *session.Record, owner proc.Identity) *hookEvidence {
 func setActivity(out, rec *session.Record, ev evidence, owner proc.Identity) {
 	act, src, wait, at := activityOf(rec, ev, owner)
 	same := rec.Status == session.StatusRunning && rec.Activity == act && rec.WaitingFor.Equal(wait) && rec.ActivitySince != nil
+	if wait != nil {
+		// A copy: wait may be the adapter's or a hook's, and a record
+		// shares nothing with them (the store keeps created records as
+		// they are, see state.Tx.CreateOwned).
+		w := *wait
+		wait = &w
+	}
 	out.Activity, out.ActivitySource, out.WaitingFor = act, src, wait
 	if same {
 		// The same activity, but its signal was set after the moment

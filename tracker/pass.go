@@ -389,11 +389,13 @@ type created struct {
 
 func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
 	for _, c := range cs {
-		err := tx.Create(c.rec, c.ev)
+		// The store keeps c.rec itself: decide made it for this pass
+		// alone, sharing nothing, and nothing changes it after.
+		err := tx.CreateOwned(c.rec, c.ev)
 		for errors.Is(err, state.ErrIDInUse) {
 			// commit drew the id at random: draw again.
 			c.rec.ID = newID()
-			err = tx.Create(c.rec, c.ev)
+			err = tx.CreateOwned(c.rec, c.ev)
 		}
 		if errors.Is(err, state.ErrConflict) {
 			continue // recorded meanwhile (a launch linked it)
