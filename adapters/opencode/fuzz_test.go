@@ -65,3 +65,27 @@ func FuzzCommandLine(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMaybeInFlight: the Go filter of the whole-table scan says what
+// inFlightFilter's two instr() calls say, for any data.
+func FuzzMaybeInFlight(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"tool","state":{"status":"running","input":{}}}`,
+		`{"type":"tool","state":{"status":"pending"}}`,
+		`{"type":"tool","state":{"status":"completed","output":"\"status\":\"running\""}}`,
+		`{"xstatus":"running"}`,
+		`status":"running"`,
+		`"status":"status":"pending"`,
+		`"status":"runnin`,
+		`{"text":"ünïcødé","status":"pending"}`,
+		``,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := strings.Contains(s, `"status":"running"`) || strings.Contains(s, `"status":"pending"`)
+		if got := maybeInFlight(s); got != want {
+			t.Fatalf("maybeInFlight(%q) = %v, instr says %v", s, got, want)
+		}
+	})
+}
