@@ -160,6 +160,10 @@ type runner struct {
 	// that made the data).
 	current string
 
+	// execFloors: the cold exec of sessiond measured, by scenario (its
+	// row is added once).
+	execFloors map[string]time.Duration
+
 	// deferred run when Run returns, last first.
 	deferred []func()
 }

@@ -2,8 +2,11 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,8 +39,10 @@ type floorRead struct {
 }
 
 // readFloor drops the page cache (when the run may) and does the bare
-// read of every transcript under each root's projects/.
-func (r *runner) readFloor(roots ...string) (floorRead, error) {
+// read of every transcript under each root's projects/, and meanwhile of
+// each of wholes from start to end, in order, on one more reader (an
+// OpenCode database: what SQLite reads of it is at most the file).
+func (r *runner) readFloor(roots []string, wholes ...string) (floorRead, error) {
 	var f floorRead
 	f.CacheHowFound = r.dropCaches()
 	var ru0 syscall.Rusage
@@ -48,6 +53,25 @@ func (r *runner) readFloor(roots ...string) (floorRead, error) {
 	paths := make(chan string, 256)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	if len(wholes) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, p := range wholes {
+				n, err := readWhole(p)
+				mu.Lock()
+				f.Files++
+				f.Bytes += n
+				if err != nil {
+					if f.Errs == 0 {
+						f.FirstErr = err.Error()
+					}
+					f.Errs++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
 	for range floorReaders {
 		wg.Add(1)
 		go func() {
@@ -129,22 +153,85 @@ func bareRead(path string, buf []byte) (int64, error) {
 	return total, err
 }
 
-// addFloor adds the floor row of scenario sc beside the start it bounds.
-func (r *runner) addFloor(sc string, start time.Duration, roots ...string) error {
-	f, err := r.readFloor(roots...)
+// readWhole reads the file at path from start to end in 1 MiB reads and
+// returns the bytes read.
+func readWhole(path string) (int64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer fh.Close()
+	buf := make([]byte, 1<<20)
+	var total int64
+	for {
+		n, err := fh.Read(buf)
+		total += int64(n)
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// addFloor adds the floor rows of scenario sc beside the start it bounds:
+// the bare read of the transcripts under roots (and of wholes, read
+// whole), and the cold exec of the sessiond binary. A start pays both, one
+// after the other: the floor is their sum.
+func (r *runner) addFloor(sc string, start time.Duration, roots []string, wholes ...string) error {
+	f, err := r.readFloor(roots, wholes...)
 	if err != nil {
 		return err
 	}
 	if f.Errs > 0 {
-		return fmt.Errorf("floor: %d of %d transcripts could not be read, first: %s", f.Errs, f.Files, f.FirstErr)
+		return fmt.Errorf("floor: %d of %d files could not be read, first: %s", f.Errs, f.Files, f.FirstErr)
+	}
+	what, how := "floor: the same transcripts read bare", ""
+	if len(wholes) > 0 {
+		what = "floor, Claude + OpenCode: the same transcripts and database read bare"
+		how = fmt.Sprintf(", and meanwhile on one more reader the OpenCode database whole, in 1 MiB reads (%d file)", len(wholes))
+	}
+	exec, measured := r.execFloors[sc]
+	var execCache string
+	if !measured {
+		if exec, execCache, err = r.execFloor(); err != nil {
+			return err
+		}
+		if r.execFloors == nil {
+			r.execFloors = map[string]time.Duration{}
+		}
+		r.execFloors[sc] = exec
 	}
 	ratio := ""
-	if f.Took > 0 && start > 0 {
-		ratio = fmt.Sprintf("; the start above is %.1f× this", float64(start)/float64(f.Took))
+	if total := f.Took + exec; total > 0 && start > 0 {
+		ratio = fmt.Sprintf("; with the exec %s, and the start above is %.1f× that", dur(total), float64(start)/float64(total))
 	}
-	r.add(sc, "floor: the same transcripts read bare", fmt.Sprintf("%s (CPU: user %s, system %s; %d files, %s)%s",
+	r.add(sc, what, fmt.Sprintf("%s (CPU: user %s, system %s; %d files, %s)%s",
 		dur(f.Took), dur(f.User), dur(f.System), f.Files, Bytes(float64(f.Bytes)), ratio), "", nil,
-		fmt.Sprintf("in the bench's own process: list each project folder, then per transcript open, fstat, read the first %d KiB and the last %d KiB, close; %d reads in flight; no parsing and no store; %s",
-			floorHead>>10, floorTail>>10, floorReaders, f.CacheHowFound))
+		fmt.Sprintf("in the bench's own process: list each project folder, then per transcript open, fstat, read the first %d KiB and the last %d KiB, close; %d reads in flight%s; no parsing and no store; %s",
+			floorHead>>10, floorTail>>10, floorReaders, how, f.CacheHowFound))
+	if !measured {
+		r.add(sc, "floor: exec of the sessiond binary", dur(exec), "", nil,
+			"wall time of `sessiond --version`, median of 3: the binary paged in and its packages initialized, before any start reads a file; before each, "+execCache)
+	}
 	return nil
+}
+
+// execFloor is the median wall time of 3 runs of `sessiond --version`,
+// each after the page cache was dropped (when the run may), and how the
+// cache was found.
+func (r *runner) execFloor() (time.Duration, string, error) {
+	var runs []time.Duration
+	var cache string
+	for range 3 {
+		cache = r.dropCaches()
+		t0 := time.Now()
+		if out, err := exec.Command(r.opt.Bins.Sessiond, "--version").CombinedOutput(); err != nil {
+			return 0, "", fmt.Errorf("floor: %s --version: %v: %s", r.opt.Bins.Sessiond, err, out)
+		}
+		runs = append(runs, time.Since(t0))
+	}
+	slices.Sort(runs)
+	return runs[1], cache, nil
 }

@@ -303,7 +303,7 @@ func (r *runner) home(ctx context.Context) error {
 		return err
 	}
 	r.add("home", "peak RSS", Bytes(st.PeakRSS), "", nil, "/proc/<pid>/status VmHWM after the runs above")
-	return r.addFloor("home", cold, root.Dir)
+	return r.addFloor("home", cold, []string{root.Dir})
 }
 
 func countStatus(ss []api.Session, st session.Status) int {
@@ -482,7 +482,10 @@ func (r *runner) cold(ctx context.Context) error {
 	r.add("cold", "bytes read per transcript", fmt.Sprintf("%s (rchar %s in all)", Bytes(per), Bytes(st.ReadChars)), "≤ 128 KiB", ptr(per <= 128<<10),
 		"/proc/<pid>/io rchar of the Claude-only daemon after its first complete ls, divided by the transcripts; an upper bound (it also counts /proc scans)")
 	r.add("cold", "peak RSS, Claude only", Bytes(st.PeakRSS), "", nil, "VmHWM")
-	if err := r.addFloor("cold", r.tenkCold, root); err != nil {
+	if err := r.addFloor("cold", r.tenkCold, []string{root}); err != nil {
+		return err
+	}
+	if err := r.addFloor("cold", both, []string{root}, filepath.Join(ocDir, "opencode.db")); err != nil {
 		return err
 	}
 	return r.coldCodex(ctx)
