@@ -92,29 +92,36 @@ const maxGlued = 8
 // object): ref_line_test.go keeps that decoder, and the differential tests
 // hold the scanner to it.
 func parseLine(b []byte) ([]line, error) {
+	return parseLineAppend(nil, b)
+}
+
+// parseLineAppend is parseLine appending the records to dst (see
+// lineArena).
+func parseLineAppend(dst []line, b []byte) ([]line, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
-		return nil, nil
+		return dst, nil
 	}
 	s := getScan(b)
 	end, ok := s.record(0)
 	if ok && skipWS(b, end) == len(b) {
-		l := s.line()
+		dst = append(dst, s.line())
 		putScan(s)
-		return []line{l}, nil
+		return dst, nil
 	}
 	putScan(s)
 	if b[0] != '{' {
-		return nil, fmt.Errorf("%w: not a JSON object", errCorruptLine)
+		return dst, fmt.Errorf("%w: not a JSON object", errCorruptLine)
 	}
-	return parseGlued(b)
+	return parseGlued(dst, b)
 }
 
 // parseGlued recovers the records of a line that is not one JSON object:
 // it reads one value at a time and, after a value that fails, resumes at
-// the next place that looks like the start of a record.
-func parseGlued(b []byte) ([]line, error) {
-	var out []line
+// the next place that looks like the start of a record. It appends them
+// to out.
+func parseGlued(out []line, b []byte) ([]line, error) {
+	first := len(out)
 	lost := 0
 	p := 0
 	for attempts := 0; p < len(b) && attempts < maxGlued; attempts++ {
@@ -144,7 +151,7 @@ func parseGlued(b []byte) ([]line, error) {
 		lost += len(b) - p
 	}
 	if lost > 0 {
-		return out, fmt.Errorf("%w: %d of %d bytes unreadable, %d records recovered", errCorruptLine, lost, len(b), len(out))
+		return out, fmt.Errorf("%w: %d of %d bytes unreadable, %d records recovered", errCorruptLine, lost, len(b), len(out)-first)
 	}
 	return out, nil
 }

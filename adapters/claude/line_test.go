@@ -2,6 +2,7 @@ package claude
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,61 @@ func TestParseLineGluedAndCorrupt(t *testing.T) {
 	}
 	if ls, err := parseLine([]byte("   ")); err != nil || ls != nil {
 		t.Fatalf("blank: %v %v", ls, err)
+	}
+}
+
+// A lineArena hands out slices of one growing array: each must keep its
+// own records while more lines are parsed (across growth, glued lines and
+// corrupt ones) and match parseLine's records for that line; putArena
+// leaves nothing of them behind in the pooled array.
+func TestLineArenaKeepsEachLine(t *testing.T) {
+	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/p", time.Now())
+	var raw [][]byte
+	for i := range 100 {
+		a := tr.UserLine(fmt.Sprintf("prompt %d", i))
+		switch i % 7 {
+		case 3: // two records glued
+			raw = append(raw, claudetest.GlueWhole(a, tr.UserLine(fmt.Sprintf("glued %d", i))))
+		case 5: // a torn record, then a whole one
+			raw = append(raw, claudetest.Glue(a, tr.UserLine(fmt.Sprintf("after torn %d", i)), len(a)/2))
+		case 6:
+			raw = append(raw, []byte("garbage"), []byte("  "))
+		default:
+			raw = append(raw, a)
+		}
+	}
+	a := getArena()
+	var c counts
+	got := make([][]line, len(raw))
+	for i, b := range raw {
+		got[i] = a.parse(b, &c)
+	}
+	for i, b := range raw {
+		want, _ := parseLine(b)
+		if len(got[i]) != len(want) {
+			t.Fatalf("line %d: %d records, parseLine has %d", i, len(got[i]), len(want))
+		}
+		for j := range want {
+			if got[i][j].Prompt != want[j].Prompt || got[i][j].UUID != want[j].UUID {
+				t.Fatalf("line %d record %d: %q (%s), parseLine has %q (%s)", i, j, got[i][j].Prompt, got[i][j].UUID, want[j].Prompt, want[j].UUID)
+			}
+		}
+	}
+	if c.lines != int64(len(raw)) || c.glued == 0 || c.corrupt == 0 {
+		t.Fatalf("counted %+v over %d lines", c, len(raw))
+	}
+	putArena(a)
+	if len(a.buf) != 0 {
+		t.Fatalf("a pooled arena holds %d records", len(a.buf))
+	}
+	for i, l := range a.buf[:cap(a.buf)] {
+		if l.Prompt != "" || l.UUID != "" {
+			t.Fatalf("a pooled arena still holds record %d: %q", i, l.Prompt)
+		}
+	}
+	var nilArena *lineArena
+	if ls := nilArena.parse(raw[0], &c); len(ls) != 1 || ls[0].Prompt != "prompt 0" {
+		t.Fatalf("no arena: %+v", ls)
 	}
 }
 

@@ -240,22 +240,62 @@ func newParsed(raw [][]byte) *parsedLines {
 func (p *parsedLines) get(i int) []line {
 	if !p.done[i] {
 		p.done[i] = true
-		p.parsed[i] = parseCounted(p.raw[i], &p.c)
+		p.parsed[i] = parseCounted(nil, p.raw[i], &p.c)
 	}
 	return p.parsed[i]
 }
 
-// parseCounted parses one line, counting corrupt and glued lines.
-func parseCounted(b []byte, c *counts) []line {
+// parseCounted parses one line, appending its records to dst, and counts
+// corrupt and glued lines.
+func parseCounted(dst []line, b []byte, c *counts) []line {
 	c.lines++
-	ls, err := parseLine(b)
+	n := len(dst)
+	dst, err := parseLineAppend(dst, b)
 	if err != nil {
 		c.corrupt++
 	}
-	if len(ls) > 1 {
+	if len(dst)-n > 1 {
 		c.glued++
 	}
-	return ls
+	return dst
+}
+
+// lineArena holds the records one read of a transcript parses, in one
+// array that the next read uses again (arenas are pooled): a record was
+// an allocation of its own, half of what a first start over 10,000
+// transcripts allocated while reading them, and so half of what made the
+// collector run. Nothing may keep a record, or a slice of them, past
+// putArena: the summary copies what it keeps.
+type lineArena struct{ buf []line }
+
+// arenaMax is the most records an arena may hold and still be pooled
+// (a transcript whose turn runs to thousands of lines would otherwise
+// pin its array).
+const arenaMax = 256
+
+var arenas = sync.Pool{New: func() any { return new(lineArena) }}
+
+func getArena() *lineArena { return arenas.Get().(*lineArena) }
+
+func putArena(a *lineArena) {
+	if cap(a.buf) > arenaMax {
+		return
+	}
+	clear(a.buf) // the records' strings are the transcript's: let them go
+	a.buf = a.buf[:0]
+	arenas.Put(a)
+}
+
+// parse parses line b (see parseCounted) into the arena and returns its
+// records. They stay valid while more lines are parsed: an array that
+// fills is left to the slices already handed out, and a larger one begun.
+func (a *lineArena) parse(b []byte, c *counts) []line {
+	if a == nil {
+		return parseCounted(nil, b, c)
+	}
+	start := len(a.buf)
+	a.buf = parseCounted(a.buf, b, c)
+	return a.buf[start:len(a.buf):len(a.buf)]
 }
 
 // splitLines returns the complete lines of buf and the length of the
@@ -375,19 +415,23 @@ func tail(r io.ReaderAt, size int64, window int, s *summary, res *listResult) er
 func tailChunked(r io.ReaderAt, size int64, window int, s *summary, res *listResult) (bool, error) {
 	bp := getBuf(min(window+1, int(size)))
 	defer putBuf(bp)
+	a := getArena()
+	defer putArena(a)
 	base := max(size-int64(window)-1, 0)
-	v := view{r: r, buf: (*bp)[:size-base], base: base}
+	v := view{r: r, buf: (*bp)[:size-base], base: base, lines: a}
 	return readTailChunked(&v, size, base, nil, s, res)
 }
 
-// view holds file bytes [base, base+len(buf)) as they are read in.
+// view holds file bytes [base, base+len(buf)) as they are read in, and
+// the records parsed from them.
 type view struct {
 	r    io.ReaderAt
 	buf  []byte
 	base int64
 	// have: bytes [base, have) were read by the head (a small file's head
 	// and tail share one view).
-	have int64
+	have  int64
+	lines *lineArena
 }
 
 // load reads file bytes [from, to); false if the file ended first.
@@ -419,7 +463,9 @@ func listChunked(r io.ReaderAt, size int64, window int, s *summary) (res listRes
 		// look at is parsed (and counted) once.
 		bp := getBuf(int(size))
 		defer putBuf(bp)
-		v := view{r: r, buf: (*bp)[:size]}
+		a := getArena()
+		defer putArena(a)
+		v := view{r: r, buf: (*bp)[:size], lines: a}
 		h, ok, err := readHeadChunked(&v, size, s, &res.c)
 		if err != nil || !ok {
 			return res, false, err
@@ -429,8 +475,10 @@ func listChunked(r io.ReaderAt, size int64, window int, s *summary) (res listRes
 		return res, ok, err
 	}
 	bp := getBuf(window)
-	v := view{r: r, buf: (*bp)[:window]}
+	a := getArena()
+	v := view{r: r, buf: (*bp)[:window], lines: a}
 	h, ok, err := readHeadChunked(&v, int64(window), s, &res.c)
+	putArena(a) // h.lines are not used past here
 	putBuf(bp)
 	if err != nil || !ok {
 		return res, false, err
@@ -469,7 +517,7 @@ func readHeadChunked(v *view, limit int64, s *summary, c *counts) (h headRead, o
 			h.newline = true
 			end := pos + int64(j)
 			if end > pos {
-				ls := parseCounted(v.bytes(pos, end), c)
+				ls := v.lines.parse(v.bytes(pos, end), c)
 				h.lines = append(h.lines, headLine{pos, ls})
 				for _, l := range ls {
 					s.meta(&l)
@@ -522,7 +570,7 @@ func readTailChunked(v *view, size, ws int64, head []headLine, s *summary, res *
 			if end > start {
 				ls, ok := headParsed(head, v.have, start)
 				if !ok {
-					ls = parseCounted(v.bytes(start, end), &c)
+					ls = v.lines.parse(v.bytes(start, end), &c)
 				}
 				lines = append(lines, ls)
 				if isTurnStart(ls) {
@@ -679,6 +727,7 @@ func appendRead(r io.ReaderAt, offset, size int64, skipPartial bool, maxLine int
 	res := listResult{offset: offset, skipPartial: skipPartial}
 	br := bufio.NewReaderSize(io.NewSectionReader(r, offset, size-offset), 64<<10)
 	var buf []byte
+	var parsed []line // one line's records, used up before the next
 	for {
 		line, n, tooLong, complete, err := readLine(br, maxLine, buf[:0])
 		buf = line
@@ -689,7 +738,8 @@ func appendRead(r io.ReaderAt, offset, size int64, skipPartial bool, maxLine int
 			res.c.lines++
 			res.c.tooLong++
 		case complete:
-			for _, l := range parseCounted(line, &res.c) {
+			parsed = parseCounted(parsed[:0], line, &res.c)
+			for _, l := range parsed {
 				s.meta(&l)
 				s.turn(&l)
 			}
