@@ -266,7 +266,13 @@ func parseCounted(dst []line, b []byte, c *counts) []line {
 // transcripts allocated while reading them, and so half of what made the
 // collector run. Nothing may keep a record, or a slice of them, past
 // putArena: the summary copies what it keeps.
-type lineArena struct{ buf []line }
+type lineArena struct {
+	buf []line
+	// The tail's scratch, used again as buf is: the lines it holds back
+	// (newest first) and the newlines it found.
+	back [][]line
+	nl   []int64
+}
 
 // arenaMax is the most records an arena may hold and still be pooled
 // (a transcript whose turn runs to thousands of lines would otherwise
@@ -282,7 +288,8 @@ func putArena(a *lineArena) {
 		return
 	}
 	clear(a.buf) // the records' strings are the transcript's: let them go
-	a.buf = a.buf[:0]
+	clear(a.back)
+	a.buf, a.back, a.nl = a.buf[:0], a.back[:0], a.nl[:0]
 	arenas.Put(a)
 }
 
@@ -546,6 +553,10 @@ func readTailChunked(v *view, size, ws int64, head []headLine, s *summary, res *
 	var c counts
 	var lines [][]line // newest first
 	var nl []int64     // the newlines in [lo, size), newest first
+	if a := v.lines; a != nil {
+		lines, nl = a.back[:0], a.nl[:0]
+		defer func() { a.back, a.nl = lines, nl }()
+	}
 	lo := size         // bytes [lo, size) are read
 	i := 0             // nl[i] ends the next line back
 	for {
