@@ -199,7 +199,6 @@ func (s *lineScan) line() line {
 		Sidechain: s.sidechain,
 	}
 	if t := s.str[lkType]; t.set && t.end > t.start {
-		l.Type = str(b, t)
 		if !t.esc && !t.high {
 			for _, known := range lineTypes {
 				if string(b[t.start:t.end]) == known {
@@ -208,9 +207,12 @@ func (s *lineScan) line() line {
 				}
 			}
 		}
+		if l.Type == "" {
+			l.Type = str(b, t)
+		}
 	}
 	if ts := s.str[lkTimestamp]; ts.set && ts.end > ts.start {
-		if t, err := time.Parse(time.RFC3339Nano, str(b, ts)); err == nil {
+		if t, err := time.Parse(time.RFC3339Nano, transient(b, ts)); err == nil {
 			l.Time = t
 		}
 	}

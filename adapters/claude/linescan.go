@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // The fields read, by object. A key matches a field exactly or, failing
@@ -695,6 +696,17 @@ func str(b []byte, s span) string {
 		return string(raw)
 	}
 	return string(unquote(make([]byte, 0, len(raw)+8), raw))
+}
+
+// transient is str for a string used only until the next change of b, and
+// kept by nobody: a plain span is b's own bytes, not a copy (every line's
+// timestamp was an allocation only for time.Parse to read it, which keeps
+// nothing of a value it parses, error aside).
+func transient(b []byte, s span) string {
+	if s.esc || s.high || s.end <= s.start {
+		return str(b, s)
+	}
+	return unsafe.String(&b[s.start], s.end-s.start)
 }
 
 // eqString reports whether a string span decodes to lit.
