@@ -553,12 +553,12 @@ func readTailChunked(v *view, size, ws int64, head []headLine, s *summary, res *
 	var c counts
 	var lines [][]line // newest first
 	var nl []int64     // the newlines in [lo, size), newest first
+	lo := size         // bytes [lo, size) are read
+	i := 0             // nl[i] ends the next line back
 	if a := v.lines; a != nil {
 		lines, nl = a.back[:0], a.nl[:0]
 		defer func() { a.back, a.nl = lines, nl }()
 	}
-	lo := size         // bytes [lo, size) are read
-	i := 0             // nl[i] ends the next line back
 	for {
 		newLo := nextTailLo(lo, size, ws)
 		full, err := v.load(newLo, lo)
