@@ -2,10 +2,13 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/sessiond/sessiond/session"
 )
@@ -177,6 +180,64 @@ func TestCreateOwnedKeepsTheRecord(t *testing.T) {
 		want, err2 := owned.AppendJSON(nil)
 		if err1 != nil || err2 != nil || string(got) != string(want) {
 			t.Fatalf("on disk %s, created %s (%v, %v)", got, want, err1, err2)
+		}
+	}
+}
+
+// A transaction whose new sessions all sort after the store's fills the
+// sessions' pages (a first start creates in id order); one that creates a
+// session among the old ones leaves bbolt's default fill.
+func TestCreateFillsPagesWhenAppending(t *testing.T) {
+	st := openT(t, dbPath(t), Options{})
+	create := func(tx *Tx, id string) {
+		t.Helper()
+		r := rec("claude", "up-"+id)
+		r.ID = id
+		if err := tx.Create(r, session.Event{Type: session.EventCreated}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := st.Batch(func(tx *Tx) error {
+		for i := range 2000 {
+			create(tx, fmt.Sprintf("b%011x", i))
+		}
+		if tx.sessions.FillPercent != appendFill {
+			t.Errorf("appending into an empty store: fill %v", tx.sessions.FillPercent)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fill float64
+	if err := st.db.View(func(btx *bolt.Tx) error {
+		s := btx.Bucket(bucketV1).Bucket(bucketSessions).Stats()
+		fill = float64(s.LeafInuse) / float64(s.LeafPageN*btx.DB().Info().PageSize)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fill < 0.8 {
+		t.Errorf("leaf pages %.0f %% full after an appending first start", 100*fill)
+	}
+	for _, tc := range []struct {
+		ids  []string
+		want float64
+	}{
+		{[]string{"c00000000000", "c00000000001"}, appendFill},
+		{[]string{"d00000000000", "a00000000000", "d00000000001"}, bolt.DefaultFillPercent},
+	} {
+		err := st.Batch(func(tx *Tx) error {
+			for _, id := range tc.ids {
+				create(tx, id)
+			}
+			if tx.sessions.FillPercent != tc.want {
+				t.Errorf("%v: fill %v, want %v", tc.ids, tx.sessions.FillPercent, tc.want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

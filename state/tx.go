@@ -47,6 +47,12 @@ type Tx struct {
 	// arena holds the encodings this transaction hands to bbolt, which
 	// keeps each value until the commit: many values per allocation.
 	arena []byte
+	// created counts the sessions this transaction created; below is the
+	// largest id the store held before the first of them, and appending
+	// whether every one sorts after it (see noteCreate).
+	created   int
+	below     []byte
+	appending bool
 }
 
 // arenaChunk is the size of each of a transaction's encoding buffers: a
@@ -278,6 +284,7 @@ func (tx *Tx) create(rec *session.Record, ev session.Event, owned bool) error {
 	if err != nil {
 		return fmt.Errorf("encode session %s: %w", id, err)
 	}
+	tx.noteCreate(id)
 	if err := tx.sessions.Put([]byte(id), b); err != nil {
 		return fmt.Errorf("write session %s: %w", id, err)
 	}
@@ -500,6 +507,32 @@ func decodeRecord(id string, v []byte) (*session.Record, error) {
 		return nil, fmt.Errorf("decode session %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// noteCreate is called before the session id is put. While every session
+// this transaction creates sorts after all the store held (a first start
+// creates its thousands in id order, in chunks), the sessions' pages are
+// filled to appendFill, not bbolt's half: the new keys all land past the
+// old ones, so half-full pages would only double the pages written (a
+// pwrite each) and the file. One key among the old ones sets the default
+// back for the whole transaction, since bbolt applies a bucket's fill
+// when the transaction commits.
+func (tx *Tx) noteCreate(id string) {
+	if tx.created == 0 {
+		if last, _ := tx.sessions.Cursor().Last(); last != nil {
+			tx.below = bytes.Clone(last)
+		}
+		tx.appending = true
+	}
+	tx.created++
+	if tx.appending && bytes.Compare([]byte(id), tx.below) <= 0 {
+		tx.appending = false
+	}
+	if tx.appending {
+		tx.sessions.FillPercent = appendFill
+	} else {
+		tx.sessions.FillPercent = bolt.DefaultFillPercent
+	}
 }
 
 // wrote remembers a record as written, for the cache after the commit.
