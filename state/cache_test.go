@@ -220,6 +220,19 @@ func TestCreateFillsPagesWhenAppending(t *testing.T) {
 	if fill < 0.8 {
 		t.Errorf("leaf pages %.0f %% full after an appending first start", 100*fill)
 	}
+	// Ids past the store's are not looked up, but one given twice, or one
+	// among the old ones, is still refused.
+	for _, ids := range [][]string{{"e00000000000", "e00000000000"}, {"e00000000001", "b00000000005"}} {
+		err := st.Batch(func(tx *Tx) error {
+			create(tx, ids[0])
+			r := rec("claude", "again-"+ids[1])
+			r.ID = ids[1]
+			return tx.Create(r, session.Event{Type: session.EventCreated})
+		})
+		if !errors.Is(err, ErrIDInUse) {
+			t.Errorf("%v: %v, want ErrIDInUse", ids, err)
+		}
+	}
 	for _, tc := range []struct {
 		ids  []string
 		want float64

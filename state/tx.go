@@ -47,11 +47,14 @@ type Tx struct {
 	// arena holds the encodings this transaction hands to bbolt, which
 	// keeps each value until the commit: many values per allocation.
 	arena []byte
-	// created counts the sessions this transaction created; below is the
-	// largest id the store held before the first of them, and appending
-	// whether every one sorts after it (see noteCreate).
-	created   int
+	// Of the sessions this transaction creates (see past and noteCreate):
+	// below is the largest id the store held when the first was created
+	// (loaded says it was read), top the largest created since, and
+	// appending whether every one sorted after all the store held.
+	loaded    bool
 	below     []byte
+	top       string
+	created   int
 	appending bool
 }
 
@@ -261,7 +264,7 @@ func (tx *Tx) create(rec *session.Record, ev session.Event, owned bool) error {
 	if id == "" {
 		for id = NewID(); tx.sessions.Get([]byte(id)) != nil; id = NewID() {
 		}
-	} else if tx.sessions.Get([]byte(id)) != nil {
+	} else if !tx.past(id) && tx.sessions.Get([]byte(id)) != nil {
 		return fmt.Errorf("create session %s: %w", id, ErrIDInUse)
 	}
 	var ukey []byte
@@ -519,20 +522,32 @@ func decodeRecord(id string, v []byte) (*session.Record, error) {
 // when the transaction commits.
 func (tx *Tx) noteCreate(id string) {
 	if tx.created == 0 {
-		if last, _ := tx.sessions.Cursor().Last(); last != nil {
-			tx.below = bytes.Clone(last)
-		}
 		tx.appending = true
 	}
-	tx.created++
-	if tx.appending && bytes.Compare([]byte(id), tx.below) <= 0 {
+	if tx.appending && !tx.past(id) {
 		tx.appending = false
 	}
+	tx.created++
+	tx.top = max(tx.top, id)
 	if tx.appending {
 		tx.sessions.FillPercent = appendFill
 	} else {
 		tx.sessions.FillPercent = bolt.DefaultFillPercent
 	}
+}
+
+// past reports whether id sorts after every session id the store holds:
+// those it held when this transaction first asked, and those the
+// transaction created since (only create adds a key). Such an id cannot
+// be in use, and a first start's creations, in id order, need not look.
+func (tx *Tx) past(id string) bool {
+	if !tx.loaded {
+		if last, _ := tx.sessions.Cursor().Last(); last != nil {
+			tx.below = bytes.Clone(last)
+		}
+		tx.loaded = true
+	}
+	return bytes.Compare([]byte(id), tx.below) > 0 && id > tx.top
 }
 
 // wrote remembers a record as written, for the cache after the commit.
