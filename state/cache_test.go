@@ -209,16 +209,35 @@ func TestCreateFillsPagesWhenAppending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var fill float64
-	if err := st.db.View(func(btx *bolt.Tx) error {
-		s := btx.Bucket(bucketV1).Bucket(bucketSessions).Stats()
-		fill = float64(s.LeafInuse) / float64(s.LeafPageN*btx.DB().Info().PageSize)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	for _, bucket := range [][]byte{bucketSessions, bucketUpstream} {
+		var fill float64
+		if err := st.db.View(func(btx *bolt.Tx) error {
+			s := btx.Bucket(bucketV1).Bucket(bucket).Stats()
+			fill = float64(s.LeafInuse) / float64(s.LeafPageN*btx.DB().Info().PageSize)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fill < 0.8 {
+			t.Errorf("%s: leaf pages %.0f %% full after an appending first start", bucket, 100*fill)
+		}
 	}
-	if fill < 0.8 {
-		t.Errorf("leaf pages %.0f %% full after an appending first start", 100*fill)
+	// An upstream key an update moved to in this transaction, past the
+	// index's, is held: a creation of it past all keys is still refused.
+	err = st.Batch(func(tx *Tx) error {
+		create(tx, "f00000000000") // the index's keys are known from here on
+		if _, err := tx.Update("b00000000000", func(r *session.Record) ([]session.Event, error) {
+			r.UpstreamID = "zz-moved"
+			return nil, nil
+		}); err != nil {
+			return err
+		}
+		r := rec("claude", "zz-moved")
+		r.ID = "f00000000001"
+		return tx.Create(r, session.Event{Type: session.EventCreated})
+	})
+	if !errors.Is(err, ErrConflict) {
+		t.Errorf("creating an upstream key an update took in the same transaction: %v, want ErrConflict", err)
 	}
 	// Ids past the store's are not looked up, but one given twice, or one
 	// among the old ones, is still refused.

@@ -47,15 +47,9 @@ type Tx struct {
 	// arena holds the encodings this transaction hands to bbolt, which
 	// keeps each value until the commit: many values per allocation.
 	arena []byte
-	// Of the sessions this transaction creates (see past and noteCreate):
-	// below is the largest id the store held when the first was created
-	// (loaded says it was read), top the largest created since, and
-	// appending whether every one sorted after all the store held.
-	loaded    bool
-	below     []byte
-	top       string
-	created   int
-	appending bool
+	// The keys this transaction adds to the sessions and to the upstream
+	// index (see keyTrack).
+	ids, ukeys keyTrack
 }
 
 // arenaChunk is the size of each of a transaction's encoding buffers: a
@@ -264,14 +258,16 @@ func (tx *Tx) create(rec *session.Record, ev session.Event, owned bool) error {
 	if id == "" {
 		for id = NewID(); tx.sessions.Get([]byte(id)) != nil; id = NewID() {
 		}
-	} else if !tx.past(id) && tx.sessions.Get([]byte(id)) != nil {
+	} else if !tx.ids.past(tx.sessions, []byte(id)) && tx.sessions.Get([]byte(id)) != nil {
 		return fmt.Errorf("create session %s: %w", id, ErrIDInUse)
 	}
 	var ukey []byte
 	if rec.UpstreamID != "" {
 		ukey = upstreamKey(rec.Agent, rec.UpstreamID)
-		if owner := tx.upstream.Get(ukey); owner != nil {
-			return fmt.Errorf("create session %s/%s: held by session %s: %w", rec.Agent, rec.UpstreamID, owner, ErrConflict)
+		if !tx.ukeys.past(tx.upstream, ukey) {
+			if owner := tx.upstream.Get(ukey); owner != nil {
+				return fmt.Errorf("create session %s/%s: held by session %s: %w", rec.Agent, rec.UpstreamID, owner, ErrConflict)
+			}
 		}
 	}
 	now := tx.s.now()
@@ -287,8 +283,9 @@ func (tx *Tx) create(rec *session.Record, ev session.Event, owned bool) error {
 	if err != nil {
 		return fmt.Errorf("encode session %s: %w", id, err)
 	}
-	tx.noteCreate(id)
-	if err := tx.sessions.Put([]byte(id), b); err != nil {
+	idKey := []byte(id)
+	tx.ids.add(tx.sessions, idKey)
+	if err := tx.sessions.Put(idKey, b); err != nil {
 		return fmt.Errorf("write session %s: %w", id, err)
 	}
 	if owned {
@@ -297,7 +294,8 @@ func (tx *Tx) create(rec *session.Record, ev session.Event, owned bool) error {
 		tx.wrote(rec)
 	}
 	if ukey != nil {
-		if err := tx.upstream.Put(ukey, []byte(id)); err != nil {
+		tx.ukeys.add(tx.upstream, ukey)
+		if err := tx.upstream.Put(ukey, idKey); err != nil {
 			return fmt.Errorf("index session %s: %w", id, err)
 		}
 	}
@@ -374,6 +372,7 @@ func (tx *Tx) Update(id string, fn func(rec *session.Record) ([]session.Event, e
 				}
 			}
 			if newKey != nil {
+				tx.ukeys.add(tx.upstream, newKey)
 				if err := tx.upstream.Put(newKey, key); err != nil {
 					return nil, fmt.Errorf("index session %s: %w", id, err)
 				}
@@ -512,42 +511,52 @@ func decodeRecord(id string, v []byte) (*session.Record, error) {
 	return r, nil
 }
 
-// noteCreate is called before the session id is put. While every session
-// this transaction creates sorts after all the store held (a first start
-// creates its thousands in id order, in chunks), the sessions' pages are
-// filled to appendFill, not bbolt's half: the new keys all land past the
-// old ones, so half-full pages would only double the pages written (a
-// pwrite each) and the file. One key among the old ones sets the default
-// back for the whole transaction, since bbolt applies a bucket's fill
-// when the transaction commits.
-func (tx *Tx) noteCreate(id string) {
-	if tx.created == 0 {
-		tx.appending = true
-	}
-	if tx.appending && !tx.past(id) {
-		tx.appending = false
-	}
-	tx.created++
-	tx.top = max(tx.top, id)
-	if tx.appending {
-		tx.sessions.FillPercent = appendFill
-	} else {
-		tx.sessions.FillPercent = bolt.DefaultFillPercent
-	}
+// keyTrack follows the keys a transaction adds to one bucket (every Put
+// of a new key must go through add), to know when a key sorts after all
+// the bucket holds. A first start creates its thousands of sessions in
+// chunks, ordered so that each chunk's ids and upstream keys all land
+// past the last chunk's (tracker's commit): such a key needs no lookup
+// (it cannot be in use), and the bucket's pages are best filled to
+// appendFill, not bbolt's half, which only doubled the pages written (a
+// pwrite each) and the file.
+type keyTrack struct {
+	// below is the bucket's largest key when the transaction first
+	// asked (loaded), top the largest added since.
+	loaded     bool
+	below, top []byte
+	// added counts the keys added; appending: all of them were past.
+	added     int
+	appending bool
 }
 
-// past reports whether id sorts after every session id the store holds:
-// those it held when this transaction first asked, and those the
-// transaction created since (only create adds a key). Such an id cannot
-// be in use, and a first start's creations, in id order, need not look.
-func (tx *Tx) past(id string) bool {
-	if !tx.loaded {
-		if last, _ := tx.sessions.Cursor().Last(); last != nil {
-			tx.below = bytes.Clone(last)
+// past reports whether key sorts after every key of b: those it held when
+// the transaction first asked, and those added since.
+func (k *keyTrack) past(b *bolt.Bucket, key []byte) bool {
+	if !k.loaded {
+		if last, _ := b.Cursor().Last(); last != nil {
+			k.below = bytes.Clone(last)
 		}
-		tx.loaded = true
+		k.loaded = true
 	}
-	return bytes.Compare([]byte(id), tx.below) > 0 && id > tx.top
+	return bytes.Compare(key, k.below) > 0 && bytes.Compare(key, k.top) > 0
+}
+
+// add notes key, about to be put in b as a new key (kept, not copied:
+// bbolt keeps it too until the commit), and sets b's fill: appendFill
+// while every key added was past, else bbolt's default, since bbolt
+// applies a bucket's fill to the whole transaction when it commits.
+func (k *keyTrack) add(b *bolt.Bucket, key []byte) {
+	past := k.past(b, key)
+	k.appending = past && (k.added == 0 || k.appending)
+	k.added++
+	if bytes.Compare(key, k.top) > 0 {
+		k.top = key
+	}
+	if k.appending {
+		b.FillPercent = appendFill
+	} else {
+		b.FillPercent = bolt.DefaultFillPercent
+	}
 }
 
 // wrote remembers a record as written, for the cache after the commit.

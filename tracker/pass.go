@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -290,16 +291,28 @@ func (p *pass) create(agent, up string, ob *adapters.Observed) {
 // pass), and no client sees any before the startup pass is done.
 func (p *pass) commit() error {
 	t, creates := p.t, p.creates
-	// New records get their ids now and go in in id order: each insert
-	// then lands at or near the end of the leaf it joins, not at a random
-	// place (memory moved, pages split and rewritten grow with the
-	// distance).
+	// New records go in in the order of the store's upstream index, and
+	// get their ids now, drawn at random and handed out in that order
+	// too: each insert then lands at the end of the sessions and of the
+	// index, not at a random place (memory moved, pages split and
+	// rewritten grow with the distance), and on a first start each chunk
+	// lands past the last one, which the store turns into full pages and
+	// no lookups (state's keyTrack).
+	slices.SortFunc(creates, func(a, b created) int {
+		return cmp.Or(strings.Compare(a.rec.Agent, b.rec.Agent), strings.Compare(a.rec.UpstreamID, b.rec.UpstreamID))
+	})
+	var ids []string
 	for _, c := range creates {
 		if c.rec.ID == "" {
-			c.rec.ID = newID()
+			ids = append(ids, newID())
 		}
 	}
-	slices.SortFunc(creates, func(a, b created) int { return strings.Compare(a.rec.ID, b.rec.ID) })
+	slices.Sort(ids)
+	for _, c := range creates {
+		if c.rec.ID == "" {
+			c.rec.ID, ids = ids[0], ids[1:]
+		}
+	}
 	first := min(len(creates), createChunk)
 	err := t.cfg.Store.Batch(func(tx *state.Tx) error {
 		for _, id := range p.changed {
