@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +34,9 @@ type pass struct {
 	obs  map[string]*observation // by agent: each adapter's result
 	snap *proc.Snapshot          // the process table the adapters saw; nil if it failed
 	// probes memoizes liveness for this pass; unknown counts the probes
-	// that could not answer.
+	// that could not answer. probeMu guards both: new sessions are
+	// decided on several cores (decideQueued).
+	probeMu sync.Mutex
 	probes  map[proc.Identity]proc.Result
 	unknown uint64
 	base    evidence // what every decision of this pass shares
@@ -59,7 +62,14 @@ type pass struct {
 	}
 
 	changed []string  // ids of the records that change
-	creates []created // the observations with no record
+	queued  []queued  // the observations with no record, to decide
+	creates []created // and their first records
+}
+
+// queued is an observed session with no record, to be decided.
+type queued struct {
+	agent, up string
+	ob        *adapters.Observed
 }
 
 // run does the pass: observe, decide, record.
@@ -113,6 +123,8 @@ func (p *pass) observe(ctx context.Context) error {
 
 // probe answers liveness once per identity per pass.
 func (p *pass) probe(id proc.Identity) proc.Result {
+	p.probeMu.Lock()
+	defer p.probeMu.Unlock()
 	if r, ok := p.probes[id]; ok {
 		return r
 	}
@@ -270,16 +282,56 @@ func (p *pass) decideCreates() {
 		}
 		p.quietCreates(agent, o)
 	}
+	p.decideQueued()
 }
 
-// create decides the first record of an observed session.
+// create queues an observed session for its first record.
 func (p *pass) create(agent, up string, ob *adapters.Observed) {
-	fresh := &session.Record{Agent: agent, UpstreamID: up, CreatedAt: p.base.now, Problems: []session.Problem{}}
+	p.queued = append(p.queued, queued{agent, up, ob})
+}
+
+// parallelDecideMin is how many new sessions make decideQueued use more
+// than one core (a first start decides thousands: 12,000 took 33 ms on
+// one), and maxDecideParts the most goroutines it uses.
+var parallelDecideMin = 1000 // a variable for the tests
+
+const maxDecideParts = 4
+
+// decideQueued decides the first record of each queued session. decide
+// only reads the evidence, and the pass's probe memo is locked, so the
+// sessions are split over the cores when there are many.
+func (p *pass) decideQueued() {
+	q := p.queued
+	p.queued = nil
+	out := make([]created, len(q))
+	parts := 1
+	if len(q) >= parallelDecideMin {
+		parts = min(runtime.GOMAXPROCS(0), maxDecideParts)
+	}
+	per := (len(q) + parts - 1) / max(parts, 1)
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(q); lo += per {
+		hi := min(lo+per, len(q))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				out[i] = p.decideNew(q[i])
+			}
+		}()
+	}
+	wg.Wait()
+	p.creates = append(p.creates, out...)
+}
+
+// decideNew decides the first record of a queued session.
+func (p *pass) decideNew(c queued) created {
+	fresh := &session.Record{Agent: c.agent, UpstreamID: c.up, CreatedAt: p.base.now, Problems: []session.Problem{}}
 	ev := p.base
-	ev.obs = ob
-	ev.hook = p.hooks[hookKey{agent, up}]
+	ev.obs = c.ob
+	ev.hook = p.hooks[hookKey{c.agent, c.up}]
 	next, evs := decide(fresh, ev)
-	p.creates = append(p.creates, created{next, evs[0]})
+	return created{next, evs[0]}
 }
 
 // commit writes the changes, and the creations in chunks of createChunk

@@ -2,10 +2,13 @@ package tracker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -490,5 +493,79 @@ func TestCreateRedrawsATakenID(t *testing.T) {
 	}
 	if len(recs) != 4 || ids["aaaaaaaaaaaa"] != "ses_other" {
 		t.Errorf("records %v: want the 3 new ones beside the one that had aaaaaaaaaaaa", ids)
+	}
+}
+
+// A first pass over many new sessions decides them on several cores
+// (decideQueued): the records are those a one-core pass makes, with live,
+// dead and unknown owners shared between sessions, so the probe memo is
+// used at once from several goroutines (run with -race).
+func TestFirstPassDecidesInParallelAsInSequence(t *testing.T) {
+	const n = 2500
+	host := &tableHost{live: map[proc.Identity]bool{}}
+	last := time.Now().Add(-time.Hour)
+	var obs, quiet []adapters.Observed
+	for i := range n {
+		o := adapters.Observed{UpstreamID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i*7919%n), Cwd: fmt.Sprintf("/p/%d", i%40), LastActivity: last}
+		if i%5 == 0 {
+			owner := proc.Identity{BootID: "boot-a", PID: 100 + i%17, StartTicks: uint64(i % 17)}
+			host.live[owner] = i%3 != 0
+			o.Owners = []adapters.Owner{{Identity: owner, Evidence: "registry"}}
+			o.Activity = session.ActivityBusy
+		}
+		if i%2 == 0 {
+			obs = append(obs, o)
+		} else {
+			quiet = append(quiet, o)
+		}
+	}
+	slices.SortFunc(quiet, func(a, b adapters.Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
+	run := func(min int) map[string]string {
+		t.Helper()
+		defer func(old int) { parallelDecideMin = old }(parallelDecideMin)
+		parallelDecideMin = min
+		ad := &fakeAdapter{name: "claude"}
+		ad.set(adapters.Observation{Sessions: obs, Quiet: adapters.NewQuietSet(quiet)}, nil)
+		st, err := state.Open(filepath.Join(t.TempDir(), "sessiond.db"), state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		now := time.Now()
+		tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Now: func() time.Time { return now }})
+		rep, err := tr.Reconcile(context.Background(), "startup")
+		if err != nil || rep.Created != n {
+			t.Fatalf("created %d of %d: %v", rep.Created, n, err)
+		}
+		recs, err := st.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range recs {
+			r.ID, r.CreatedAt, r.UpdatedAt, r.LastSeenAt, r.V = "", time.Time{}, time.Time{}, nil, 0
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[r.UpstreamID] = string(b)
+		}
+		return out
+	}
+	one, many := run(n+1), run(100)
+	if len(one) != n || len(many) != n {
+		t.Fatalf("%d and %d records", len(one), len(many))
+	}
+	statuses := map[session.Status]int{}
+	for up, want := range one {
+		if many[up] != want {
+			t.Fatalf("session %s decided on several cores:\n%s\non one:\n%s", up, many[up], want)
+		}
+		var r session.Record
+		json.Unmarshal([]byte(want), &r)
+		statuses[r.Status]++
+	}
+	if statuses[session.StatusRunning] == 0 || len(statuses) < 2 {
+		t.Fatalf("statuses %v: the data should give running sessions and others", statuses)
 	}
 }
