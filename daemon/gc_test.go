@@ -86,3 +86,42 @@ func TestFirstStartProcsOnlyOnEmptyStore(t *testing.T) {
 		t.Fatalf("procs 0: GOMAXPROCS %d, want the default %d", got, def)
 	}
 }
+
+// A first start's memory limit goes by itself once the live heap nears it
+// (a home too large for it only made the collector run back to back),
+// and restore after that changes nothing.
+func TestFirstStartMemoryLimitLiftedWhenTheHeapNearsIt(t *testing.T) {
+	const none = math.MaxInt64
+	orig := debug.SetMemoryLimit(none)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	current := func() int64 { return debug.SetMemoryLimit(-1) }
+	log := zaptest.NewLogger(t)
+
+	const limit = 64 << 20
+	runtime.GC() // the live heap as it is now, not a test's before
+	restore := firstStartMemoryLimit(limit, true, log)
+	defer restore()
+	time.Sleep(300 * time.Millisecond)
+	if got := current(); got != limit {
+		t.Fatalf("a small live heap: memory limit %d, want %d kept", got, limit)
+	}
+	live := make([][]byte, 0, 80)
+	for range 80 { // 80 MiB live, past the limit
+		live = append(live, make([]byte, 1<<20))
+	}
+	runtime.GC()
+	deadline := time.Now().Add(5 * time.Second)
+	for current() != none {
+		if time.Now().After(deadline) {
+			t.Fatalf("the live heap is past the limit: memory limit still %d", current())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	runtime.KeepAlive(live)
+	live = nil
+	runtime.GC()
+	restore()
+	if got := current(); got != none {
+		t.Fatalf("after restore: memory limit %d, want none", got)
+	}
+}
