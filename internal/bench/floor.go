@@ -38,6 +38,18 @@ type floorRead struct {
 	CacheHowFound string
 }
 
+// count adds one file read: n bytes, and err if it failed.
+func (f *floorRead) count(n int64, err error) {
+	f.Files++
+	f.Bytes += n
+	if err != nil {
+		if f.Errs == 0 {
+			f.FirstErr = err.Error()
+		}
+		f.Errs++
+	}
+}
+
 // readFloor drops the page cache (when the run may) and does the bare
 // read of every transcript under each root's projects/, and meanwhile of
 // each of wholes from start to end, in order, on one more reader (an
@@ -60,14 +72,7 @@ func (r *runner) readFloor(roots []string, wholes ...string) (floorRead, error) 
 			for _, p := range wholes {
 				n, err := readWhole(p)
 				mu.Lock()
-				f.Files++
-				f.Bytes += n
-				if err != nil {
-					if f.Errs == 0 {
-						f.FirstErr = err.Error()
-					}
-					f.Errs++
-				}
+				f.count(n, err)
 				mu.Unlock()
 			}
 		}()
@@ -80,14 +85,7 @@ func (r *runner) readFloor(roots []string, wholes ...string) (floorRead, error) 
 			for p := range paths {
 				n, err := bareRead(p, buf)
 				mu.Lock()
-				f.Files++
-				f.Bytes += n
-				if err != nil {
-					if f.Errs == 0 {
-						f.FirstErr = err.Error()
-					}
-					f.Errs++
-				}
+				f.count(n, err)
 				mu.Unlock()
 			}
 		}()
