@@ -559,13 +559,9 @@ func (k *keyTrack) add(b *bolt.Bucket, key []byte) {
 	}
 }
 
-// wrote remembers a record as written, for the cache after the commit.
-func (tx *Tx) wrote(rec *session.Record) {
-	if tx.written == nil {
-		tx.written = map[string]*session.Record{}
-	}
-	tx.written[rec.ID] = rec.Clone()
-}
+// wrote remembers a copy of a record as written, for the cache after the
+// commit.
+func (tx *Tx) wrote(rec *session.Record) { tx.keep(rec.Clone()) }
 
 // keep remembers rec itself as written (see CreateOwned).
 func (tx *Tx) keep(rec *session.Record) {

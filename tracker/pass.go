@@ -306,7 +306,7 @@ func (p *pass) decideQueued() {
 	// In the order commit writes them: sorting these small entries costs
 	// less than sorting the decided ones (a first start's 10,000 took
 	// 10 ms, moving their events).
-	slices.SortFunc(q, func(a, b queued) int { return cmp.Or(strings.Compare(a.agent, b.agent), strings.Compare(a.up, b.up)) })
+	slices.SortFunc(q, func(a, b queued) int { return upstreamOrder(a.agent, a.up, b.agent, b.up) })
 	out := make([]created, len(q))
 	parts := 1
 	if len(q) >= parallelDecideMin {
@@ -326,6 +326,12 @@ func (p *pass) decideQueued() {
 	}
 	wg.Wait()
 	p.creates = append(p.creates, out...)
+}
+
+// upstreamOrder orders sessions by agent, then upstream id: the order of
+// the store's upstream index, in which commit writes new records.
+func upstreamOrder(agentA, upA, agentB, upB string) int {
+	return cmp.Or(strings.Compare(agentA, agentB), strings.Compare(upA, upB))
 }
 
 // decideNew decides the first record of a queued session.
@@ -355,7 +361,7 @@ func (p *pass) commit() error {
 	// lands past the last one, which the store turns into full pages and
 	// no lookups (state's keyTrack).
 	byUpstream := func(a, b created) int {
-		return cmp.Or(strings.Compare(a.rec.Agent, b.rec.Agent), strings.Compare(a.rec.UpstreamID, b.rec.UpstreamID))
+		return upstreamOrder(a.rec.Agent, a.rec.UpstreamID, b.rec.Agent, b.rec.UpstreamID)
 	}
 	if !slices.IsSortedFunc(creates, byUpstream) { // decideQueued sorts them
 		slices.SortFunc(creates, byUpstream)
