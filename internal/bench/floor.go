@@ -190,19 +190,19 @@ func (r *runner) addFloor(sc string, start time.Duration, roots []string, wholes
 		what = "floor, Claude + OpenCode: the same transcripts and database read bare"
 		how = fmt.Sprintf(", and meanwhile on one more reader the OpenCode database whole, in 1 MiB reads (%d file)", len(wholes))
 	}
-	exec, measured := r.execFloors[sc]
+	execTook, measured := r.execFloors[sc]
 	var execCache string
 	if !measured {
-		if exec, execCache, err = r.execFloor(); err != nil {
+		if execTook, execCache, err = r.execFloor(); err != nil {
 			return err
 		}
 		if r.execFloors == nil {
 			r.execFloors = map[string]time.Duration{}
 		}
-		r.execFloors[sc] = exec
+		r.execFloors[sc] = execTook
 	}
 	ratio := ""
-	if total := f.Took + exec; total > 0 && start > 0 {
+	if total := f.Took + execTook; total > 0 && start > 0 {
 		ratio = fmt.Sprintf("; with the exec %s, and the start above is %.1f× that", dur(total), float64(start)/float64(total))
 	}
 	r.add(sc, what, fmt.Sprintf("%s (CPU: user %s, system %s; %d files, %s)%s",
@@ -210,7 +210,7 @@ func (r *runner) addFloor(sc string, start time.Duration, roots []string, wholes
 		fmt.Sprintf("in the bench's own process: list each project folder, then per transcript open, fstat, read the first %d KiB and the last %d KiB, close; %d reads in flight%s; no parsing and no store; %s",
 			floorHead>>10, floorTail>>10, floorReaders, how, f.CacheHowFound))
 	if !measured {
-		r.add(sc, "floor: exec of the sessiond binary", dur(exec), "", nil,
+		r.add(sc, "floor: exec of the sessiond binary", dur(execTook), "", nil,
 			"wall time of `sessiond --version`, median of 3: the binary paged in and its packages initialized, before any start reads a file; before each, "+execCache)
 	}
 	return nil
