@@ -3,6 +3,7 @@ package jsonenc
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -34,6 +35,31 @@ func TestStringIsMarshal(t *testing.T) {
 		check(string(r))
 	}
 	check(string(rune(utf8.MaxRune)))
+}
+
+// TestStringEveryLane holds String to json.Marshal with each byte value
+// (and multi-byte runes) at every position of strings long enough for
+// the eight-byte path: in each lane of a word and across word
+// boundaries, among plain bytes, so a lane test that takes a plain byte
+// for a special one, or misses one, fails.
+func TestStringEveryLane(t *testing.T) {
+	var specials []string
+	for b := range 256 {
+		specials = append(specials, string([]byte{byte(b)}))
+	}
+	specials = append(specials, "é", "日", "😀", "\u2028", "\u2029", "\xe2\x80", "<&>")
+	const n = 17
+	for _, sp := range specials {
+		for at := 0; at <= n; at++ {
+			for _, fill := range []byte{'a', ' ', '!', '#', '$', '\'', '=', '?', '~'} {
+				s := strings.Repeat(string(fill), at) + sp + strings.Repeat(string(fill), n-at)
+				want, _ := json.Marshal(s)
+				if got := String(nil, s); !bytes.Equal(got, want) {
+					t.Fatalf("String(%q) = %s, json.Marshal %s", s, got, want)
+				}
+			}
+		}
+	}
 }
 
 func TestTimeIsMarshal(t *testing.T) {
@@ -76,4 +102,30 @@ func FuzzString(f *testing.F) {
 			t.Fatalf("String(%q) = %s, json.Marshal %s", s, got, want)
 		}
 	})
+}
+
+// BenchmarkString: the strings of a realistic record (ids, paths, a
+// title, a model name, a status).
+//
+//	go test -run='^$' -bench=BenchmarkString ./internal/jsonenc/
+func BenchmarkString(b *testing.B) {
+	strs := []string{
+		"3fa2c81b9d0e", "claude", "running", "a1b2c3d4-e5f6-4789-abcd-0123456789ab",
+		"/home/ada/src/github.com/acme/widgets/services/billing",
+		"/home/ada/.claude/projects/-home-ada-src-github-com-acme-widgets/a1b2c3d4-e5f6-4789-abcd-0123456789ab.jsonl",
+		"Refactor the billing service's retry loop so it backs off exponentially & logs each attempt",
+		"claude-opus-4-5-20251101", "main", "2.1.328",
+	}
+	size := 0
+	for _, s := range strs {
+		size += len(s)
+	}
+	b.SetBytes(int64(size))
+	var dst []byte
+	for b.Loop() {
+		dst = dst[:0]
+		for _, s := range strs {
+			dst = String(dst, s)
+		}
+	}
 }
