@@ -229,3 +229,40 @@ func BenchmarkIncremental(b *testing.B) {
 	}
 	b.ReportMetric(float64(d)/float64(b.N), "B-read/pass")
 }
+
+// BenchmarkRestart: what a restart of the daemon costs the adapter over
+// 10,000 unchanged transcripts: Restore of the saved state of each
+// ("restore"), and that with the first pass, which then stats each
+// transcript instead of reading it ("restore+pass").
+func BenchmarkRestart(b *testing.B) {
+	dir, _ := benchRoot(b)
+	snap := snapshot(b)
+	first := benchAdapter(dir)
+	if _, err := first.Discover(context.Background(), snap); err != nil {
+		b.Fatal(err)
+	}
+	saved := first.Checkpoint().Put
+	if len(saved) != benchFiles {
+		b.Fatalf("%d entries saved", len(saved))
+	}
+	b.Run("restore", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			benchAdapter(dir).Restore(saved)
+		}
+	})
+	b.Run("restore+pass", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a := benchAdapter(dir)
+			a.Restore(saved)
+			obs, err := a.Discover(context.Background(), snap)
+			if err != nil || obs.Len() != benchFiles {
+				b.Fatalf("discover: %d sessions, %v", obs.Len(), err)
+			}
+			if n := a.counters().BytesRead; n != 0 {
+				b.Fatalf("the pass after a restore read %d bytes", n)
+			}
+		}
+	})
+}

@@ -232,6 +232,11 @@ func TestRestoreIgnoresUnusableEntries(t *testing.T) {
 	if n := len(fsys.openedPaths()); n != 1 {
 		t.Fatalf("opened %d transcripts, want the one with the bad entry", n)
 	}
+	// Decoded as the pass found them: four used, the bad one not, and
+	// the one of no transcript never looked at.
+	if l := second.restoreLog; l.entries != 6 || l.used != 4 || l.unusable != 1 || l.firstErr == nil {
+		t.Fatalf("restore log %+v, want 6 entries: 4 used, 1 unusable (with its error), 1 not found", l)
+	}
 	cp := second.Checkpoint()
 	if len(cp.Put) != 1 || len(cp.Del) != 1 || cp.Del[0] != "/nowhere/x.jsonl" {
 		t.Fatalf("checkpoint: %d puts, deletes %v", len(cp.Put), cp.Del)

@@ -134,10 +134,12 @@ type Adapter struct {
 	remembered map[proc.Identity]*ownerMemory
 	inputs     *inputlog.Log
 	stats      stats
-	// restored holds saved transcript state (Restore) until the first
-	// pass lists each transcript; saved is the gen of each saved entry.
-	restored   map[string]*fileState
-	restoredMu sync.Mutex // takeRestored runs on scanProjects' goroutines
+	// restored holds saved transcript state (Restore), encoded, until the
+	// first pass lists each transcript; saved is the gen of each saved
+	// entry.
+	restored   map[string][]byte
+	restoredMu sync.Mutex // takeRestored runs on scanProjects' goroutines; guards restoreLog too
+	restoreLog restoreLog
 	saved      map[string]uint64
 	// stamp is the last Observed.Stamp given out (observeFile).
 	stamp uint64
@@ -362,7 +364,10 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	obs.Sessions, obs.Quiet = a.assemble(view, shape)
 	// Saved state the first full pass did not find is stale: Checkpoint
 	// drops it.
-	a.restored = nil
+	if a.restored != nil {
+		a.logRestored()
+		a.restored = nil
+	}
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	a.inputs.Report(obs.Errors)
 	// The watch list ranks projects by their newest write: it changes only
