@@ -569,3 +569,95 @@ func TestFirstPassDecidesInParallelAsInSequence(t *testing.T) {
 		t.Fatalf("statuses %v: the data should give running sessions and others", statuses)
 	}
 }
+
+// A restart's first pass looks at every record (no settled marks yet),
+// on several cores when there are many: it must decide each record as a
+// pass on one core does, for changed evidence (newer activity, an owner
+// now dead, one now alive, a session gone from the adapter's data) and
+// unchanged alike.
+func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
+	const n = 2500
+	start := time.Now() // both runs at the same moments
+	last := start.Add(-time.Hour)
+	observe := func(restarted bool) (adapters.Observation, *tableHost) {
+		host := &tableHost{live: map[proc.Identity]bool{}}
+		var obs, quiet []adapters.Observed
+		for i := range n {
+			if restarted && i%11 == 0 {
+				continue // gone from the agent's data while down
+			}
+			o := adapters.Observed{UpstreamID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i*7919%n), Cwd: fmt.Sprintf("/p/%d", i%40), LastActivity: last}
+			if restarted && i%7 == 0 {
+				o.LastActivity = last.Add(time.Minute)
+			}
+			if i%5 == 0 {
+				owner := proc.Identity{BootID: "boot-a", PID: 100 + i%17, StartTicks: uint64(i % 17)}
+				host.live[owner] = (i%3 != 0) != (restarted && i%17 < 6)
+				o.Owners = []adapters.Owner{{Identity: owner, Evidence: "registry"}}
+				o.Activity = session.ActivityBusy
+			}
+			if i%2 == 0 {
+				obs = append(obs, o)
+			} else {
+				quiet = append(quiet, o)
+			}
+		}
+		slices.SortFunc(quiet, func(a, b adapters.Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
+		return adapters.Observation{Sessions: obs, Quiet: adapters.NewQuietSet(quiet)}, host
+	}
+	run := func(min int) (map[string]string, PassReport) {
+		t.Helper()
+		defer func(old int) { parallelDecideMin = old }(parallelDecideMin)
+		st, err := state.Open(filepath.Join(t.TempDir(), "sessiond.db"), state.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		now := start
+		clock := func() time.Time { return now }
+		before, host := observe(false)
+		ad := &fakeAdapter{name: "claude"}
+		ad.set(before, nil)
+		parallelDecideMin = n + 1
+		if rep, err := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Now: clock}).Reconcile(context.Background(), "startup"); err != nil || rep.Created != n {
+			t.Fatalf("created %d of %d: %v", rep.Created, n, err)
+		}
+		// The restart: a new tracker over the same store, an hour on.
+		now = now.Add(time.Hour)
+		after, host := observe(true)
+		ad.set(after, nil)
+		parallelDecideMin = min
+		rep, err := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Now: clock}).Reconcile(context.Background(), "startup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := st.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range recs {
+			r.ID, r.CreatedAt, r.UpdatedAt, r.LastSeenAt, r.V = "", time.Time{}, time.Time{}, nil, 0
+			b, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[r.UpstreamID] = string(b)
+		}
+		rep.Duration = 0
+		return out, rep
+	}
+	one, oneRep := run(n + 1)
+	many, manyRep := run(100)
+	if oneRep != manyRep {
+		t.Fatalf("the restart's pass on several cores reports %+v, on one %+v", manyRep, oneRep)
+	}
+	if oneRep.Changed == 0 || oneRep.Changed == n {
+		t.Fatalf("%d of %d records changed: the data should change some and not others", oneRep.Changed, n)
+	}
+	for up, want := range one {
+		if many[up] != want {
+			t.Fatalf("session %s decided on several cores:\n%s\non one:\n%s", up, many[up], want)
+		}
+	}
+}
