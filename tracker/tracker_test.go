@@ -537,20 +537,7 @@ func TestFirstPassDecidesInParallelAsInSequence(t *testing.T) {
 		if err != nil || rep.Created != n {
 			t.Fatalf("created %d of %d: %v", rep.Created, n, err)
 		}
-		recs, err := st.List()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, r := range recs {
-			r.ID, r.CreatedAt, r.UpdatedAt, r.LastSeenAt, r.V = "", time.Time{}, time.Time{}, nil, 0
-			b, err := json.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[r.UpstreamID] = string(b)
-		}
-		return out
+		return decidedByUpstream(t, st)
 	}
 	one, many := run(n+1), run(100)
 	if len(one) != n || len(many) != n {
@@ -631,21 +618,8 @@ func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs, err := st.List()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, r := range recs {
-			r.ID, r.CreatedAt, r.UpdatedAt, r.LastSeenAt, r.V = "", time.Time{}, time.Time{}, nil, 0
-			b, err := json.Marshal(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[r.UpstreamID] = string(b)
-		}
 		rep.Duration = 0
-		return out, rep
+		return decidedByUpstream(t, st), rep
 	}
 	one, oneRep := run(n + 1)
 	many, manyRep := run(100)
@@ -660,4 +634,25 @@ func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
 			t.Fatalf("session %s decided on several cores:\n%s\non one:\n%s", up, many[up], want)
 		}
 	}
+}
+
+// decidedByUpstream is what the store holds, by upstream id, without what
+// differs between two runs over the same data (ids drawn at random, the
+// times of the writes): each record's decision, to compare.
+func decidedByUpstream(t *testing.T, st *state.Store) map[string]string {
+	t.Helper()
+	recs, err := st.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range recs {
+		r.ID, r.CreatedAt, r.UpdatedAt, r.LastSeenAt, r.V = "", time.Time{}, time.Time{}, nil, 0
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r.UpstreamID] = string(b)
+	}
+	return out
 }
