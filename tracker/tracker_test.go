@@ -502,42 +502,25 @@ func TestCreateRedrawsATakenID(t *testing.T) {
 // used at once from several goroutines (run with -race).
 func TestFirstPassDecidesInParallelAsInSequence(t *testing.T) {
 	const n = 2500
-	host := &tableHost{live: map[proc.Identity]bool{}}
-	last := time.Now().Add(-time.Hour)
-	var obs, quiet []adapters.Observed
-	for i := range n {
-		o := adapters.Observed{UpstreamID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i*7919%n), Cwd: fmt.Sprintf("/p/%d", i%40), LastActivity: last}
-		if i%5 == 0 {
-			owner := proc.Identity{BootID: "boot-a", PID: 100 + i%17, StartTicks: uint64(i % 17)}
-			host.live[owner] = i%3 != 0
-			o.Owners = []adapters.Owner{{Identity: owner, Evidence: "registry"}}
-			o.Activity = session.ActivityBusy
-		}
-		if i%2 == 0 {
-			obs = append(obs, o)
-		} else {
-			quiet = append(quiet, o)
-		}
-	}
-	slices.SortFunc(quiet, func(a, b adapters.Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
+	now := time.Now() // both runs at the same moment
+	data, host := decisionData(n, now.Add(-time.Hour), false)
 	run := func(min int) map[string]string {
 		t.Helper()
 		defer func(old int) { parallelDecideMin = old }(parallelDecideMin)
 		parallelDecideMin = min
 		ad := &fakeAdapter{name: "claude"}
-		ad.set(adapters.Observation{Sessions: obs, Quiet: adapters.NewQuietSet(quiet)}, nil)
+		ad.set(data, nil)
 		st, err := state.Open(filepath.Join(t.TempDir(), "sessiond.db"), state.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		now := time.Now()
 		tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Now: func() time.Time { return now }})
 		rep, err := tr.Reconcile(context.Background(), "startup")
 		if err != nil || rep.Created != n {
 			t.Fatalf("created %d of %d: %v", rep.Created, n, err)
 		}
-		return decidedByUpstream(t, st)
+		return storeView(t, st)
 	}
 	one, many := run(n+1), run(100)
 	if len(one) != n || len(many) != n {
@@ -566,32 +549,6 @@ func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
 	const n = 2500
 	start := time.Now() // both runs at the same moments
 	last := start.Add(-time.Hour)
-	observe := func(restarted bool) (adapters.Observation, *tableHost) {
-		host := &tableHost{live: map[proc.Identity]bool{}}
-		var obs, quiet []adapters.Observed
-		for i := range n {
-			if restarted && i%11 == 0 {
-				continue // gone from the agent's data while down
-			}
-			o := adapters.Observed{UpstreamID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i*7919%n), Cwd: fmt.Sprintf("/p/%d", i%40), LastActivity: last}
-			if restarted && i%7 == 0 {
-				o.LastActivity = last.Add(time.Minute)
-			}
-			if i%5 == 0 {
-				owner := proc.Identity{BootID: "boot-a", PID: 100 + i%17, StartTicks: uint64(i % 17)}
-				host.live[owner] = (i%3 != 0) != (restarted && i%17 < 6)
-				o.Owners = []adapters.Owner{{Identity: owner, Evidence: "registry"}}
-				o.Activity = session.ActivityBusy
-			}
-			if i%2 == 0 {
-				obs = append(obs, o)
-			} else {
-				quiet = append(quiet, o)
-			}
-		}
-		slices.SortFunc(quiet, func(a, b adapters.Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
-		return adapters.Observation{Sessions: obs, Quiet: adapters.NewQuietSet(quiet)}, host
-	}
 	run := func(min int) (map[string]string, PassReport) {
 		t.Helper()
 		defer func(old int) { parallelDecideMin = old }(parallelDecideMin)
@@ -602,7 +559,7 @@ func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
 		defer st.Close()
 		now := start
 		clock := func() time.Time { return now }
-		before, host := observe(false)
+		before, host := decisionData(n, last, false)
 		ad := &fakeAdapter{name: "claude"}
 		ad.set(before, nil)
 		parallelDecideMin = n + 1
@@ -611,7 +568,7 @@ func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
 		}
 		// The restart: a new tracker over the same store, an hour on.
 		now = now.Add(time.Hour)
-		after, host := observe(true)
+		after, host := decisionData(n, last, true)
 		ad.set(after, nil)
 		parallelDecideMin = min
 		rep, err := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: host, Now: clock}).Reconcile(context.Background(), "startup")
@@ -619,7 +576,7 @@ func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep.Duration = 0
-		return decidedByUpstream(t, st), rep
+		return storeView(t, st), rep
 	}
 	one, oneRep := run(n + 1)
 	many, manyRep := run(100)
@@ -636,23 +593,35 @@ func TestRestartDecidesRecordsInParallelAsInSequence(t *testing.T) {
 	}
 }
 
-// decidedByUpstream is what the store holds, by upstream id, without what
-// differs between two runs over the same data (ids drawn at random, the
-// times of the writes): each record's decision, to compare.
-func decidedByUpstream(t *testing.T, st *state.Store) map[string]string {
-	t.Helper()
-	recs, err := st.List()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, r := range recs {
-		r.ID, r.CreatedAt, r.UpdatedAt, r.LastSeenAt, r.V = "", time.Time{}, time.Time{}, nil, 0
-		b, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
+// decisionData is the data of the tests that decide on several cores and
+// on one: n sessions, a fifth of them with an owner (some alive, some
+// dead, shared between sessions), half in the adapter's list and half in
+// its quiet set, last active at last. restarted is the same data as a
+// restart finds it: a session in 11 gone, one in 7 active a minute later,
+// and some owners' liveness turned over.
+func decisionData(n int, last time.Time, restarted bool) (adapters.Observation, *tableHost) {
+	host := &tableHost{live: map[proc.Identity]bool{}}
+	var obs, quiet []adapters.Observed
+	for i := range n {
+		if restarted && i%11 == 0 {
+			continue // gone from the agent's data while down
 		}
-		out[r.UpstreamID] = string(b)
+		o := adapters.Observed{UpstreamID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i*7919%n), Cwd: fmt.Sprintf("/p/%d", i%40), LastActivity: last}
+		if restarted && i%7 == 0 {
+			o.LastActivity = last.Add(time.Minute)
+		}
+		if i%5 == 0 {
+			owner := proc.Identity{BootID: "boot-a", PID: 100 + i%17, StartTicks: uint64(i % 17)}
+			host.live[owner] = (i%3 != 0) != (restarted && i%17 < 6)
+			o.Owners = []adapters.Owner{{Identity: owner, Evidence: "registry"}}
+			o.Activity = session.ActivityBusy
+		}
+		if i%2 == 0 {
+			obs = append(obs, o)
+		} else {
+			quiet = append(quiet, o)
+		}
 	}
-	return out
+	slices.SortFunc(quiet, func(a, b adapters.Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
+	return adapters.Observation{Sessions: obs, Quiet: adapters.NewQuietSet(quiet)}, host
 }
