@@ -36,15 +36,8 @@ func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 // Open implements FS. The kernel is told the reads will be random: a
 // listing reads a few KiB at each end of a transcript, and the default
 // readahead (128 KiB from the first read) would triple what a cold start
-// reads from disk.
-func (osFS) Open(name string) (File, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	adviseRandom(f)
-	return f, nil
-}
+// reads from disk (openRandom, per OS).
+func (osFS) Open(name string) (File, error) { return openRandom(name) }
 
 // countingFile counts the bytes read through it.
 type countingFile struct {
