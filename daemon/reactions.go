@@ -37,9 +37,7 @@ func startReactions(cfg Config, st *state.Store, log *zap.Logger) (*reactionFeed
 		return nil, fmt.Errorf("reactions: read the sessions: %w", err)
 	}
 	rx := reactions.New(rc)
-	for _, rec := range recs {
-		rx.Seed(rec)
-	}
+	rx.Seed(recs...)
 	if rc.HooksDir != "" || rc.Notifier != nil || rc.NotifyOff != "" {
 		log.Info("reactions", zap.String("hooks_dir", rc.HooksDir), zap.Bool("notify", rc.Notifier != nil),
 			zap.String("notify_off", rc.NotifyOff), zap.Duration("hook_timeout", rc.Timeout))

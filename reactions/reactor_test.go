@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -436,5 +437,39 @@ func TestHookEnvNotInherited(t *testing.T) {
 	env = hookEnv(base, c, "/run/s.sock")
 	if n := strings.Count(strings.Join(env, "\n"), "SESSIOND_SOCKET="); n != 1 || !strings.Contains(strings.Join(env, "\n"), "SESSIOND_SOCKET=/run/s.sock") {
 		t.Errorf("socket: %q", env)
+	}
+}
+
+// TestSeedManyAtOnce: the daemon seeds every record in one call. Each
+// seeded session's first change is compared with its seeded state (an
+// update to the same state is no change), a later Seed adds to the first,
+// and a session never seeded has no previous state.
+func TestSeedManyAtOnce(t *testing.T) {
+	r := New(Config{})
+	defer r.Close()
+	var recs []*session.Record
+	for i := range 20 {
+		act := session.ActivityIdle
+		if i%2 == 1 {
+			act = session.ActivityBusy
+		}
+		recs = append(recs, rec(fmt.Sprintf("s%02d", i), session.StatusRunning, act))
+	}
+	r.Seed(recs[:10]...)
+	r.Seed(recs[10:]...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, rc := range recs {
+		same := r.change(ev(uint64(i+1), session.EventUpdated, rc.ID, "running", "running", rc.Activity, nil), rc)
+		if same != nil {
+			t.Errorf("%s: an update to its seeded state is a change: %+v", rc.ID, same)
+		}
+		c := r.change(ev(uint64(i+1), session.EventUpdated, rc.ID, "running", "running", session.ActivityWaiting, nil), rc)
+		if c == nil || c.Previous == nil || c.Previous.Activity != rc.Activity {
+			t.Errorf("%s: change %+v, want one from its seeded activity %q", rc.ID, c, rc.Activity)
+		}
+	}
+	if c := r.change(ev(99, session.EventUpdated, "new", "running", "running", session.ActivityBusy, nil), nil); c == nil || c.Previous != nil {
+		t.Errorf("unseeded session: %+v, want a change with no previous state", c)
 	}
 }
