@@ -146,15 +146,25 @@ func boolCount(b bool) uint64 {
 // buildAll builds every session's observation, sorted by session id, and
 // lists the owners seen alive.
 func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
-	builds := map[buildKey]*sessBuild{}
-	var order []buildKey
+	// Sized for the transcripts read, the builds in one array: a first
+	// start over 10,000 grew the map a dozen times and allocated each
+	// build alone.
+	n := a.filesRead()
+	builds := make(map[buildKey]*sessBuild, n)
+	order := make([]*sessBuild, 0, n)
+	slab := make([]sessBuild, 0, n)
 	get := func(r *rootState, id string) *sessBuild {
 		k := buildKey{r, id}
 		b := builds[k]
 		if b == nil {
-			b = &sessBuild{id: id, root: r}
+			if len(slab) < cap(slab) {
+				slab = append(slab, sessBuild{id: id, root: r})
+				b = &slab[len(slab)-1]
+			} else {
+				b = &sessBuild{id: id, root: r}
+			}
 			builds[k] = b
-			order = append(order, k)
+			order = append(order, b)
 		}
 		return b
 	}
@@ -187,9 +197,9 @@ func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
 	for id, cps := range v.byArgv {
 		for _, cp := range cps {
 			var b *sessBuild
-			for _, k := range order {
-				if k.id == id && (cp.root == "" || cp.root == k.root.path) {
-					b = builds[k]
+			for _, ob := range order {
+				if ob.id == id && (cp.root == "" || cp.root == ob.root.path) {
+					b = ob
 					break
 				}
 			}
@@ -203,7 +213,28 @@ func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
 			b.argv = append(b.argv, cp)
 		}
 	}
-	return a.observeAll(builds, order, v)
+	return a.observeAll(order, v)
+}
+
+// filesRead counts the transcripts read in the roots that can be read.
+func (a *Adapter) filesRead() int {
+	n := 0
+	for _, r := range a.roots {
+		if !r.ok || !r.present {
+			continue
+		}
+		for _, p := range r.projects {
+			if !p.ok {
+				continue
+			}
+			for _, f := range p.files {
+				if f.read {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // buildKey names one session in one root.
@@ -212,16 +243,16 @@ type buildKey struct {
 	id   string
 }
 
-// observeAll observes the sessions of builds, found in that order: a
+// observeAll observes the builds, listed in the order found: a
 // session found in two roots is observed once, its two builds merged.
-func (a *Adapter) observeAll(builds map[buildKey]*sessBuild, order []buildKey, v *procView) ([]adapters.Observed, []liveOwner) {
+func (a *Adapter) observeAll(order []*sessBuild, v *procView) ([]adapters.Observed, []liveOwner) {
 	// Sorted by session id now, so the output needs no sort of its own.
-	slices.SortFunc(order, func(x, y buildKey) int { return strings.Compare(x.id, y.id) })
+	slices.SortFunc(order, func(x, y *sessBuild) int { return strings.Compare(x.id, y.id) })
 	var live []liveOwner
 	out := make([]adapters.Observed, 0, len(order))
-	index := map[string]int{}
-	for _, k := range order {
-		o, lo := a.observeFile(builds[k], v)
+	index := make(map[string]int, len(order))
+	for _, b := range order {
+		o, lo := a.observeFile(b, v)
 		live = append(live, lo...)
 		if i, ok := index[o.UpstreamID]; ok {
 			out[i] = merge(out[i], o)
@@ -270,7 +301,10 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 	o := adapters.Observed{UpstreamID: b.id, Source: b.root.path, Root: b.root.path}
 	var sum *summary
 	if b.file != nil {
-		o.Source = filepath.Dir(b.file.path)
+		o.Source = b.file.dir
+		if o.Source == "" {
+			o.Source = filepath.Dir(b.file.path)
+		}
 		sum = &b.file.sum
 		o.Cwd = sum.Cwd
 		o.Title = sum.Title

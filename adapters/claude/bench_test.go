@@ -2,6 +2,7 @@ package claude
 
 import (
 	"context"
+	"github.com/sessiond/sessiond/adapters"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -265,4 +266,35 @@ func BenchmarkRestart(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkAssemble: a first pass's assembly of 10,000 transcripts read
+// (the observations, the quiet set, the indexes), after the reads: each
+// round forgets the quiet cache and the per-file observations, as a first
+// start has neither.
+//
+//	go test -run='^$' -bench=BenchmarkAssemble -count=5 ./adapters/claude/
+func BenchmarkAssemble(b *testing.B) {
+	dir, _ := benchRoot(b)
+	snap := snapshot(b)
+	a := benchAdapter(dir)
+	if _, err := a.Discover(context.Background(), snap); err != nil {
+		b.Fatal(err)
+	}
+	files := allFiles(a)
+	view := newProcView(snap, a.host, a.cfg.DefaultRoot, a.cfg.Home)
+	shape := a.shapePrint()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		a.quiet = quietCache{}
+		for _, f := range files {
+			f.obs = nil
+		}
+		b.StartTimer()
+		out, set := a.assemble(view, shape)
+		if n := (adapters.Observation{Sessions: out, Quiet: set}).Len(); n != benchFiles {
+			b.Fatalf("%d sessions assembled, want %d", n, benchFiles)
+		}
+	}
 }

@@ -69,7 +69,7 @@ func TestCheckpointCodecRoundTrip(t *testing.T) {
 		want := *f
 		want.gen = 0                   // a count of this run's reads, not saved
 		want.obs, want.obsGen = nil, 0 // a cache of this run, not saved
-		want.serial = 0                // given when listed
+		want.serial, want.dir = 0, ""  // given when listed
 		want.cwd, want.cwdOf = "", ""  // a cache of this run, made on use
 		if len(want.sum.Pending) == 0 {
 			want.sum.Pending = nil // empty and nil mean the same

@@ -131,9 +131,11 @@ func (a *Adapter) loudIDs(v *procView, c *quietCache) map[string]bool {
 
 // indexFiles builds the cache's indexes from the roots.
 func (a *Adapter) indexFiles(c *quietCache) {
-	c.byID = map[string][]*fileRef{}
+	n := a.filesRead()
+	c.byID = make(map[string][]*fileRef, n)
 	c.byCwd = map[string][]string{}
 	c.multi = nil
+	refs := make([]fileRef, 0, n) // one array, not n allocations
 	for _, r := range a.roots {
 		if !r.ok || !r.present {
 			continue
@@ -146,7 +148,8 @@ func (a *Adapter) indexFiles(c *quietCache) {
 				if !f.read {
 					continue
 				}
-				c.byID[f.id] = append(c.byID[f.id], &fileRef{r, f})
+				refs = append(refs, fileRef{r, f})
+				c.byID[f.id] = append(c.byID[f.id], &refs[len(refs)-1])
 				if len(c.byID[f.id]) == 2 {
 					c.multi = append(c.multi, f.id)
 				}

@@ -95,8 +95,11 @@ func (p *projectState) filesChanged() {
 type fileState struct {
 	serial uint64
 	path   string
-	id     string // session id: the file name without .jsonl
-	read   bool   // read at least once
+	// dir is the project dir the listing found the file in: path's dir,
+	// kept rather than cut from path for every observation.
+	dir  string
+	id   string // session id: the file name without .jsonl
+	read bool   // read at least once
 
 	dev, ino    uint64
 	hasID       bool
@@ -402,7 +405,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot, reads *readPoo
 				if f == nil {
 					f = &fileState{path: path, id: strings.TrimSuffix(name, ".jsonl")}
 				}
-				f.serial = nextSerial()
+				f.serial, f.dir = nextSerial(), p.path
 				p.files[name] = f
 				p.filesChanged()
 			}
