@@ -1,15 +1,19 @@
 package daemon
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
 )
@@ -123,5 +127,61 @@ func TestFirstStartMemoryLimitLiftedWhenTheHeapNearsIt(t *testing.T) {
 	restore()
 	if got := current(); got != none {
 		t.Fatalf("after restore: memory limit %d, want none", got)
+	}
+}
+
+// procsAdapter notes GOMAXPROCS at each Discover.
+type procsAdapter struct {
+	mu   sync.Mutex
+	seen []int
+}
+
+func (a *procsAdapter) Name() string         { return "claude" }
+func (a *procsAdapter) WatchPaths() []string { return nil }
+func (a *procsAdapter) Discover(context.Context, *proc.Snapshot) (adapters.Observation, error) {
+	a.mu.Lock()
+	a.seen = append(a.seen, runtime.GOMAXPROCS(0))
+	a.mu.Unlock()
+	return adapters.Observation{Sessions: []adapters.Observed{{UpstreamID: "11111111-0000-4000-8000-000000000000", Cwd: "/p", LastActivity: time.Now().Add(-time.Hour)}}}, nil
+}
+
+// A first start reads with the extra Ps and serves with the default:
+// the default is back once its adapters have looked (the tracker's
+// AfterDiscover; tracker tests hold when that runs).
+func TestFirstStartProcsEndWithTheReads(t *testing.T) {
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	t.Cleanup(runtime.SetDefaultGOMAXPROCS)
+	dir := shortDir(t)
+	ad := &procsAdapter{}
+	ready := make(chan struct{})
+	cfg := Config{
+		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "run", "s.sock"),
+		Interval: time.Hour, Logger: zaptest.NewLogger(t), Ready: ready,
+		Adapters: []adapters.Adapter{ad}, FirstStartProcs: def + 8,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("daemon stopped with %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("daemon exited before ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon not ready after 10s")
+	}
+	if got := runtime.GOMAXPROCS(0); got != def {
+		t.Errorf("serving with GOMAXPROCS %d, want the default %d", got, def)
+	}
+	ad.mu.Lock()
+	defer ad.mu.Unlock()
+	if len(ad.seen) == 0 || ad.seen[0] != def+8 {
+		t.Errorf("GOMAXPROCS at the first start's Discover: %v, want %d first", ad.seen, def+8)
 	}
 }

@@ -78,6 +78,9 @@ func (p *pass) run(ctx context.Context) (PassReport, error) {
 		return p.rep, err
 	}
 	t := p.t
+	if t.cfg.AfterDiscover != nil {
+		t.cfg.AfterDiscover()
+	}
 	p.probes = map[proc.Identity]proc.Result{}
 	defer p.countProbes()
 	p.base = evidence{probe: p.probe, pane: p.pane, now: t.cfg.Now(), grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}

@@ -64,8 +64,12 @@ type Config struct {
 	// CheckpointEvery is how often, at most, Run saves what the adapters
 	// learned (default DefaultCheckpointEvery).
 	CheckpointEvery time.Duration
-	Now             func() time.Time
-	Logger          *zap.Logger
+	// AfterDiscover, if set, is called in each pass once every adapter
+	// has looked, before anything is decided. The daemon gives the
+	// runtime its default Ps back there after a first start's reads.
+	AfterDiscover func()
+	Now           func() time.Time
+	Logger        *zap.Logger
 }
 
 // Defaults for Config.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -624,4 +625,42 @@ func decisionData(n int, last time.Time, restarted bool) (adapters.Observation, 
 	}
 	slices.SortFunc(quiet, func(a, b adapters.Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
 	return adapters.Observation{Sessions: obs, Quiet: adapters.NewQuietSet(quiet)}, host
+}
+
+// TestAfterDiscoverRunsBetweenLookingAndDeciding: the hook runs once per
+// pass, after every adapter has looked and before anything is written;
+// a pass whose adapter cannot look still calls it, and statuses hold.
+func TestAfterDiscoverRunsBetweenLookingAndDeciding(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	claude, opencode := &countingAdapter{fakeAdapter: fakeAdapter{name: "claude"}}, &countingAdapter{fakeAdapter: fakeAdapter{name: "opencode"}}
+	last := time.Now().Add(-time.Hour)
+	claude.set(adapters.Observation{Sessions: []adapters.Observed{{UpstreamID: "11111111-0000-4000-8000-000000000000", Cwd: "/p", LastActivity: last}}}, nil)
+	opencode.set(adapters.Observation{Sessions: []adapters.Observed{{UpstreamID: "ses_a", Cwd: "/p", LastActivity: last}}}, nil)
+	var calls []string
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{claude, opencode}, Host: &tableHost{}, AfterDiscover: func() {
+		recs, err := st.List()
+		calls = append(calls, fmt.Sprintf("looked %d+%d, %d records, %v", claude.n.Load(), opencode.n.Load(), len(recs), err))
+	}})
+	if rep, err := tr.Reconcile(context.Background(), "startup"); err != nil || rep.Created != 2 {
+		t.Fatalf("first pass: created %d, %v", rep.Created, err)
+	}
+	opencode.set(adapters.Observation{}, errors.New("database is locked"))
+	if _, err := tr.Reconcile(context.Background(), "tick"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"looked 1+1, 0 records, <nil>", "looked 2+2, 2 records, <nil>"}
+	if !slices.Equal(calls, want) {
+		t.Errorf("AfterDiscover saw %q, want %q", calls, want)
+	}
+}
+
+// countingAdapter counts its Discover calls.
+type countingAdapter struct {
+	fakeAdapter
+	n atomic.Int64
+}
+
+func (c *countingAdapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.Observation, error) {
+	c.n.Add(1)
+	return c.fakeAdapter.Discover(ctx, snap)
 }
