@@ -30,6 +30,7 @@ import (
 	"github.com/sessiond/sessiond/launch"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/reactions"
+	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
 	"github.com/sessiond/sessiond/tracker"
 )
@@ -135,7 +136,12 @@ func Run(ctx context.Context, cfg Config) error {
 	// default back as soon as they are over (firstStartProcs).
 	restoreProcs := func() {}
 	procsBack := sync.OnceFunc(func() { restoreProcs() })
-	tr := newTracker(cfg, st, host, exits, procsBack, log)
+	// The startup pass's new sessions are encoded for the first list as
+	// each transaction of them commits, on another core while the next
+	// one commits (the commits run on one).
+	lists := new(listCache)
+	primer := &listPrimer{lists: lists}
+	tr := newTracker(cfg, st, host, exits, procsBack, primer.created, log)
 
 	// 4. Reconcile every session once before anyone can ask.
 	first := firstStart(st)
@@ -144,6 +150,7 @@ func Run(ctx context.Context, cfg Config) error {
 	restoreProcs = firstStartProcs(cfg.FirstStartProcs, first, log)
 	rep, err := tr.Reconcile(ctx, "startup")
 	procsBack() // if the pass ended before its adapters had looked
+	primer.stop()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -158,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Debug("could not release the store's mapped pages", zap.Error(err))
 	}
 
-	d := newAPI(cfg, st, tr, host, started, log)
+	d := newAPI(cfg, st, tr, host, lists, started, log)
 	d.metrics.observePass(rep)
 	// The reactor starts from the state the first pass left, before
 	// anything else can commit: its first changes are the next ones. It
@@ -262,12 +269,12 @@ func newExitWatcher(cfg Config, host *proc.Host, log *zap.Logger) *proc.ExitWatc
 
 // newTracker returns the tracker over the store, the adapters and the
 // process table; exits may be nil.
-func newTracker(cfg Config, st *state.Store, host *proc.Host, exits *proc.ExitWatcher, afterDiscover func(), log *zap.Logger) *tracker.Tracker {
+func newTracker(cfg Config, st *state.Store, host *proc.Host, exits *proc.ExitWatcher, afterDiscover func(), onCreated func([]*session.Record), log *zap.Logger) *tracker.Tracker {
 	tcfg := tracker.Config{
 		Store: st, Adapters: cfg.Adapters, Host: host,
 		Interval: cfg.Interval, Grace: cfg.Grace, StallAfter: cfg.StallAfter,
-		AfterDiscover: afterDiscover,
-		Logger:        log.Named("tracker"),
+		AfterDiscover: afterDiscover, OnCreated: onCreated,
+		Logger: log.Named("tracker"),
 	}
 	if exits != nil { // a nil *ExitWatcher in the interface would not be nil
 		tcfg.Exits = exits
@@ -277,7 +284,7 @@ func newTracker(cfg Config, st *state.Store, host *proc.Host, exits *proc.ExitWa
 
 // newAPI returns the /v1 API over the store and the tracker, with the
 // adapters that can launch, repair and abort their agent's sessions.
-func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, started time.Time, log *zap.Logger) *server {
+func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, lists *listCache, started time.Time, log *zap.Logger) *server {
 	launchers := map[string]adapters.Launcher{}
 	repairers := map[string]adapters.Repairer{}
 	aborters := map[string]adapters.Aborter{}
@@ -306,8 +313,39 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, s
 		started: started, socket: cfg.Socket, uid: os.Getuid(),
 		launcher: lc, launchers: launchers, repairers: repairers, aborters: aborters, prompters: prompters,
 		hookReaders: hookReaders, ancestors: host.Ancestors,
-		terminator: &actions.Terminator{Probe: host},
+		terminator: &actions.Terminator{Probe: host}, lists: lists,
 	})
+}
+
+// listPrimer hands the startup pass's new records to the list cache's
+// prime, each transaction's on its own goroutine, until stop.
+type listPrimer struct {
+	lists *listCache
+	mu    sync.Mutex
+	wg    sync.WaitGroup
+	done  bool
+}
+
+// created is the tracker's OnCreated: it must not block the pass.
+func (p *listPrimer) created(recs []*session.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return // past the startup pass: a list encodes its few new ones
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.lists.prime(recs)
+	}()
+}
+
+// stop waits for the primes under way and ignores later creations.
+func (p *listPrimer) stop() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+	p.wg.Wait()
 }
 
 // passHook is what follows each pass: the metrics, a signal on passes for

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"sync"
@@ -41,11 +42,55 @@ type listCache struct {
 	// handler always sorted.
 	order []*session.Record
 	// all is the whole answer of ?all=true: every session in order,
-	// framed; enc[i] is order[i]'s encoding, a slice of all.
-	all []byte
+	// framed; enc[i] is order[i]'s encoding, a slice of all's bytes.
+	all listBody
 	enc [][]byte
-	// byRec is enc by record, carried into the next snapshot.
+	// byRec is enc by record, carried into the next snapshot, and the
+	// encodings prime made ahead of it.
 	byRec map[*session.Record][]byte
+	// primed are the batches prime encoded since the last rebuild, in
+	// the order they came.
+	primed []primedBatch
+	// built says the fields above describe snap (a primed cache has
+	// encodings but no answer yet).
+	built bool
+}
+
+// primedBatch is one call of prime: its records' encodings in one
+// buffer, in the records' order and separated by commas, as a list
+// answer holds them.
+type primedBatch struct {
+	recs []*session.Record
+	buf  []byte
+	enc  [][]byte // enc[i] is recs[i]'s, a slice of buf
+}
+
+// listBody is an answer of GET /v1/sessions: the bytes of its parts, one
+// after the other. A first start's answer is the buffers its sessions
+// were encoded into as they were committed, between the frame's parts
+// (prime); any other is one buffer.
+type listBody [][]byte
+
+// Len is the answer's length in bytes.
+func (b listBody) Len() int {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return n
+}
+
+// WriteTo writes the answer's parts to w in order.
+func (b listBody) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, p := range b {
+		m, err := w.Write(p)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // listFilter is the query of GET /v1/sessions: a status list (any of its
@@ -74,9 +119,9 @@ func (f *listFilter) everything() bool { return f.all && f.status == "" && f.age
 // body returns the answer of GET /v1/sessions for recs, the store's
 // snapshot (ListShared), filtered by f. The bytes are shared: the caller
 // must not change them. It fails only if a record does not encode.
-func (c *listCache) body(recs []*session.Record, f *listFilter) ([]byte, error) {
+func (c *listCache) body(recs []*session.Record, f *listFilter) (listBody, error) {
 	c.mu.Lock()
-	if c.byRec == nil || !slices.Equal(recs, c.snap) {
+	if !c.built || !slices.Equal(recs, c.snap) {
 		if err := c.rebuild(recs); err != nil {
 			c.mu.Unlock()
 			return nil, err
@@ -105,7 +150,7 @@ func (c *listCache) body(recs []*session.Record, f *listFilter) ([]byte, error) 
 			b = append(b, enc[i]...)
 		}
 	}
-	return append(b, listSuffix...), nil
+	return listBody{append(b, listSuffix...)}, nil
 }
 
 // rebuild makes the cache describe recs, reusing the encodings of the
@@ -123,6 +168,17 @@ func (c *listCache) body(recs []*session.Record, f *listFilter) ([]byte, error) 
 func (c *listCache) rebuild(recs []*session.Record) error {
 	order := slices.Clone(recs)
 	sort.SliceStable(order, func(i, j int) bool { return order[i].CreatedAt.Before(order[j].CreatedAt) })
+	primed := c.primed
+	c.primed = nil
+	if all, enc, ok := fromPrimed(order, primed); ok {
+		byRec := make(map[*session.Record][]byte, len(order))
+		for i, r := range order {
+			byRec[r] = enc[i]
+		}
+		c.snap, c.order, c.enc, c.all, c.byRec = slices.Clone(recs), order, enc, all, byRec
+		c.built = true
+		return nil
+	}
 
 	size, cached := len(listPrefix)+len(listSuffix), 0
 	for _, r := range order {
@@ -163,6 +219,89 @@ func (c *listCache) rebuild(recs []*session.Record) error {
 		byRec[r] = enc[i]
 		start = ends[i] + 1
 	}
-	c.snap, c.order, c.enc, c.all, c.byRec = slices.Clone(recs), order, enc, all, byRec
+	c.snap, c.order, c.enc, c.all, c.byRec = slices.Clone(recs), order, enc, listBody{all}, byRec
+	c.built = true
 	return nil
+}
+
+// listComma separates the primed batches of an answer.
+var listComma = []byte{','}
+
+// fromPrimed returns the answer for order made of the primed batches
+// themselves, framed, when order is exactly their records one batch
+// after the other (a first start's: its sessions are listed in the order
+// they were created and committed). Then the first list copies nothing:
+// at 12,000 sessions, building one 9.4 MB buffer of them cost 10-19 ms.
+func fromPrimed(order []*session.Record, primed []primedBatch) (listBody, [][]byte, bool) {
+	if len(primed) == 0 {
+		return nil, nil, false
+	}
+	n := 0
+	for _, p := range primed {
+		n += len(p.recs)
+	}
+	if n != len(order) {
+		return nil, nil, false
+	}
+	i := 0
+	for _, p := range primed {
+		for _, r := range p.recs {
+			if order[i] != r {
+				return nil, nil, false
+			}
+			i++
+		}
+	}
+	all := make(listBody, 0, 2*len(primed)+1)
+	all = append(all, []byte(listPrefix))
+	enc := make([][]byte, 0, len(order))
+	for k, p := range primed {
+		if k > 0 {
+			all = append(all, listComma)
+		}
+		all = append(all, p.buf)
+		enc = append(enc, p.enc...)
+	}
+	return append(all, []byte(listSuffix)), enc, true
+}
+
+// prime encodes recs, records the store has just committed, for the
+// lists to come: the next rebuild takes their bytes instead of encoding
+// them (see fromPrimed). The records must be the store's own, as
+// ListShared will hand them out (a commit's, passed on by the tracker's
+// OnCreated), so the soundness argument above holds for them too; an
+// encoding no snapshot comes to show is dropped by the next rebuild. They
+// are encoded outside the lock, into one buffer for all of them; if one
+// does not encode, none is kept, and rebuild encodes and reports it.
+func (c *listCache) prime(recs []*session.Record) {
+	buf := make([]byte, 0, len(recs)*900) // a realistic session is ~800 bytes
+	ends := make([]int, len(recs))
+	for i, r := range recs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		s := api.FromRecord(r)
+		b, err := s.AppendJSON(buf)
+		if err != nil {
+			return
+		}
+		buf, ends[i] = b, len(b)
+	}
+	enc := make([][]byte, len(recs))
+	start := 0
+	for i := range recs {
+		enc[i] = buf[start:ends[i]:ends[i]]
+		start = ends[i] + 1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byRec == nil {
+		c.byRec = make(map[*session.Record][]byte, len(recs))
+	}
+	for i, r := range recs {
+		if _, ok := c.byRec[r]; !ok {
+			c.byRec[r] = enc[i]
+		}
+	}
+	c.primed = append(c.primed, primedBatch{recs: slices.Clone(recs), buf: buf, enc: enc})
 }

@@ -191,10 +191,13 @@ func TestListCacheMatchesFreshEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, want := cachedRecords(&s.lists), len(shared); n != want {
+	if n, want := cachedRecords(s.lists), len(shared); n != want {
 		t.Errorf("the cache holds %d encodings for %d sessions: replaced records were not dropped", n, want)
 	}
 }
+
+// joined is the answer's bytes in one slice.
+func (b listBody) joined() []byte { return bytes.Join(b, nil) }
 
 func cachedRecords(c *listCache) int {
 	c.mu.Lock()
@@ -263,8 +266,8 @@ func TestListCacheDropsAndMatches(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := freshList(snap, v)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("snapshot %d, ?%s: differs from a fresh encoding:\n got %.300s\nwant %.300s", k, q, got, want)
+			if !bytes.Equal(got.joined(), want) {
+				t.Fatalf("snapshot %d, ?%s: differs from a fresh encoding:\n got %.300s\nwant %.300s", k, q, got.joined(), want)
 			}
 		}
 		if n := cachedRecords(&c); n != len(snap) {
@@ -375,8 +378,8 @@ func TestListCacheEncodeError(t *testing.T) {
 		t.Fatalf("a record past year 9999: error %v, want one naming it", err)
 	}
 	after, err := c.body([]*session.Record{good}, &all)
-	if err != nil || !bytes.Equal(before, after) {
-		t.Fatalf("after the failure: %v, %s, want %s", err, after, before)
+	if err != nil || !bytes.Equal(before.joined(), after.joined()) {
+		t.Fatalf("after the failure: %v, %s, want %s", err, after.joined(), before.joined())
 	}
 }
 
@@ -408,4 +411,115 @@ func TestWarmListsEncodesBeforeServing(t *testing.T) {
 		t.Fatalf("after warmLists: %d encodings cached (want 50), cache current: %v", cached, current)
 	}
 	checkLists(t, "after warmLists", s.handler(), st)
+}
+
+// firstStartRecords are n records as a first start commits them: one
+// CreatedAt, ids in creation order (the store lists them so).
+func firstStartRecords(n int) []*session.Record {
+	recs := make([]*session.Record, n)
+	now := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
+	for i := range recs {
+		r := realisticRecord(i)
+		r.ID, r.CreatedAt, r.UpdatedAt = fmt.Sprintf("%012x", 0x1000+i*7), now, now
+		recs[i] = r
+	}
+	return recs
+}
+
+// checkList asks c for every query over snap and compares each answer
+// with a fresh encoding.
+func checkList(t *testing.T, c *listCache, snap []*session.Record, what string) {
+	t.Helper()
+	for _, q := range listQueries {
+		v, _ := url.ParseQuery(q)
+		all, _ := strconv.ParseBool(v.Get("all"))
+		status := v.Get("status")
+		f := listFilter{all: all, status: status, words: strings.Split(status, ","), agent: v.Get("agent")}
+		got, err := c.body(snap, &f)
+		if err != nil {
+			t.Fatalf("%s, ?%s: %v", what, q, err)
+		}
+		if want := freshList(snap, v); !bytes.Equal(got.joined(), want) {
+			t.Fatalf("%s, ?%s: differs from a fresh encoding:\n got %.300s\nwant %.300s", what, q, got.joined(), want)
+		}
+	}
+	if n := cachedRecords(c); n != len(snap) {
+		t.Fatalf("%s: the cache holds %d encodings for %d sessions", what, n, len(snap))
+	}
+}
+
+// TestListCachePrimed: the sessions a first start primed, batch by batch
+// as they were committed, make the first answer without being copied
+// (its parts are the batches' buffers), and every answer is a fresh
+// encoding's bytes, whether the batches match the list or not: out of
+// order, one record never primed, one primed that no snapshot shows, a
+// record changed after.
+func TestListCachePrimed(t *testing.T) {
+	recs := firstStartRecords(90)
+	batches := [][]*session.Record{recs[:40], recs[40:80], recs[80:]}
+
+	var c listCache
+	for _, b := range batches {
+		c.prime(b)
+	}
+	checkList(t, &c, recs, "primed in order")
+	if len(c.all) != 2*len(batches)+1 {
+		t.Fatalf("primed in order: the answer has %d parts, want the %d batches framed", len(c.all), len(batches))
+	}
+	first := 0 // the index of each batch's first session
+	for i, b := range batches {
+		if part := c.all[1+2*i]; &part[0] != &c.enc[first][0] {
+			t.Fatalf("batch %d: the answer does not hold the buffer its sessions' encodings are in", i)
+		}
+		first += len(b)
+	}
+	changed := slices.Clone(recs)
+	changed[50] = recs[50].Clone()
+	changed[50].Title = "changed after the first list"
+	checkList(t, &c, changed, "one record changed after")
+
+	var out listCache
+	out.prime(batches[1])
+	out.prime(batches[0])
+	out.prime(batches[2])
+	checkList(t, &out, recs, "primed out of order")
+	if len(out.all) != 1 {
+		t.Fatalf("primed out of order: %d parts, want one buffer", len(out.all))
+	}
+
+	var missing listCache
+	missing.prime(recs[:40])
+	missing.prime(recs[41:])
+	checkList(t, &missing, recs, "one record not primed")
+
+	var extra listCache
+	stray := realisticRecord(1000)
+	extra.prime(append(slices.Clone(recs), stray))
+	checkList(t, &extra, recs, "one primed record not listed")
+}
+
+// TestListCachePrimeBesideLists: batches primed while lists are asked for
+// over the snapshots so far (run with -race) answer as fresh encodings.
+func TestListCachePrimeBesideLists(t *testing.T) {
+	recs := firstStartRecords(300)
+	var c listCache
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for lo := 0; lo < len(recs); lo += 50 {
+			c.prime(recs[lo : lo+50])
+		}
+	}()
+	all := listFilter{all: true, words: []string{""}}
+	for n := 0; n <= len(recs); n += 25 {
+		got, err := c.body(recs[:n], &all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := freshList(recs[:n], url.Values{"all": {"true"}}); !bytes.Equal(got.joined(), want) {
+			t.Fatalf("%d sessions: differs from a fresh encoding", n)
+		}
+	}
+	<-done
+	checkList(t, &c, recs, "after every batch")
 }

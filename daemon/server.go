@@ -55,6 +55,8 @@ type serverConfig struct {
 	started     time.Time
 	socket      string
 	uid         int
+	// lists is the list cache, when the startup pass primed it.
+	lists *listCache
 }
 
 // server is the /v1 API over the store and the tracker. It reads the store
@@ -63,7 +65,7 @@ type server struct {
 	serverConfig
 	metrics *metrics
 	// lists keeps the encoded sessions for GET /v1/sessions.
-	lists listCache
+	lists *listCache
 	// sendQueue delivers queued prompts once runBackground runs it.
 	sendQueue *sendQueue
 	// reactions runs hooks.d and notifications once runBackground
@@ -75,7 +77,10 @@ type server struct {
 }
 
 func newServer(c serverConfig) *server {
-	s := &server{serverConfig: c, stopping: make(chan struct{})}
+	s := &server{serverConfig: c, stopping: make(chan struct{}), lists: c.lists}
+	if s.lists == nil {
+		s.lists = new(listCache)
+	}
 	s.metrics = newMetrics(c.store, c.tracker)
 	if c.log != nil {
 		s.sendQueue = newSendQueue(s, c.log.Named("send"))
@@ -214,7 +219,7 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 func (s *server) warmLists() {
 	start := time.Now()
 	recs, err := s.store.ListShared()
-	var body []byte
+	var body listBody
 	if err == nil {
 		body, err = s.lists.body(recs, &listFilter{all: true})
 	}
@@ -222,7 +227,7 @@ func (s *server) warmLists() {
 		s.log.Debug("could not encode the first list before serving", zap.Error(err))
 		return
 	}
-	s.log.Debug("first list encoded", zap.Int("sessions", len(recs)), zap.Int("bytes", len(body)), zap.Duration("took", time.Since(start)))
+	s.log.Debug("first list encoded", zap.Int("sessions", len(recs)), zap.Int("bytes", body.Len()), zap.Duration("took", time.Since(start)))
 }
 
 // listSessions: by default every session but the stopped ones (interrupted
@@ -241,7 +246,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	}
 	f := listFilter{all: all, status: status, words: strings.Split(status, ","), agent: agent}
 	var (
-		body []byte
+		body listBody
 		err  error
 	)
 	ok := within(r.Context(), handlerTimeout, func() {
@@ -263,12 +268,13 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	// The bytes are what writeJSON would write for the api.SessionList of
 	// the sessions f keeps, sorted stably by CreatedAt (listcache.go; a
 	// test holds the two to the same bytes), with their length, so the
-	// answer is one write and no chunking.
+	// answer is written as it is held (one buffer, or a first start's
+	// few) and not chunked.
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Content-Length", strconv.Itoa(body.Len()))
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
+	_, _ = body.WriteTo(w)
 }
 
 // within runs fn and waits for it at most d, or until ctx ends: what

@@ -432,6 +432,7 @@ func (p *pass) commit() error {
 		}
 	}
 	first := min(len(creates), createChunk)
+	var made []*session.Record
 	err := t.cfg.Store.Batch(func(tx *state.Tx) error {
 		for _, id := range p.changed {
 			_, err := tx.Update(id, func(r *session.Record) ([]session.Event, error) {
@@ -451,14 +452,28 @@ func (p *pass) commit() error {
 			}
 			p.rep.Changed++
 		}
-		return createAll(tx, creates[:first], &p.rep)
+		var err error
+		made, err = createAll(tx, creates[:first], &p.rep)
+		return err
 	})
+	p.created(err, made)
 	for rest := creates[first:]; err == nil && len(rest) > 0; {
 		n := min(len(rest), createChunk)
-		err = t.cfg.Store.Batch(func(tx *state.Tx) error { return createAll(tx, rest[:n], &p.rep) })
+		err = t.cfg.Store.Batch(func(tx *state.Tx) (err error) {
+			made, err = createAll(tx, rest[:n], &p.rep)
+			return err
+		})
+		p.created(err, made)
 		rest = rest[n:]
 	}
 	return err
+}
+
+// created hands the records of a committed transaction to OnCreated.
+func (p *pass) created(err error, made []*session.Record) {
+	if err == nil && len(made) > 0 && p.t.cfg.OnCreated != nil {
+		p.t.cfg.OnCreated(made)
+	}
 }
 
 // observation is one adapter's result for this pass.
@@ -518,7 +533,10 @@ type created struct {
 	ev  session.Event
 }
 
-func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
+// createAll creates cs in tx and returns the records created (those a
+// launch did not link meanwhile), as the store keeps them.
+func createAll(tx *state.Tx, cs []created, rep *PassReport) ([]*session.Record, error) {
+	made := make([]*session.Record, 0, len(cs))
 	for _, c := range cs {
 		// The store keeps c.rec itself: decide made it for this pass
 		// alone, sharing nothing, and nothing changes it after.
@@ -532,11 +550,12 @@ func createAll(tx *state.Tx, cs []created, rep *PassReport) error {
 			continue // recorded meanwhile (a launch linked it)
 		}
 		if err != nil {
-			return fmt.Errorf("create session %s/%s: %w", c.rec.Agent, c.rec.UpstreamID, err)
+			return nil, fmt.Errorf("create session %s/%s: %w", c.rec.Agent, c.rec.UpstreamID, err)
 		}
 		rep.Created++
+		made = append(made, c.rec)
 	}
-	return nil
+	return made, nil
 }
 
 // linkLaunched ties a launched record that has no upstream id yet (OpenCode

@@ -68,8 +68,16 @@ type Config struct {
 	// has looked, before anything is decided. The daemon gives the
 	// runtime its default Ps back there after a first start's reads.
 	AfterDiscover func()
-	Now           func() time.Time
-	Logger        *zap.Logger
+	// OnCreated, if set, is called after each transaction of a pass's new
+	// sessions commits, with the records it created as the store now
+	// keeps them (what ListShared hands out; nothing changes them). It
+	// runs on the pass's goroutine, between transactions: it must not
+	// block, nor change the records. The daemon encodes a first start's
+	// sessions for its first list there while the next transaction
+	// commits.
+	OnCreated func([]*session.Record)
+	Now       func() time.Time
+	Logger    *zap.Logger
 }
 
 // Defaults for Config.

@@ -664,3 +664,52 @@ func (c *countingAdapter) Discover(ctx context.Context, snap *proc.Snapshot) (ad
 	c.n.Add(1)
 	return c.fakeAdapter.Discover(ctx, snap)
 }
+
+// TestOnCreatedGetsEachCommittedBatch: a first pass over more sessions
+// than one transaction takes hands each transaction's new records to
+// OnCreated once it has committed (the store has them then), and they are
+// the very records the store lists.
+func TestOnCreatedGetsEachCommittedBatch(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "sessiond.db"))
+	n := createChunk + 500
+	ad := &fakeAdapter{name: "claude"}
+	last := time.Now().Add(-time.Hour)
+	var obs []adapters.Observed
+	for i := range n {
+		obs = append(obs, adapters.Observed{UpstreamID: fmt.Sprintf("%08x-0000-4000-8000-000000000000", i), Cwd: "/p", LastActivity: last})
+	}
+	ad.set(adapters.Observation{Sessions: obs}, nil)
+	var batches []int
+	given := map[*session.Record]bool{}
+	tr := New(Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: &tableHost{}, OnCreated: func(recs []*session.Record) {
+		batches = append(batches, len(recs))
+		for _, r := range recs {
+			if _, err := st.Get(r.ID); err != nil {
+				t.Errorf("%s handed over before its commit: %v", r.ID, err)
+			}
+			given[r] = true
+		}
+	}})
+	if rep, err := tr.Reconcile(context.Background(), "startup"); err != nil || rep.Created != n {
+		t.Fatalf("created %d, %v; want %d", rep.Created, err, n)
+	}
+	if !slices.Equal(batches, []int{createChunk, 500}) {
+		t.Errorf("batches handed over: %v, want [%d 500]", batches, createChunk)
+	}
+	listed, err := st.ListShared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range listed {
+		if !given[r] {
+			t.Fatalf("the store lists %s as a record OnCreated was not given", r.ID)
+		}
+	}
+	if len(listed) != len(given) {
+		t.Errorf("%d records handed over, the store lists %d", len(given), len(listed))
+	}
+	// A later pass that creates nothing hands nothing over.
+	if _, err := tr.Reconcile(context.Background(), "tick"); err != nil || len(batches) != 2 {
+		t.Errorf("second pass: %v, batches %v", err, batches)
+	}
+}
