@@ -124,3 +124,56 @@ func BenchmarkLoad10k(b *testing.B) {
 		st.Close()
 	}
 }
+
+// BenchmarkFirstCommit: one transaction creating 2,000 sessions in a new
+// store, as a first start's startup pass commits them (ids and upstream
+// ids in order, each with its created event): the standard home's whole
+// commit.
+//
+//	go test -run='^$' -bench=BenchmarkFirstCommit -count=5 ./state/
+func BenchmarkFirstCommit(b *testing.B) {
+	const n = 2000
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		s, err := Open(filepath.Join(b.TempDir(), "sessiond.db"), Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		recs := make([]*session.Record, n)
+		for i := range recs {
+			recs[i] = firstStartRecord(i, now)
+		}
+		b.StartTimer()
+		err = s.Batch(func(tx *Tx) error {
+			for _, r := range recs {
+				if err := tx.CreateOwned(r, session.Event{Type: session.EventCreated, To: r.Status, Reason: r.StatusReason}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		b.StartTimer()
+	}
+}
+
+// firstStartRecord is the i-th session a first start records over a
+// history: stopped, with a title, a source, a resume cursor and times.
+func firstStartRecord(i int, now time.Time) *session.Record {
+	up := fmt.Sprintf("%08x-d346-4af2-ac71-8cb82c66a88f", i)
+	cwd := fmt.Sprintf("/home/u/src/project-%03d", i%150)
+	last := now.Add(-time.Duration(i) * time.Minute)
+	return &session.Record{
+		ID: fmt.Sprintf("%012x", 0x100000+i*97), Agent: "claude", UpstreamID: up,
+		Status: session.StatusStopped, StatusReason: "no owner process, and the data has been still for the grace period",
+		Cwd: cwd, Title: "explain how the tracker decides a status", Source: "/home/u/.claude/projects/-home-u-src-project",
+		Problems: []session.Problem{}, StoppedAt: &last, LastActivityAt: &last, CreatedAt: now, UpdatedAt: now,
+		Resume: &session.ResumeCursor{SchemaVersion: 1, Agent: "claude", UpstreamID: up, Cwd: cwd, Root: "/home/u/.claude"},
+	}
+}
