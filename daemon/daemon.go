@@ -132,16 +132,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if exits != nil {
 		defer exits.Close()
 	}
-	// A first start runs its reads with more Ps than cores, and gets the
-	// default back as soon as they are over (firstStartProcs).
-	restoreProcs := func() {}
-	procsBack := sync.OnceFunc(func() { restoreProcs() })
-	// The startup pass's new sessions are encoded for the first list as
-	// each transaction of them commits, on another core while the next
-	// one commits (the commits run on one).
+	// The first list is encoded while the startup pass decides and
+	// commits, on another core (the commits run on one): the records a
+	// restart loaded, once the adapters have looked (the pass changes few
+	// of them), and a first start's new sessions as each transaction of
+	// them commits. A first start also runs its reads with more Ps than
+	// cores, and gets the default back once they are over
+	// (firstStartProcs).
 	lists := new(listCache)
 	primer := &listPrimer{lists: lists}
-	tr := newTracker(cfg, st, host, exits, procsBack, primer.created, log)
+	restoreProcs := func() {}
+	afterDiscover := sync.OnceFunc(func() {
+		restoreProcs()
+		if recs, err := st.ListShared(); err == nil && len(recs) > 0 {
+			primer.prime(recs)
+		}
+	})
+	tr := newTracker(cfg, st, host, exits, afterDiscover, primer.prime, log)
 
 	// 4. Reconcile every session once before anyone can ask.
 	first := firstStart(st)
@@ -149,7 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer restoreGC()
 	restoreProcs = firstStartProcs(cfg.FirstStartProcs, first, log)
 	rep, err := tr.Reconcile(ctx, "startup")
-	procsBack() // if the pass ended before its adapters had looked
+	restoreProcs() // if the pass ended before its adapters had looked
 	primer.stop()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -317,30 +324,50 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, l
 	})
 }
 
-// listPrimer hands the startup pass's new records to the list cache's
-// prime, each transaction's on its own goroutine, until stop.
+// listPrimer hands records to the list cache's prime during the startup
+// pass, one batch after the other on a goroutine of its own, in the order
+// they came (the order a first start's answer is made of), until stop.
 type listPrimer struct {
 	lists *listCache
 	mu    sync.Mutex
-	wg    sync.WaitGroup
+	queue [][]*session.Record
+	busy  bool // a goroutine drains the queue
 	done  bool
+	wg    sync.WaitGroup
 }
 
-// created is the tracker's OnCreated: it must not block the pass.
-func (p *listPrimer) created(recs []*session.Record) {
+// prime queues recs: it never blocks the pass.
+func (p *listPrimer) prime(recs []*session.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done {
 		return // past the startup pass: a list encodes its few new ones
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.lists.prime(recs)
-	}()
+	p.queue = append(p.queue, recs)
+	if !p.busy {
+		p.busy = true
+		p.wg.Add(1)
+		go p.drain()
+	}
 }
 
-// stop waits for the primes under way and ignores later creations.
+func (p *listPrimer) drain() {
+	defer p.wg.Done()
+	for {
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			p.busy = false
+			p.mu.Unlock()
+			return
+		}
+		recs := p.queue[0]
+		p.queue = p.queue[1:]
+		p.mu.Unlock()
+		p.lists.prime(recs)
+	}
+}
+
+// stop waits for the batches queued and ignores later ones.
 func (p *listPrimer) stop() {
 	p.mu.Lock()
 	p.done = true

@@ -523,3 +523,39 @@ func TestListCachePrimeBesideLists(t *testing.T) {
 	<-done
 	checkList(t, &c, recs, "after every batch")
 }
+
+// TestListPrimerKeepsOrder: batches handed to the primer faster than it
+// encodes them are primed one after the other in the order they came, so
+// the first answer can be made of them; after stop, none is taken.
+func TestListPrimerKeepsOrder(t *testing.T) {
+	recs := firstStartRecords(400)
+	lists := new(listCache)
+	p := &listPrimer{lists: lists}
+	for lo := 0; lo < len(recs); lo += 40 {
+		p.prime(recs[lo : lo+40])
+	}
+	p.stop()
+	p.prime(realisticRecordsFrom(1000, 5)) // ignored: the pass is over
+	lists.mu.Lock()
+	var got []*session.Record
+	for _, b := range lists.primed {
+		got = append(got, b.recs...)
+	}
+	lists.mu.Unlock()
+	if !slices.Equal(got, recs) {
+		t.Fatalf("primed %d records, not the %d handed over in their order", len(got), len(recs))
+	}
+	checkList(t, lists, recs, "after the primer")
+	if len(lists.all) != 2*10+1 {
+		t.Errorf("the first answer has %d parts, want the 10 batches framed", len(lists.all))
+	}
+}
+
+// realisticRecordsFrom returns n realistic records from the i-th on.
+func realisticRecordsFrom(i, n int) []*session.Record {
+	out := make([]*session.Record, n)
+	for k := range out {
+		out[k] = realisticRecord(i + k)
+	}
+	return out
+}
