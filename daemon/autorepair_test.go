@@ -71,22 +71,11 @@ func TestAutoRepairRetriesPending(t *testing.T) {
 	seed(t, filepath.Join(dir, "state"), &session.Record{ID: "oc0000000001", Agent: "opencode", UpstreamID: "ses_1",
 		Status: session.StatusInterrupted, Cwd: "/w", StoppedAt: &stopped})
 	rp := &pendingRepairer{pending: 3}
-	ready := make(chan struct{})
-	cfg := Config{
+	r := startConfig(t, Config{
 		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "run", "s.sock"),
 		Adapters: []adapters.Adapter{rp}, AutoRepair: []string{policyOpenCodeOffline}, AutoRepairRetry: 50 * time.Millisecond,
-		Interval: 20 * time.Millisecond, Grace: 10 * time.Millisecond, Version: "test", Logger: zaptest.NewLogger(t), Ready: ready,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-	}()
-	<-ready
+		Interval: 20 * time.Millisecond, Grace: 10 * time.Millisecond, Version: "test", Logger: zaptest.NewLogger(t),
+	})
 	var plans, applies int
 	var offline bool
 	testenv.EventuallyOK(t, 5*time.Second, "an apply", func() (bool, string) {
@@ -103,7 +92,7 @@ func TestAutoRepairRetriesPending(t *testing.T) {
 	var reasons []string
 	evctx, evcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer evcancel()
-	err := api.NewClient(cfg.Socket).Events(evctx, api.EventsOptions{}, func(e api.Event) error {
+	err := r.client.Events(evctx, api.EventsOptions{}, func(e api.Event) error {
 		reasons = append(reasons, e.Reason)
 		return nil
 	})

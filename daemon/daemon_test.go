@@ -49,11 +49,18 @@ type running struct {
 // start runs a daemon in-process and waits until it serves.
 func start(t *testing.T, dir string) *running {
 	t.Helper()
-	ready := make(chan struct{})
-	cfg := Config{
+	return startConfig(t, Config{
 		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "run", "s.sock"),
-		Interval: 100 * time.Millisecond, Version: "test", Logger: zaptest.NewLogger(t), Ready: ready,
-	}
+		Interval: 100 * time.Millisecond, Version: "test", Logger: zaptest.NewLogger(t),
+	})
+}
+
+// startConfig runs a daemon in-process with cfg (its Ready set here) and
+// waits until it serves; the test's end stops it.
+func startConfig(t *testing.T, cfg Config) *running {
+	t.Helper()
+	ready := make(chan struct{})
+	cfg.Ready = ready
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cfg: cfg, client: api.NewClient(cfg.Socket), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- Run(ctx, cfg) }()

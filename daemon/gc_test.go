@@ -154,28 +154,11 @@ func TestFirstStartProcsEndWithTheReads(t *testing.T) {
 	t.Cleanup(runtime.SetDefaultGOMAXPROCS)
 	dir := shortDir(t)
 	ad := &procsAdapter{}
-	ready := make(chan struct{})
-	cfg := Config{
+	startConfig(t, Config{
 		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "run", "s.sock"),
-		Interval: time.Hour, Logger: zaptest.NewLogger(t), Ready: ready,
+		Interval: time.Hour, Logger: zaptest.NewLogger(t),
 		Adapters: []adapters.Adapter{ad}, FirstStartProcs: def + 8,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon stopped with %v", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("daemon exited before ready: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("daemon not ready after 10s")
-	}
+	})
 	if got := runtime.GOMAXPROCS(0); got != def {
 		t.Errorf("serving with GOMAXPROCS %d, want the default %d", got, def)
 	}

@@ -256,23 +256,7 @@ func TestListCacheDropsAndMatches(t *testing.T) {
 				}
 			}
 		}
-		for _, q := range listQueries {
-			v, _ := url.ParseQuery(q)
-			all, _ := strconv.ParseBool(v.Get("all"))
-			status := v.Get("status")
-			f := listFilter{all: all, status: status, words: strings.Split(status, ","), agent: v.Get("agent")}
-			got, err := c.body(snap, &f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := freshList(snap, v)
-			if !bytes.Equal(got.joined(), want) {
-				t.Fatalf("snapshot %d, ?%s: differs from a fresh encoding:\n got %.300s\nwant %.300s", k, q, got.joined(), want)
-			}
-		}
-		if n := cachedRecords(&c); n != len(snap) {
-			t.Fatalf("snapshot %d: the cache holds %d encodings for %d sessions", k, n, len(snap))
-		}
+		checkList(t, &c, snap, fmt.Sprintf("snapshot %d", k))
 		for _, r := range snap {
 			c.mu.Lock()
 			_, ok := c.byRec[r]

@@ -36,29 +36,12 @@ func TestOnPassSetBeforeServing(t *testing.T) {
 	seed(t, stateDir, &session.Record{ID: "0a5500000001", Agent: "claude", UpstreamID: "u-onpass", Status: session.StatusRunning,
 		Activity: session.ActivityIdle, Owner: &id, CreatedAt: time.Now()})
 
-	ready := make(chan struct{})
 	// No periodic pass and no exit events: the action's own pass is the
 	// first one after startup, so no other goroutine's lock orders it
 	// after the hook's assignment.
-	cfg := Config{StateDir: stateDir, Socket: filepath.Join(dir, "run", "s.sock"), Interval: time.Hour, NoExitEvents: true,
-		Version: "test", Logger: zaptest.NewLogger(t), Ready: ready}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon stopped with %v", err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("daemon exited before ready: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("daemon not ready after 10s")
-	}
-	res, err := api.NewClient(cfg.Socket).Action(context.Background(), "0a55", "stop", api.ActionRequest{Timeout: "5s"})
+	r := startConfig(t, Config{StateDir: stateDir, Socket: filepath.Join(dir, "run", "s.sock"), Interval: time.Hour, NoExitEvents: true,
+		Version: "test", Logger: zaptest.NewLogger(t)})
+	res, err := r.client.Action(context.Background(), "0a55", "stop", api.ActionRequest{Timeout: "5s"})
 	if err != nil {
 		t.Fatalf("stop: %v", err)
 	}

@@ -216,9 +216,9 @@ func (a *Adapter) buildAll(v *procView) ([]adapters.Observed, []liveOwner) {
 	return a.observeAll(order, v)
 }
 
-// filesRead counts the transcripts read in the roots that can be read.
-func (a *Adapter) filesRead() int {
-	n := 0
+// readFiles yields the transcripts read, with their root, in the roots
+// and projects that can be read.
+func (a *Adapter) readFiles(yield func(*rootState, *fileState) bool) {
 	for _, r := range a.roots {
 		if !r.ok || !r.present {
 			continue
@@ -228,11 +228,19 @@ func (a *Adapter) filesRead() int {
 				continue
 			}
 			for _, f := range p.files {
-				if f.read {
-					n++
+				if f.read && !yield(r, f) {
+					return
 				}
 			}
 		}
+	}
+}
+
+// filesRead counts readFiles.
+func (a *Adapter) filesRead() int {
+	n := 0
+	for range a.readFiles {
+		n++
 	}
 	return n
 }

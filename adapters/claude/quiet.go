@@ -136,28 +136,15 @@ func (a *Adapter) indexFiles(c *quietCache) {
 	c.byCwd = map[string][]string{}
 	c.multi = nil
 	refs := make([]fileRef, 0, n) // one array, not n allocations
-	for _, r := range a.roots {
-		if !r.ok || !r.present {
-			continue
+	for r, f := range a.readFiles {
+		refs = append(refs, fileRef{r, f})
+		c.byID[f.id] = append(c.byID[f.id], &refs[len(refs)-1])
+		if len(c.byID[f.id]) == 2 {
+			c.multi = append(c.multi, f.id)
 		}
-		for _, p := range r.projects {
-			if !p.ok {
-				continue
-			}
-			for _, f := range p.files {
-				if !f.read {
-					continue
-				}
-				refs = append(refs, fileRef{r, f})
-				c.byID[f.id] = append(c.byID[f.id], &refs[len(refs)-1])
-				if len(c.byID[f.id]) == 2 {
-					c.multi = append(c.multi, f.id)
-				}
-				if f.sum.Cwd != "" {
-					k := f.cwdKey()
-					c.byCwd[k] = append(c.byCwd[k], f.id)
-				}
-			}
+		if f.sum.Cwd != "" {
+			k := f.cwdKey()
+			c.byCwd[k] = append(c.byCwd[k], f.id)
 		}
 	}
 }
