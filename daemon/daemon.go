@@ -142,8 +142,9 @@ func Run(ctx context.Context, cfg Config) error {
 	lists := new(listCache)
 	primer := &listPrimer{lists: lists}
 	restoreProcs := func() {}
+	procsBack := sync.OnceFunc(func() { restoreProcs() })
 	afterDiscover := sync.OnceFunc(func() {
-		restoreProcs()
+		procsBack()
 		if recs, err := st.ListShared(); err == nil && len(recs) > 0 {
 			primer.prime(recs)
 		}
@@ -156,7 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer restoreGC()
 	restoreProcs = firstStartProcs(cfg.FirstStartProcs, first, log)
 	rep, err := tr.Reconcile(ctx, "startup")
-	restoreProcs() // if the pass ended before its adapters had looked
+	procsBack() // if the pass ended before its adapters had looked
 	primer.stop()
 	if err != nil {
 		if ctx.Err() != nil {

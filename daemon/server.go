@@ -55,7 +55,8 @@ type serverConfig struct {
 	started     time.Time
 	socket      string
 	uid         int
-	// lists is the list cache, when the startup pass primed it.
+	// lists keeps the encoded sessions for GET /v1/sessions (newServer
+	// makes one if the startup pass did not prime one).
 	lists *listCache
 }
 
@@ -64,8 +65,6 @@ type serverConfig struct {
 type server struct {
 	serverConfig
 	metrics *metrics
-	// lists keeps the encoded sessions for GET /v1/sessions.
-	lists *listCache
 	// sendQueue delivers queued prompts once runBackground runs it.
 	sendQueue *sendQueue
 	// reactions runs hooks.d and notifications once runBackground
@@ -77,7 +76,7 @@ type server struct {
 }
 
 func newServer(c serverConfig) *server {
-	s := &server{serverConfig: c, stopping: make(chan struct{}), lists: c.lists}
+	s := &server{serverConfig: c, stopping: make(chan struct{})}
 	if s.lists == nil {
 		s.lists = new(listCache)
 	}
@@ -268,8 +267,8 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 	// The bytes are what writeJSON would write for the api.SessionList of
 	// the sessions f keeps, sorted stably by CreatedAt (listcache.go; a
 	// test holds the two to the same bytes), with their length, so the
-	// answer is written as it is held (one buffer, or a first start's
-	// few) and not chunked.
+	// answer is written as it is held (one buffer, or the few the
+	// startup pass primed) and not chunked.
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(body.Len()))
