@@ -134,8 +134,24 @@ type Stat struct {
 	// PGID is field 5, the process group: an agent's MCP servers run in
 	// its group and name no owner pid, so the group attributes them.
 	PGID int
+	// TTY is field 7, the controlling terminal's device number (0: none),
+	// and TPGID field 8, that terminal's foreground process group (-1:
+	// none). A prompt is typed into a pane only while the session's owner
+	// is that pane terminal's foreground: otherwise the keys would go to
+	// whatever is (a shell, after the agent was suspended or exited).
+	TTY   uint64
+	TPGID int
 	// StartTicks is field 22, the start time in clock ticks since boot.
 	StartTicks uint64
+}
+
+// Stat reads pid's stat now (not from a snapshot): what an action checks
+// right before it acts.
+func (h *Host) Stat(pid int) (Stat, error) {
+	if pid <= 0 {
+		return Stat{}, fmt.Errorf("stat pid %d: invalid pid", pid)
+	}
+	return h.readState(pid)
 }
 
 // ParseStat parses one /proc/<pid>/stat line. The command name sits between
@@ -193,6 +209,21 @@ func ParseStat(b []byte) (Stat, error) {
 				return Stat{}, fmt.Errorf("parse stat %q: bad pgrp %q", clip(b), tok)
 			}
 			st.PGID = int(pgid)
+		case 7:
+			tty, ok := parseUint(tok)
+			if !ok || tty > 1<<32-1 {
+				return Stat{}, fmt.Errorf("parse stat %q: bad tty_nr %q", clip(b), tok)
+			}
+			st.TTY = tty
+		case 8:
+			tpgid, ok := parseUint(bytes.TrimPrefix(tok, []byte("-")))
+			if !ok || tpgid > maxPID {
+				return Stat{}, fmt.Errorf("parse stat %q: bad tpgid %q", clip(b), tok)
+			}
+			st.TPGID = int(tpgid)
+			if tok[0] == '-' {
+				st.TPGID = -st.TPGID
+			}
 		case 22:
 			v, ok := parseUint(tok)
 			if !ok {

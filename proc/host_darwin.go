@@ -79,6 +79,8 @@ func statOf(k *unix.KinfoProc) Stat {
 		State:      stateOf(k),
 		PPID:       int(k.Eproc.Ppid),
 		PGID:       int(k.Eproc.Pgid),
+		TTY:        uint64(uint32(k.Eproc.Tdev)),
+		TPGID:      int(k.Eproc.Tpgid),
 		StartTicks: startOf(k),
 	}
 }

@@ -24,14 +24,15 @@ func TestParseStat(t *testing.T) {
 		line string
 		want Stat
 	}{
-		{"plain", statLine(1234, "bash", 'S', 1, 98765), Stat{1234, "bash", 'S', 1, 1234, 98765}},
-		{"spaces", statLine(7, "tmux: server", 'S', 1, 5), Stat{7, "tmux: server", 'S', 1, 7, 5}},
-		{"parens", statLine(1234, "a) b) (c", 'R', 99, 42), Stat{1234, "a) b) (c", 'R', 99, 1234, 42}},
-		{"closing paren last", statLine(8, "x)", 'Z', 2, 3), Stat{8, "x)", 'Z', 2, 8, 3}},
-		{"empty comm", statLine(9, "", 'D', 0, 0), Stat{9, "", 'D', 0, 9, 0}},
-		{"huge start", statLine(10, "k", 'I', 2, 1<<63), Stat{10, "k", 'I', 2, 10, 1 << 63}},
-		{"no newline", strings.TrimSuffix(statLine(11, "n", 'S', 1, 77), "\n"), Stat{11, "n", 'S', 1, 11, 77}},
-		{"exactly 22 fields", "12 (c) S 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 55", Stat{12, "c", 'S', 3, 0, 55}},
+		{"plain", statLine(1234, "bash", 'S', 1, 98765), Stat{PID: 1234, Comm: "bash", State: 'S', PPID: 1, PGID: 1234, TPGID: -1, StartTicks: 98765}},
+		{"spaces", statLine(7, "tmux: server", 'S', 1, 5), Stat{PID: 7, Comm: "tmux: server", State: 'S', PPID: 1, PGID: 7, TPGID: -1, StartTicks: 5}},
+		{"parens", statLine(1234, "a) b) (c", 'R', 99, 42), Stat{PID: 1234, Comm: "a) b) (c", State: 'R', PPID: 99, PGID: 1234, TPGID: -1, StartTicks: 42}},
+		{"closing paren last", statLine(8, "x)", 'Z', 2, 3), Stat{PID: 8, Comm: "x)", State: 'Z', PPID: 2, PGID: 8, TPGID: -1, StartTicks: 3}},
+		{"empty comm", statLine(9, "", 'D', 0, 0), Stat{PID: 9, Comm: "", State: 'D', PPID: 0, PGID: 9, TPGID: -1, StartTicks: 0}},
+		{"huge start", statLine(10, "k", 'I', 2, 1<<63), Stat{PID: 10, Comm: "k", State: 'I', PPID: 2, PGID: 10, TPGID: -1, StartTicks: 1 << 63}},
+		{"no newline", strings.TrimSuffix(statLine(11, "n", 'S', 1, 77), "\n"), Stat{PID: 11, Comm: "n", State: 'S', PPID: 1, PGID: 11, TPGID: -1, StartTicks: 77}},
+		{"exactly 22 fields", "12 (c) S 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 55", Stat{PID: 12, Comm: "c", State: 'S', PPID: 3, StartTicks: 55}},
+		{"a terminal's foreground", "13 (claude) S 3 13 13 34817 13 0 0 0 0 0 0 0 0 0 0 0 0 0 66", Stat{PID: 13, Comm: "claude", State: 'S', PPID: 3, PGID: 13, TTY: 34817, TPGID: 13, StartTicks: 66}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
