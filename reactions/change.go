@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/printable"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -96,7 +97,12 @@ func hookEnv(base []string, c *Change, socket string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, c.env()...)
+	// Values come from agents' files: a NUL would make exec refuse the
+	// whole environment, a newline or an escape would reach a script
+	// that echoes it.
+	for _, kv := range c.env() {
+		env = append(env, printable.Line(kv))
+	}
 	if socket != "" {
 		env = append(env, "SESSIOND_SOCKET="+socket)
 	}

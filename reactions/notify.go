@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sessiond/sessiond/internal/printable"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -44,7 +45,9 @@ type commandNotifier struct {
 func (n *commandNotifier) Name() string { return n.name }
 
 func (n *commandNotifier) Notify(ctx context.Context, summary, body string) error {
-	cmd := exec.CommandContext(ctx, n.path, n.args(summary, body)...)
+	// The texts come from agents' files: a NUL would make exec refuse
+	// the arguments, and a control character is not for a desktop.
+	cmd := exec.CommandContext(ctx, n.path, n.args(printable.Line(summary), printable.Line(body))...)
 	// A helper it started that keeps the output open does not hold the
 	// worker past the limit.
 	cmd.WaitDelay = killAfter
@@ -143,7 +146,7 @@ func agentName(agent string) string {
 func label(c *Change) string {
 	id := c.SessionID
 	if c.Session != nil {
-		if t := c.Session.Title; t != "" {
+		if t := printable.Line(c.Session.Title); t != "" {
 			if r := []rune(t); len(r) > 60 {
 				t = string(r[:60]) + "…"
 			}
