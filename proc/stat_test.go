@@ -86,8 +86,8 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("state %q is a separator", st.State)
 		}
 		// Re-rendering what was parsed must parse back to the same thing.
-		line := fmt.Sprintf("%d (%s) %s %d %d 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
-			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.PGID, st.StartTicks)
+		line := fmt.Sprintf("%d (%s) %s %d %d 0 %d %d 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
+			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.PGID, st.TTY, st.TPGID, st.StartTicks)
 		st2, err := ParseStat([]byte(line))
 		if err != nil {
 			t.Fatalf("reparse %q: %v", line, err)
