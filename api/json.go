@@ -30,6 +30,9 @@ func (s *Session) AppendJSON(b []byte) ([]byte, error) {
 		b = jsonenc.Key(b, "waiting_for")
 		b = s.WaitingFor.AppendJSON(b)
 	}
+	if b, err = jsonenc.OptTime(b, "prompt_delivered_at", s.PromptAt); err != nil {
+		return nil, err
+	}
 	b = jsonenc.Key(b, "pid")
 	b = jsonenc.Int(b, s.PID)
 	b = jsonenc.Key(b, "pid_start")

@@ -15,6 +15,11 @@ const (
 	// CodeCannotType: the session is idle but sessiond has no way to hand
 	// it a prompt (not in a tmux pane, no server of its agent).
 	CodeCannotType = "cannot_type"
+	// CodeNotHeld: right before typing (or handing it to the agent's
+	// server), the session's agent was not where the prompt would go: it
+	// had exited, was suspended, or another program had its pane's
+	// terminal. Nothing was sent; with when_idle the prompt is queued.
+	CodeNotHeld = "not_held"
 	// CodeNotQueued: the send asked to cancel is no longer queued.
 	CodeNotQueued = "not_queued"
 )

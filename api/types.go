@@ -25,28 +25,31 @@ type Session struct {
 	ActivitySince  *time.Time             `json:"activity_since,omitempty"`
 	ActivitySource session.ActivitySource `json:"activity_source,omitempty"`
 	WaitingFor     *session.WaitingFor    `json:"waiting_for,omitempty"`
-	PID            int                    `json:"pid"`
-	PIDStart       uint64                 `json:"pid_start"`
-	BootID         string                 `json:"boot_id,omitempty"`
-	OwnerInferred  bool                   `json:"owner_inferred"`
-	OwnerEvidence  string                 `json:"owner_evidence,omitempty"`
-	CandidatePIDs  []int                  `json:"candidate_pids,omitempty"`
-	Cwd            string                 `json:"cwd"`
-	Title          string                 `json:"title,omitempty"`
-	Source         string                 `json:"source,omitempty"`
-	Launched       bool                   `json:"launched"`
-	LaunchedAt     *time.Time             `json:"launched_at,omitempty"`
-	Mode           string                 `json:"mode,omitempty"`
-	Tmux           string                 `json:"tmux_session,omitempty"`
-	Pane           *session.Pane          `json:"tmux_pane,omitempty"`
-	LogPath        string                 `json:"log_path,omitempty"`
-	Exit           *session.ExitStatus    `json:"exit,omitempty"`
-	Problems       []session.Problem      `json:"problems"`
-	CreatedAt      time.Time              `json:"created_at"`
-	UpdatedAt      time.Time              `json:"updated_at"`
-	StoppedAt      *time.Time             `json:"stopped_at"`
-	LastActivityAt *time.Time             `json:"last_activity_at"`
-	Resume         *session.ResumeCursor  `json:"resume"`
+	// PromptAt is when sessiond last delivered a prompt to the session;
+	// another waits until the session shows activity after it.
+	PromptAt       *time.Time            `json:"prompt_delivered_at,omitempty"`
+	PID            int                   `json:"pid"`
+	PIDStart       uint64                `json:"pid_start"`
+	BootID         string                `json:"boot_id,omitempty"`
+	OwnerInferred  bool                  `json:"owner_inferred"`
+	OwnerEvidence  string                `json:"owner_evidence,omitempty"`
+	CandidatePIDs  []int                 `json:"candidate_pids,omitempty"`
+	Cwd            string                `json:"cwd"`
+	Title          string                `json:"title,omitempty"`
+	Source         string                `json:"source,omitempty"`
+	Launched       bool                  `json:"launched"`
+	LaunchedAt     *time.Time            `json:"launched_at,omitempty"`
+	Mode           string                `json:"mode,omitempty"`
+	Tmux           string                `json:"tmux_session,omitempty"`
+	Pane           *session.Pane         `json:"tmux_pane,omitempty"`
+	LogPath        string                `json:"log_path,omitempty"`
+	Exit           *session.ExitStatus   `json:"exit,omitempty"`
+	Problems       []session.Problem     `json:"problems"`
+	CreatedAt      time.Time             `json:"created_at"`
+	UpdatedAt      time.Time             `json:"updated_at"`
+	StoppedAt      *time.Time            `json:"stopped_at"`
+	LastActivityAt *time.Time            `json:"last_activity_at"`
+	Resume         *session.ResumeCursor `json:"resume"`
 	// Host is the --host a client found the session on, when it was
 	// given hosts (sessionctl --host); sessiond never sends it.
 	Host string `json:"host,omitempty"`
@@ -57,7 +60,7 @@ func FromRecord(r *session.Record) Session {
 	s := Session{
 		ID: r.ID, Agent: r.Agent, UpstreamID: r.UpstreamID,
 		Status: r.Status, StatusReason: r.StatusReason, Activity: r.Activity,
-		ActivitySince: r.ActivitySince, ActivitySource: r.ActivitySource, WaitingFor: r.WaitingFor,
+		ActivitySince: r.ActivitySince, ActivitySource: r.ActivitySource, WaitingFor: r.WaitingFor, PromptAt: r.PromptAt,
 		OwnerInferred: r.OwnerInferred, OwnerEvidence: r.OwnerEvidence,
 		Cwd: r.Cwd, Title: r.Title, Source: r.Source, Launched: r.Launched,
 		LaunchedAt: r.LaunchedAt, Mode: r.Mode, Tmux: r.Tmux, Pane: r.Pane, LogPath: r.LogPath, Exit: r.Exit,

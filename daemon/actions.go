@@ -19,28 +19,40 @@ import (
 // maxSignalTimeout keeps stop and reap inside the handler timeout.
 const maxSignalTimeout = 25 * time.Second
 
-// actionInput reads an action's session and body.
-func (s *server) actionInput(w http.ResponseWriter, r *http.Request) (*session.Record, api.ActionRequest, time.Duration, bool) {
-	var req api.ActionRequest
+// actionInput reads an action's session and body, and takes the
+// session's action lock (acting.go): the record returned is the session
+// as stored once the lock is held. On success the caller must call
+// unlock when its action is done.
+func (s *server) actionInput(w http.ResponseWriter, r *http.Request) (rec *session.Record, req api.ActionRequest, timeout time.Duration, unlock func(), ok bool) {
 	ref := r.PathValue("id")
 	rec, err := s.store.Lookup(ref)
 	if err != nil {
 		s.lookupError(w, ref, err)
-		return nil, req, 0, false
+		return nil, req, 0, nil, false
 	}
 	if r.ContentLength != 0 && !decodeBody(w, r, &req) {
-		return nil, req, 0, false
+		return nil, req, 0, nil, false
 	}
-	timeout := 10 * time.Second
+	timeout = 10 * time.Second
 	if req.Timeout != "" {
 		d, err := time.ParseDuration(req.Timeout)
 		if err != nil || d <= 0 || d > maxSignalTimeout {
 			writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("timeout %q: want a duration between 0 and %s", req.Timeout, maxSignalTimeout))
-			return nil, req, 0, false
+			return nil, req, 0, nil, false
 		}
 		timeout = d
 	}
-	return rec, req, timeout, true
+	unlock, err = s.acting.lock(r.Context(), rec.ID)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+		return nil, req, 0, nil, false
+	}
+	if rec, err = s.store.Get(rec.ID); err != nil {
+		unlock()
+		s.lookupError(w, ref, err)
+		return nil, req, 0, nil, false
+	}
+	return rec, req, timeout, unlock, true
 }
 
 func repairTarget(rec *session.Record) adapters.RepairTarget {
@@ -111,10 +123,11 @@ func (s *server) finish(w http.ResponseWriter, rec *session.Record, action strin
 
 // repairSession: POST /v1/sessions/{id}/repair. A dry run unless apply.
 func (s *server) repairSession(w http.ResponseWriter, r *http.Request) {
-	rec, req, _, ok := s.actionInput(w, r)
+	rec, req, _, unlock, ok := s.actionInput(w, r)
 	if !ok {
 		return
 	}
+	defer unlock()
 	rp, ok := s.repairers[rec.Agent]
 	if !ok {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("sessiond cannot repair %s sessions", rec.Agent))
@@ -139,10 +152,11 @@ func (s *server) repairSession(w http.ResponseWriter, r *http.Request) {
 // a dead owner's session is repaired, and a live one cannot be aborted
 // from outside (stop it instead).
 func (s *server) abortSession(w http.ResponseWriter, r *http.Request) {
-	rec, _, _, ok := s.actionInput(w, r)
+	rec, _, _, unlock, ok := s.actionInput(w, r)
 	if !ok {
 		return
 	}
+	defer unlock()
 	if ab, ok := s.aborters[rec.Agent]; ok {
 		steps, err := ab.Abort(r.Context(), repairTarget(rec))
 		if err != nil {
@@ -176,10 +190,11 @@ func (s *server) abortSession(w http.ResponseWriter, r *http.Request) {
 // killed agent's MCP servers stay in its group), else each pid alone, and
 // probes each identity before each signal.
 func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
-	rec, req, timeout, ok := s.actionInput(w, r)
+	rec, req, timeout, unlock, ok := s.actionInput(w, r)
 	if !ok {
 		return
 	}
+	defer unlock()
 	livePID := s.liveOwner(rec)
 	obs, err := s.tracker.Observe(r.Context(), rec.Agent, rec.UpstreamID)
 	if err != nil {
@@ -220,10 +235,11 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 // process group when sessiond launched it), SIGKILL after the timeout. The
 // status change comes from the tracker noticing the exit, not from here.
 func (s *server) stopSession(w http.ResponseWriter, r *http.Request) {
-	rec, req, timeout, ok := s.actionInput(w, r)
+	rec, req, timeout, unlock, ok := s.actionInput(w, r)
 	if !ok {
 		return
 	}
+	defer unlock()
 	var alive []proc.Identity
 	for _, id := range ownerAndCandidates(rec) {
 		if s.tracker.Probe(id).Liveness == proc.Alive {
@@ -243,6 +259,13 @@ func (s *server) stopSession(w http.ResponseWriter, r *http.Request) {
 		what = "owner and its process group (launched by sessiond)"
 	}
 	steps := s.terminator.Terminate(r.Context(), []actions.Target{{ID: alive[0], Group: rec.Launched, What: what}}, timeout, req.Force)
+	// A prompt queued before the stop would resume the session its user
+	// just stopped: they go with it.
+	if n, err := s.cancelQueued(rec.ID, "cancelled: the session was stopped (sessionctl stop)"); err != nil {
+		steps = append(steps, adapters.Failed("cancel the queued prompts", rec.ID, "", err))
+	} else if n > 0 {
+		steps = append(steps, adapters.Done("cancel the queued prompts", rec.ID, fmt.Sprintf("%d queued prompt(s) cancelled: a stopped session is not resumed by a prompt queued before", n)))
+	}
 	s.finish(w, rec, "stop", true, steps)
 }
 

@@ -116,12 +116,36 @@ func (a *autoRepair) once(ctx context.Context) {
 			continue
 		}
 		a.tried[rec.ID] = now
-		if (rec.Agent == "claude" && a.policies[policyClaudeRegistry]) || (rec.Agent == "opencode" && a.policies[policyOpenCodeOffline]) {
-			a.repair(ctx, rec)
-		}
-		if a.policies[policyReap] && rec.Problem(session.ProblemOrphanProcesses) != nil {
-			a.reap(ctx, rec)
-		}
+		a.act(ctx, rec)
+	}
+}
+
+// act applies the policies to rec under its action lock, as the API's
+// actions run: the record is read again once the lock is held, and what
+// a user's action left behind is what the policy looks at.
+func (a *autoRepair) act(ctx context.Context, rec *session.Record) {
+	repair := func(rec *session.Record) bool {
+		return (rec.Agent == "claude" && a.policies[policyClaudeRegistry]) || (rec.Agent == "opencode" && a.policies[policyOpenCodeOffline])
+	}
+	reap := func(rec *session.Record) bool {
+		return a.policies[policyReap] && rec.Problem(session.ProblemOrphanProcesses) != nil
+	}
+	if !repair(rec) && !reap(rec) {
+		return
+	}
+	unlock, err := a.server.acting.lock(ctx, rec.ID)
+	if err != nil {
+		return
+	}
+	defer unlock()
+	if rec, err = a.store.Get(rec.ID); err != nil || rec.Status != session.StatusInterrupted {
+		return
+	}
+	if repair(rec) {
+		a.repair(ctx, rec)
+	}
+	if reap(rec) {
+		a.reap(ctx, rec)
 	}
 }
 

@@ -67,6 +67,8 @@ type server struct {
 	metrics *metrics
 	// sendQueue delivers queued prompts once runBackground runs it.
 	sendQueue *sendQueue
+	// acting lets one action at a time act on a session (acting.go).
+	acting actionLocks
 	// reactions runs hooks.d and notifications once runBackground
 	// follows the log for it; nil in tests that build a bare server.
 	reactions *reactionFeed

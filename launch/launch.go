@@ -41,9 +41,11 @@ const (
 // defaultLogCap is the size past which a session's log is cut to its tail.
 const defaultLogCap = 8 << 20
 
-// Identifier gives a live process's identity (proc.Host).
-type Identifier interface {
+// ProcReader reads live processes (proc.Host): their identity, and the
+// stat a pane's check reads right before each key it types.
+type ProcReader interface {
 	Identify(pid int) (proc.Identity, error)
+	Stat(pid int) (proc.Stat, error)
 }
 
 // Config configures a Launcher.
@@ -52,7 +54,7 @@ type Config struct {
 	LogDir string
 	// LogCap bounds each log (default 8 MiB).
 	LogCap int64
-	Host   Identifier
+	Host   ProcReader
 	// Tmux is the tmux binary (default "tmux" from PATH).
 	Tmux   string
 	Logger *zap.Logger

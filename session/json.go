@@ -35,6 +35,9 @@ func (r *Record) AppendJSON(b []byte) ([]byte, error) {
 		b = jsonenc.Key(b, "waiting_for")
 		b = r.WaitingFor.AppendJSON(b)
 	}
+	if b, err = jsonenc.OptTime(b, "prompt_delivered_at", r.PromptAt); err != nil {
+		return nil, err
+	}
 	if r.Owner != nil {
 		b = jsonenc.Key(b, "owner")
 		b = appendIdentity(b, r.Owner)

@@ -276,6 +276,12 @@ type Record struct {
 	// WaitingFor says what the session waits for from its user, while
 	// waiting (permission, question) or idle (input).
 	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
+	// PromptAt is when sessiond last handed the session a prompt (a send,
+	// typed or through its agent's server). The next prompt waits until
+	// the session has shown activity since (ActivitySince after it): until
+	// then the prompt may still be on its way in, and another would land
+	// on top of it. Kept across restarts; only the tracker writes it.
+	PromptAt *time.Time `json:"prompt_delivered_at,omitempty"`
 
 	// Owner is the process that owns the session, when one is known.
 	Owner *proc.Identity `json:"owner,omitempty"`
@@ -320,6 +326,14 @@ type Record struct {
 	Resume *ResumeCursor `json:"resume"`
 }
 
+// PromptPending reports whether a prompt sessiond handed the session has
+// not shown in its activity yet: no activity has begun since it was
+// delivered. Then another prompt must wait (it would land on top of the
+// first, or in whatever the first brought up).
+func (r *Record) PromptPending() bool {
+	return r.PromptAt != nil && (r.ActivitySince == nil || !r.ActivitySince.After(*r.PromptAt))
+}
+
 // Problem returns the first problem of the kind, or nil.
 func (r *Record) Problem(kind ProblemKind) *Problem {
 	for i := range r.Problems {
@@ -350,6 +364,7 @@ func (r *Record) Clone() *Record {
 	}
 	c.LastActivityAt = cloneTime(r.LastActivityAt)
 	c.ActivitySince = cloneTime(r.ActivitySince)
+	c.PromptAt = cloneTime(r.PromptAt)
 	if r.WaitingFor != nil {
 		w := *r.WaitingFor
 		c.WaitingFor = &w

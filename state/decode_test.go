@@ -39,6 +39,7 @@ func randomRecord(rng *rand.Rand) *session.Record {
 		OwnerInferred: rng.IntN(2) == 0, OwnerEvidence: str(), Cwd: str(), Title: str(), Launched: rng.IntN(2) == 0,
 		LaunchedAt: tp(), Mode: str(), Tmux: str(), LogPath: str(), Source: str(),
 		CreatedAt: t(), UpdatedAt: t(), StoppedAt: tp(), LastActivityAt: tp(), LastSeenAt: tp(),
+		ActivitySince: tp(), PromptAt: tp(),
 	}
 	if rng.IntN(2) == 0 {
 		o := id()

@@ -44,6 +44,7 @@ func scanRecord(v []byte) (*session.Record, bool) {
 	if d.optKey("waiting_for") {
 		r.WaitingFor = d.waitingFor()
 	}
+	r.PromptAt = d.optTime("prompt_delivered_at")
 	if d.optKey("owner") {
 		id := d.identity()
 		r.Owner = &id

@@ -53,9 +53,20 @@ func (s *Store) UpdateSend(id string, fn func(*session.Send) error) (session.Sen
 	return out, err
 }
 
-// Sends returns every send, oldest first.
-func (s *Store) Sends() ([]session.Send, error) {
+// BadSend is a stored send that does not decode (written by another
+// version, or damaged). It stays in the store as it is, is named so its
+// user can be told, and is never delivered.
+type BadSend struct {
+	ID  string
+	Err error
+}
+
+// Sends returns every send that decodes, oldest first, and those that do
+// not beside them: one bad send must not stop every other from being
+// listed and delivered.
+func (s *Store) Sends() ([]session.Send, []BadSend, error) {
 	var out []session.Send
+	var bad []BadSend
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketV1).Bucket(bucketSends)
 		if b == nil {
@@ -63,15 +74,23 @@ func (s *Store) Sends() ([]session.Send, error) {
 		}
 		return b.ForEach(func(k, v []byte) error {
 			var x session.Send
-			if err := json.Unmarshal(v, &x); err != nil {
-				return fmt.Errorf("decode send %s: %w", k, err)
+			err := json.Unmarshal(v, &x)
+			if err == nil && (x.ID != string(k) || x.SessionID == "") {
+				err = fmt.Errorf("it names id %q and session %q", x.ID, x.SessionID)
+			}
+			if err != nil {
+				bad = append(bad, BadSend{ID: string(k), Err: fmt.Errorf("decode send %q: %w", k, err)})
+				return nil
 			}
 			out = append(out, x)
 			return nil
 		})
 	})
+	if err != nil {
+		return nil, nil, err
+	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
-	return out, err
+	return out, bad, nil
 }
 
 // DeleteSends removes the sends named.

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -26,4 +27,28 @@ func (t *Tracker) AppendAction(rec *session.Record, reason string) error {
 		return fmt.Errorf("record action %q on session %s: %w", reason, rec.ID, err)
 	}
 	return nil
+}
+
+// NotePrompt records on session id when sessiond hands it a prompt (at),
+// or puts back the earlier value when the prompt never reached it (a
+// delivery that failed before anything was typed). The record says it,
+// not the daemon's memory, so the rule that the next prompt waits for
+// the session's activity since (session.Record.PromptPending) holds for
+// every path a prompt takes and across restarts. It returns the value it
+// replaced.
+func (t *Tracker) NotePrompt(id string, at *time.Time) (prev *time.Time, err error) {
+	_, err = t.cfg.Store.Update(id, func(r *session.Record) ([]session.Event, error) {
+		prev = r.PromptAt
+		if at == nil {
+			r.PromptAt = nil
+		} else {
+			v := at.UTC()
+			r.PromptAt = &v
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record the prompt delivered to session %s: %w", id, err)
+	}
+	return prev, nil
 }
