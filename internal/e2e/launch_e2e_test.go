@@ -18,7 +18,7 @@ import (
 	"github.com/sessiond/sessiond/session"
 )
 
-func fakeClaude(t *testing.T) string {
+func fakeClaude(t testing.TB) string {
 	t.Helper()
 	return daemontest.Binaries(t).FakeClaude
 }

@@ -8,9 +8,19 @@
 //	FAKE_CLAUDE_TOOL_SLEEP=N  call a Bash tool that "runs" N seconds
 //	FAKE_CLAUDE_EXIT=CODE     fail at once with a login error, exit CODE
 //	FAKE_AGENT_ARGV_LOG=PATH  append the argv received, one JSON line per run
+//	FAKE_CLAUDE_PROMPT_LOG=PATH  interactive: append each prompt read from
+//	                          the terminal, one JSON string per line
+//	FAKE_CLAUDE_TAKE_AFTER=D  interactive: show nothing of a prompt read
+//	                          for D (a duration) before its turn starts
+//	FAKE_CLAUDE_TURN=D        interactive: each turn is busy for D (200ms)
+//
+// Interactive (no -p), it reads each line typed into its terminal as a
+// prompt and takes a turn with it: the registry says busy, the transcript
+// gets the prompt and an answer, the registry says idle again.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
@@ -116,8 +126,9 @@ func main() {
 	regDir := filepath.Join(root, "sessions")
 	os.MkdirAll(regDir, 0o700)
 	reg := filepath.Join(regDir, strconv.Itoa(os.Getpid())+".json")
+	started := time.Now().UnixMilli()
 	writeRegistry := func(status string) {
-		e := map[string]any{"pid": os.Getpid(), "sessionId": sessionID, "cwd": cwd, "startedAt": time.Now().UnixMilli(),
+		e := map[string]any{"pid": os.Getpid(), "sessionId": sessionID, "cwd": cwd, "startedAt": started,
 			"procStart": procStart(), "version": "2.1.328-fake", "kind": "interactive", "entrypoint": "cli",
 			"status": status, "updatedAt": time.Now().UnixMilli(), "statusUpdatedAt": time.Now().UnixMilli()}
 		b, _ := json.Marshal(e)
@@ -169,9 +180,41 @@ func main() {
 	writeRegistry("idle")
 	emit(map[string]any{"type": "result", "subtype": "success", "is_error": false, "session_id": sessionID})
 	if !headless {
-		// Interactive: wait for the user (tests kill it).
+		// Interactive: a turn for each line typed, until the terminal
+		// ends; then wait for the user (tests kill it).
+		take := duration("FAKE_CLAUDE_TAKE_AFTER", 0)
+		turn := duration("FAKE_CLAUDE_TURN", 200*time.Millisecond)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			p := strings.TrimSpace(sc.Text())
+			if p == "" {
+				continue
+			}
+			time.Sleep(take)
+			if path := os.Getenv("FAKE_CLAUDE_PROMPT_LOG"); path != "" {
+				if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+					b, _ := json.Marshal(p)
+					f.Write(append(b, '\n'))
+					f.Close()
+				}
+			}
+			writeRegistry("busy")
+			line("user", map[string]any{"role": "user", "content": p})
+			time.Sleep(turn)
+			line("assistant", map[string]any{"id": "msg_" + uuid()[:8], "role": "assistant", "model": "fake",
+				"content": []any{map[string]any{"type": "text", "text": "Done: " + p}}, "stop_reason": "end_turn"})
+			writeRegistry("idle")
+		}
 		select {}
 	}
+}
+
+// duration reads a duration from the environment variable name.
+func duration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
 }
 
 // parentOf returns the uuid of the last line of a transcript.
