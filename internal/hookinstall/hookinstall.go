@@ -11,6 +11,11 @@
 // left it (the same document but for sessiond's entries) writes those
 // bytes back, so the file is byte-identical to before. A file edited
 // since loses only sessiond's entries, and the backup is kept.
+//
+// The file is a user's, so it is acted on safely: only the entries
+// sessiond adds or takes out change, and every other byte, numbers
+// beyond float64 included, stays as it was (jsonedit.go); an event that
+// is not an array is refused, not replaced.
 package hookinstall
 
 import (
@@ -22,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/sessiond/sessiond/internal/shell"
@@ -126,28 +132,15 @@ func (a Agent) Install(root, command string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	orig := canon(doc)
-	hooks, err := hooksOf(p.Path, doc)
+	after, found, err := a.edit(p.Path, doc, command)
 	if err != nil {
 		return nil, err
 	}
-	found := a.strip(hooks)
-	for _, ev := range a.Events {
-		list, _ := hooks[ev].([]any)
-		group := map[string]any{"hooks": []any{map[string]any{"type": "command", "command": command, "timeout": a.Timeout}}}
-		if a.Matched[ev] {
-			group["matcher"] = "*"
-		}
-		hooks[ev] = append(list, group)
-	}
-	doc["hooks"] = hooks
-	if p.Existed && reflect.DeepEqual(canon(doc), orig) {
+	if p.Existed && sameJSON(after, p.Before) {
 		p.Note = "already installed"
 		return p, nil
 	}
-	if err := p.encode(doc); err != nil {
-		return nil, err
-	}
+	p.After, p.Exists = after, true
 	switch {
 	case found == 0:
 		// The file holds none of sessiond's hooks: it is the one to keep.
@@ -175,25 +168,19 @@ func (a Agent) Uninstall(root string) (*Plan, error) {
 		p.Note = "no " + a.File + ": nothing to remove"
 		return p, nil
 	}
-	hooks, err := hooksOf(p.Path, doc)
+	after, found, err := a.edit(p.Path, doc, "")
 	if err != nil {
 		return nil, err
 	}
-	found := a.strip(hooks)
 	if found == 0 {
 		p.Note = "no sessiond hook in it: nothing to remove"
 		return p, nil
-	}
-	if len(hooks) == 0 {
-		delete(doc, "hooks")
-	} else {
-		doc["hooks"] = hooks
 	}
 	bk, err := readBackup(p.Path)
 	if err != nil {
 		return nil, err
 	}
-	if bk != nil && sameDocument(doc, bk) {
+	if bk != nil && sameDocument(after, bk) {
 		p.After, p.Exists, p.removeBackup = bk.Content, bk.Existed, true
 		p.Note = "restore the file exactly as it was before the install (from " + BackupPath(p.Path) + ")"
 		if !bk.Existed {
@@ -202,9 +189,7 @@ func (a Agent) Uninstall(root string) (*Plan, error) {
 		}
 		return p, nil
 	}
-	if err := p.encode(doc); err != nil {
-		return nil, err
-	}
+	p.After = after
 	p.Note = fmt.Sprintf("remove sessiond's hook from %d entries", found)
 	if bk != nil {
 		p.Note += "; the file changed since the install, so it is not restored from " + BackupPath(p.Path) + " (kept)"
@@ -213,7 +198,7 @@ func (a Agent) Uninstall(root string) (*Plan, error) {
 }
 
 // read loads the root's hook file as a document ({} when absent).
-func (a Agent) read(root string) (*Plan, map[string]any, error) {
+func (a Agent) read(root string) (*Plan, *document, error) {
 	if fi, err := os.Stat(root); err != nil {
 		return nil, nil, fmt.Errorf("%s root %s: %w", a.Name, root, err)
 	} else if !fi.IsDir() {
@@ -223,85 +208,173 @@ func (a Agent) read(root string) (*Plan, map[string]any, error) {
 	b, err := os.ReadFile(p.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return p, map[string]any{}, nil
 	case err != nil:
 		return nil, nil, err
+	default:
+		p.Before, p.After, p.Existed, p.Exists = b, b, true, true
 	}
-	p.Before, p.After, p.Existed, p.Exists = b, b, true, true
-	doc := map[string]any{}
-	if len(bytes.TrimSpace(b)) > 0 {
-		if err := json.Unmarshal(b, &doc); err != nil {
-			return nil, nil, fmt.Errorf("%s is not a JSON object (%v): fix or move it first; sessiond does not overwrite it", p.Path, err)
-		}
+	doc, err := parseDocument(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not a JSON object (%v): fix or move it first; sessiond does not overwrite it", p.Path, err)
 	}
 	return p, doc, nil
 }
 
-func (p *Plan) encode(doc map[string]any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return err
+// edit is the document's bytes with sessiond's hooks taken out of every
+// event and, when command is not "", a group of it added at the end of
+// each of the agent's events; found is how many it took out. Only the
+// containers it changes are rebuilt, so everything else keeps its bytes.
+func (a Agent) edit(path string, d *document, command string) (after []byte, found int, err error) {
+	root := d.root
+	hi, count := root.member("hooks")
+	if count > 1 {
+		return nil, 0, fmt.Errorf("%s: \"hooks\" appears %d times: sessiond does not guess which the agent reads; merge them first", path, count)
 	}
-	p.After, p.Exists = buf.Bytes(), true
-	return nil
-}
-
-// hooksOf is the document's "hooks" object (a new one when absent).
-func hooksOf(path string, doc map[string]any) (map[string]any, error) {
-	switch h := doc["hooks"].(type) {
-	case nil:
-		return map[string]any{}, nil
-	case map[string]any:
-		return h, nil
-	default:
-		return nil, fmt.Errorf("%s: \"hooks\" is not an object; sessiond does not touch it", path)
-	}
-}
-
-// strip removes sessiond's commands from every event, and the groups and
-// events that leave empty; it returns how many it removed.
-func (a Agent) strip(hooks map[string]any) int {
-	n := 0
-	for ev, v := range hooks {
-		list, ok := v.([]any)
-		if !ok {
-			continue
+	var hooks *node
+	if hi >= 0 {
+		if hooks = root.kids[hi]; hooks.kind != '{' {
+			return nil, 0, fmt.Errorf("%s: \"hooks\" is not an object; sessiond does not touch it", path)
 		}
-		var keep []any
-		for _, g := range list {
-			group, ok := g.(map[string]any)
-			inner, ok2 := group["hooks"].([]any)
-			if !ok || !ok2 {
-				keep = append(keep, g)
+	}
+	var events []item
+	present := map[string]bool{}
+	if hooks != nil {
+		for i, ev := range hooks.keys {
+			v := hooks.kids[i]
+			ours := command != "" && slices.Contains(a.Events, ev)
+			if ours {
+				if _, n := hooks.member(ev); n > 1 {
+					return nil, 0, fmt.Errorf("%s: the event %q appears %d times in \"hooks\": sessiond does not guess which the agent reads; merge them first", path, ev, n)
+				}
+				present[ev] = true
+			}
+			if v.kind != '[' {
+				if ours {
+					return nil, 0, fmt.Errorf("%s: the event %q in \"hooks\" is not an array (it is %s): sessiond does not replace it; make it a list of hook groups first", path, ev, kindName(v))
+				}
+				events = append(events, d.keep(hooks, i))
 				continue
 			}
-			var rest []any
-			for _, h := range inner {
-				if hm, ok := h.(map[string]any); ok {
-					if c, _ := hm["command"].(string); a.ours(c) {
-						n++
-						continue
-					}
-				}
-				rest = append(rest, h)
+			groups, n := a.strip(d, v)
+			found += n
+			if ours {
+				groups = append(groups, item{orig: -1, val: a.group(command, ev)})
 			}
-			if len(rest) == len(inner) {
-				keep = append(keep, g)
-			} else if len(rest) > 0 {
-				group["hooks"] = rest
-				keep = append(keep, group)
+			switch {
+			case n == 0 && !ours:
+				events = append(events, d.keep(hooks, i))
+			case len(groups) == 0:
+				// Every group of it was sessiond's: the event goes.
+			default:
+				events = append(events, item{orig: i, text: string(d.src[hooks.kstart[i]:v.start]) + d.rebuild(v, groups)})
 			}
-		}
-		if len(keep) == 0 {
-			delete(hooks, ev)
-		} else {
-			hooks[ev] = keep
 		}
 	}
-	return n
+	if command != "" {
+		for _, ev := range a.Events {
+			if !present[ev] {
+				events = append(events, item{orig: -1, key: ev, val: []any{a.group(command, ev)}})
+			}
+		}
+	}
+	var top []item
+	for i := range root.kids {
+		switch {
+		case i != hi:
+			top = append(top, d.keep(root, i))
+		case len(events) > 0 || found == 0:
+			top = append(top, item{orig: i, text: string(d.src[root.kstart[i]:hooks.start]) + d.rebuild(hooks, events)})
+		}
+		// else: sessiond's hooks were all "hooks" held; it goes.
+	}
+	if hooks == nil && len(events) > 0 {
+		obj := object{}
+		for _, e := range events {
+			obj = append(obj, member{e.key, e.val})
+		}
+		top = append(top, item{orig: -1, key: "hooks", val: obj})
+	}
+	out := string(d.src[:root.start]) + d.rebuild(root, top) + string(d.src[root.end:])
+	return []byte(out), found, nil
+}
+
+// group is the hook group sessiond adds to an event.
+func (a Agent) group(command, ev string) object {
+	var g object
+	if a.Matched[ev] {
+		g = append(g, member{"matcher", "*"})
+	}
+	hook := object{{"type", "command"}, {"command", command}, {"timeout", a.Timeout}}
+	return append(g, member{"hooks", []any{hook}})
+}
+
+// strip is an event's groups without sessiond's commands: a group left
+// with none goes, one left with others is rebuilt without them. It
+// returns how many it took out.
+func (a Agent) strip(d *document, event *node) ([]item, int) {
+	var keep []item
+	n := 0
+	for gi, g := range event.kids {
+		hi := -1
+		if g.kind == '{' {
+			hi, _ = g.member("hooks")
+		}
+		if hi < 0 || g.kids[hi].kind != '[' {
+			keep = append(keep, d.keep(event, gi))
+			continue
+		}
+		inner := g.kids[hi]
+		var rest []item
+		for hk, h := range inner.kids {
+			if h.kind == '{' {
+				if ci, _ := h.member("command"); ci >= 0 && a.ours(d.str(h.kids[ci])) {
+					n++
+					continue
+				}
+			}
+			rest = append(rest, d.keep(inner, hk))
+		}
+		switch {
+		case len(rest) == len(inner.kids):
+			keep = append(keep, d.keep(event, gi))
+		case len(rest) > 0:
+			keep = append(keep, item{orig: gi, text: d.splice(g, inner, d.rebuild(inner, rest))})
+		}
+	}
+	return keep, n
+}
+
+func kindName(n *node) string {
+	switch n.kind {
+	case '{':
+		return "an object"
+	case '"':
+		return "a string"
+	}
+	return "a number, true, false or null"
+}
+
+// decodeExact is a document's value with its numbers as written: two
+// documents are the same when these are deeply equal. Blank is {}.
+func decodeExact(b []byte) (any, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return map[string]any{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// sameJSON: a and b hold the same document (the same numbers written the
+// same way; blanks, key order and escapes aside).
+func sameJSON(a, b []byte) bool {
+	va, err1 := decodeExact(a)
+	vb, err2 := decodeExact(b)
+	return err1 == nil && err2 == nil && reflect.DeepEqual(va, vb)
 }
 
 func readBackup(path string) (*backupFile, error) {
@@ -319,28 +392,10 @@ func readBackup(path string) (*backupFile, error) {
 	return &bk, nil
 }
 
-// canon is doc as JSON reads it back (numbers as float64), for
-// comparing documents.
-func canon(doc map[string]any) map[string]any {
-	b, err := json.Marshal(doc)
-	if err != nil {
-		return nil
-	}
-	out := map[string]any{}
-	_ = json.Unmarshal(b, &out)
-	return out
-}
-
-// sameDocument: doc is the backup's document (an absent or blank file is
-// the empty one).
-func sameDocument(doc map[string]any, bk *backupFile) bool {
-	old := map[string]any{}
-	if bk.Existed && len(bytes.TrimSpace(bk.Content)) > 0 {
-		if json.Unmarshal(bk.Content, &old) != nil {
-			return false
-		}
-	}
-	return reflect.DeepEqual(canon(doc), old)
+// sameDocument: after is the backup's document (an absent or blank file
+// is the empty one).
+func sameDocument(after []byte, bk *backupFile) bool {
+	return sameJSON(after, bk.Content)
 }
 
 // Apply writes the plan: the backup first (install), then the file, each

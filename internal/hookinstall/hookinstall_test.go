@@ -70,7 +70,7 @@ func TestRoundTripByteIdentical(t *testing.T) {
 			if err := json.Unmarshal(b, &doc); err != nil {
 				t.Fatalf("installed file is not JSON: %v\n%s", err, b)
 			}
-			if c.content != nil && strings.Contains(*c.content, "say done") && !strings.Contains(string(b), "say done && true") {
+			if c.content != nil && strings.Contains(*c.content, "say done") && !strings.Contains(string(b), `"say done \u0026\u0026 true"`) {
 				t.Fatalf("the user's hook is gone:\n%s", b)
 			}
 			if fi, _ := os.Stat(path); c.content != nil && fi.Mode().Perm() != 0o600 {

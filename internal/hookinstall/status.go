@@ -40,11 +40,18 @@ func (a Agent) Status(root string) Status {
 		st.Error = err.Error()
 		return st
 	}
-	hooks, err := hooksOf(p.Path, doc)
+	// What an install would refuse (an event that is not an array, a
+	// key twice), status says: an install's edit, thrown away.
+	if _, _, err := a.edit(p.Path, doc, "sessionctl hook "+a.Name); err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	v, err := decodeExact(doc.src)
 	if err != nil {
 		st.Error = err.Error()
 		return st
 	}
+	hooks, _ := v.(map[string]any)["hooks"].(map[string]any)
 	if _, err := os.Stat(BackupPath(p.Path)); err == nil {
 		st.Backup = true
 	}
