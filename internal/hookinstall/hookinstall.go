@@ -12,10 +12,12 @@
 // bytes back, so the file is byte-identical to before. A file edited
 // since loses only sessiond's entries, and the backup is kept.
 //
-// The file is a user's, so it is acted on safely: only the entries
-// sessiond adds or takes out change, and every other byte, numbers
-// beyond float64 included, stays as it was (jsonedit.go); an event that
-// is not an array is refused, not replaced.
+// The file is a user's, so it is acted on safely: it is written through its
+// symlinks (a settings.json kept in a dotfiles repository stays a link,
+// the file it names gets the change); only the entries sessiond adds or
+// takes out change, and every other byte, numbers beyond float64
+// included, stays as it was (jsonedit.go); an event that is not an
+// array is refused, not replaced.
 package hookinstall
 
 import (
@@ -102,6 +104,10 @@ type Plan struct {
 	// Note says what the change is, in words.
 	Note string
 
+	// target is the file written: Path, or the one its symlinks lead to;
+	// info is what it was when read (nil: absent).
+	target string
+	info   fs.FileInfo
 	// backup is what Apply writes to BackupPath (install), or removes
 	// from there (removeBackup: an uninstall that restored it).
 	backup       []byte
@@ -153,6 +159,7 @@ func (a Agent) Install(root, command string) (*Plan, error) {
 	default:
 		p.Note = fmt.Sprintf("replace sessiond's hook (%d entries) with this command", found)
 	}
+	p.Note += p.through()
 	return p, nil
 }
 
@@ -187,6 +194,7 @@ func (a Agent) Uninstall(root string) (*Plan, error) {
 			p.After = nil
 			p.Note = "remove the file: it did not exist before the install"
 		}
+		p.Note += p.through()
 		return p, nil
 	}
 	p.After = after
@@ -194,10 +202,20 @@ func (a Agent) Uninstall(root string) (*Plan, error) {
 	if bk != nil {
 		p.Note += "; the file changed since the install, so it is not restored from " + BackupPath(p.Path) + " (kept)"
 	}
+	p.Note += p.through()
 	return p, nil
 }
 
-// read loads the root's hook file as a document ({} when absent).
+// through says, when Path is a symlink, which file is written.
+func (p *Plan) through() string {
+	if p.target == p.Path {
+		return ""
+	}
+	return "; " + p.Path + " is a symlink: the file written is " + p.target + ", the link stays"
+}
+
+// read loads the root's hook file, through its symlinks, as a document
+// ({} when absent).
 func (a Agent) read(root string) (*Plan, *document, error) {
 	if fi, err := os.Stat(root); err != nil {
 		return nil, nil, fmt.Errorf("%s root %s: %w", a.Name, root, err)
@@ -205,13 +223,17 @@ func (a Agent) read(root string) (*Plan, *document, error) {
 		return nil, nil, fmt.Errorf("%s root %s is not a directory", a.Name, root)
 	}
 	p := &Plan{Path: filepath.Join(root, a.File)}
-	b, err := os.ReadFile(p.Path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	target, err := resolve(p.Path)
+	if err != nil {
 		return nil, nil, err
-	default:
-		p.Before, p.After, p.Existed, p.Exists = b, b, true, true
+	}
+	p.target = target
+	b, fi, err := readTarget(target)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi != nil {
+		p.Before, p.After, p.Existed, p.Exists, p.info = b, b, true, true, fi
 	}
 	doc, err := parseDocument(b)
 	if err != nil {
@@ -398,57 +420,32 @@ func sameDocument(after []byte, bk *backupFile) bool {
 	return sameJSON(after, bk.Content)
 }
 
-// Apply writes the plan: the backup first (install), then the file, each
-// through a temporary file renamed over it.
+// Apply writes the plan: the backup first (install), then the file
+// through its symlinks, each through a temporary file renamed over it.
 func (p *Plan) Apply() error {
 	if p.backup != nil {
 		if err := writeAtomic(BackupPath(p.Path), p.backup, 0o600); err != nil {
-			return fmt.Errorf("keep %s: %w", p.Path, err)
+			return fmt.Errorf("keep %s in %s: %w", p.Path, BackupPath(p.Path), err)
 		}
-	}
-	mode := fs.FileMode(0o644)
-	if fi, err := os.Stat(p.Path); err == nil {
-		mode = fi.Mode().Perm()
 	}
 	switch {
 	case !p.Exists && p.Existed:
-		if err := os.Remove(p.Path); err != nil {
-			return err
+		if err := os.Remove(p.target); err != nil {
+			return fmt.Errorf("remove %s: %w", p.target, err)
 		}
 	case p.Exists && (!p.Existed || !bytes.Equal(p.Before, p.After)):
-		if err := writeAtomic(p.Path, p.After, mode); err != nil {
-			return err
+		mode := fs.FileMode(0o644)
+		if p.info != nil {
+			mode = p.info.Mode().Perm()
+		}
+		if err := writeAtomic(p.target, p.After, mode); err != nil {
+			return fmt.Errorf("write %s: %w", p.target, err)
 		}
 	}
 	if p.removeBackup {
 		if err := os.Remove(BackupPath(p.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return fmt.Errorf("the file is restored; removing its backup failed: %w", err)
 		}
 	}
 	return nil
-}
-
-func writeAtomic(path string, b []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -3,9 +3,11 @@ package hookinstall
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -17,6 +19,134 @@ func write(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// isLinkTo fails the test unless link is a symlink whose text is target.
+func isLinkTo(t *testing.T, link, target, when string) {
+	t.Helper()
+	fi, err := os.Lstat(link)
+	if err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("%s: %s is a %v, no longer a symlink", when, link, fi.Mode().Type())
+	}
+	if got, _ := os.Readlink(link); got != target {
+		t.Fatalf("%s: %s -> %s, want -> %s", when, link, got, target)
+	}
+}
+
+// noTemps fails the test if a temporary file of a write is left in dir.
+func noTemps(t *testing.T, dir string) {
+	t.Helper()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("temporary file left in %s: %s", dir, e.Name())
+		}
+	}
+}
+
+// A settings file kept in a dotfiles repository and linked into the
+// root is written through its link, however many links lead to it:
+// the links stay links, the file they name gets the hooks, and the
+// uninstall puts its bytes back.
+func TestSymlinkedFileStaysALink(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		agent Agent
+		// links are (link, its text) from the root's file on, relative
+		// to a temp dir; the last text names the file (in dots/).
+		links   [][2]string
+		content *string // nil: the file the links name does not exist
+	}{
+		{"claude, one relative link", Claude, [][2]string{{"root/settings.json", "../dots/claude/settings.json"}}, ptr(userSettings)},
+		{"claude, a chain of two links", Claude, [][2]string{{"root/settings.json", "@/mid/settings.json"}, {"mid/settings.json", "../dots/settings.json"}}, ptr(userSettings)},
+		{"codex, one absolute link", Codex, [][2]string{{"root/hooks.json", "@/dots/hooks.json"}}, ptr(`{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"notify"}]}]}}`)},
+		{"claude, a link to a file not there yet", Claude, [][2]string{{"root/settings.json", "../dots/settings.json"}}, nil},
+		{"claude, a link through a linked directory", Claude, [][2]string{{"root/settings.json", "../linkeddir/settings.json"}, {"linkeddir", "dots/deep"}}, ptr("{}\n")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			root := filepath.Join(base, "root")
+			if err := os.MkdirAll(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(base, "mid"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var texts []string
+			for _, l := range c.links {
+				text := strings.Replace(l[1], "@", base, 1)
+				texts = append(texts, text)
+				symlink(t, text, filepath.Join(base, l[0]))
+			}
+			// The file the chain names: the last link's text, from its
+			// own directory.
+			last := c.links[len(c.links)-1]
+			target := texts[len(texts)-1]
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(filepath.Join(base, last[0])), target)
+			}
+			if last[0] == "linkeddir" { // the linked directory: the file is inside it
+				target = filepath.Join(base, "dots", "deep", "settings.json")
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if c.content != nil {
+				write(t, target, *c.content)
+			}
+			path := filepath.Join(root, c.agent.File)
+
+			p := install(t, c.agent, root, c.agent.Command("/usr/local/bin/sessionctl", "/run/sd.sock"))
+			for i, l := range c.links {
+				isLinkTo(t, filepath.Join(base, l[0]), texts[i], "after install")
+			}
+			b, err := os.ReadFile(target)
+			if err != nil || !bytes.Contains(b, []byte("/usr/local/bin/sessionctl")) {
+				t.Fatalf("the linked file after install (%v):\n%s", err, b)
+			}
+			if st := c.agent.Status(root); !st.Installed() || !st.Backup {
+				t.Fatalf("status after install: %+v", st)
+			}
+			// (Named by its real directory: a temp dir may be under a
+			// link itself, /var on macOS.)
+			realDir, err := filepath.EvalSymlinks(filepath.Dir(target))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if real := filepath.Join(realDir, filepath.Base(target)); !strings.Contains(p.Note, real) {
+				t.Errorf("note %q: want it to name the file written through the link, %s", p.Note, real)
+			}
+			noTemps(t, root)
+			noTemps(t, filepath.Dir(target))
+
+			uninstall(t, c.agent, root)
+			for i, l := range c.links {
+				isLinkTo(t, filepath.Join(base, l[0]), texts[i], "after uninstall")
+			}
+			got, err := os.ReadFile(target)
+			switch {
+			case c.content == nil && !os.IsNotExist(err):
+				t.Fatalf("the linked file did not exist before; now: %q, %v", got, err)
+			case c.content != nil && string(got) != *c.content:
+				t.Fatalf("the linked file after uninstall:\n%q\nwant byte-identical:\n%q", got, *c.content)
+			}
+			if _, err := os.Lstat(BackupPath(path)); !os.IsNotExist(err) {
+				t.Fatalf("backup left behind: %v", err)
+			}
+			noTemps(t, root)
+			noTemps(t, filepath.Dir(target))
+		})
 	}
 }
 
@@ -122,5 +252,31 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		if b, _ := os.ReadFile(path); string(b) != bad {
 			t.Errorf("%s changed", bad)
 		}
+	}
+}
+
+// A link to what is not a regular file (a named pipe, which would block
+// a read, or a directory) is refused, not read or replaced.
+func TestNotARegularFileRefused(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	if err := os.MkdirAll(filepath.Join(base, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(base, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"fifo", "dir"} {
+		path := filepath.Join(root, "settings.json")
+		os.Remove(path)
+		symlink(t, filepath.Join(base, name), path)
+		_, err := Claude.Install(root, cmd)
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("a link to a %s: %v; want a refusal", name, err)
+		}
+		isLinkTo(t, path, filepath.Join(base, name), "after the refusal")
 	}
 }
