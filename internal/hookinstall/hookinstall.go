@@ -17,7 +17,9 @@
 // the file it names gets the change); only the entries sessiond adds or
 // takes out change, and every other byte, numbers beyond float64
 // included, stays as it was (jsonedit.go); an event that is not an
-// array is refused, not replaced.
+// array is refused, not replaced; and right before the rename the file
+// is checked to be as it was read, else nothing is written and Apply
+// says so (ErrChanged).
 package hookinstall
 
 import (
@@ -422,14 +424,42 @@ func sameDocument(after []byte, bk *backupFile) bool {
 
 // Apply writes the plan: the backup first (install), then the file
 // through its symlinks, each through a temporary file renamed over it.
-func (p *Plan) Apply() error {
+// Right before the file is replaced (or removed) it is checked to be as
+// it was read; if it is not, or the write fails, the backup is put back
+// as it was and nothing else was written.
+func (p *Plan) Apply() (err error) {
+	if !p.Changed() {
+		return nil
+	}
+	unlock, err := lockRoot(filepath.Dir(p.Path))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := p.unchanged(); err != nil {
+		return err
+	}
 	if p.backup != nil {
-		if err := writeAtomic(BackupPath(p.Path), p.backup, 0o600); err != nil {
-			return fmt.Errorf("keep %s in %s: %w", p.Path, BackupPath(p.Path), err)
+		undo, kerr := keepBackup(BackupPath(p.Path), p.backup)
+		if kerr != nil {
+			return fmt.Errorf("keep %s in %s: %w", p.Path, BackupPath(p.Path), kerr)
 		}
+		defer func() {
+			if err != nil {
+				if uerr := undo(); uerr != nil {
+					err = fmt.Errorf("%w; and putting %s back as it was failed: %v", err, BackupPath(p.Path), uerr)
+				}
+			}
+		}()
 	}
 	switch {
 	case !p.Exists && p.Existed:
+		if beforeReplace != nil {
+			beforeReplace(p.target)
+		}
+		if err := p.unchanged(); err != nil {
+			return err
+		}
 		if err := os.Remove(p.target); err != nil {
 			return fmt.Errorf("remove %s: %w", p.target, err)
 		}
@@ -438,7 +468,10 @@ func (p *Plan) Apply() error {
 		if p.info != nil {
 			mode = p.info.Mode().Perm()
 		}
-		if err := writeAtomic(p.target, p.After, mode); err != nil {
+		if err := writeAtomic(p.target, p.After, mode, p.unchanged); err != nil {
+			if errors.Is(err, ErrChanged) {
+				return err
+			}
 			return fmt.Errorf("write %s: %w", p.target, err)
 		}
 	}
@@ -448,4 +481,22 @@ func (p *Plan) Apply() error {
 		}
 	}
 	return nil
+}
+
+// keepBackup writes the backup, and returns how to put back what was
+// there before (nothing, or an older backup).
+func keepBackup(path string, b []byte) (undo func() error, err error) {
+	old, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		undo = func() error { return os.Remove(path) }
+	case err != nil:
+		return nil, err
+	default:
+		undo = func() error { return writeAtomic(path, old, 0o600, nil) }
+	}
+	if err := writeAtomic(path, b, 0o600, nil); err != nil {
+		return nil, err
+	}
+	return undo, nil
 }

@@ -3,6 +3,7 @@ package hookinstall
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -196,6 +197,101 @@ func TestNumbersAndBytesExact(t *testing.T) {
 	}
 }
 
+// A write by someone else (the agent, the user's editor) between
+// sessiond's read and its rename is kept: the action fails, saying so,
+// and nothing of it is written, the backup included.
+func TestChangedBetweenReadAndWrite(t *testing.T) {
+	const agentWrote = "{\"model\": \"the agent's own write\"}\n"
+	command := Claude.Command("/usr/local/bin/sessionctl", "/run/sd.sock")
+	for _, c := range []struct {
+		name string
+		// setup prepares root and returns the plan, made before the
+		// other write.
+		plan func(t *testing.T, root string) *Plan
+	}{
+		{"install over a file", func(t *testing.T, root string) *Plan {
+			write(t, filepath.Join(root, "settings.json"), userSettings)
+			p, err := Claude.Install(root, command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"install over a file, an older backup kept", func(t *testing.T, root string) *Plan {
+			write(t, filepath.Join(root, "settings.json"), userSettings)
+			write(t, BackupPath(filepath.Join(root, "settings.json")), `{"sessiond_hooks_backup":"1","existed":true,"content":"e30K"}`)
+			p, err := Claude.Install(root, command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"install creating the file", func(t *testing.T, root string) *Plan {
+			p, err := Claude.Install(root, command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"install replacing an older command", func(t *testing.T, root string) *Plan {
+			install(t, Claude, root, Claude.Command("/old/sessionctl", "/s"))
+			p, err := Claude.Install(root, command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"uninstall restoring the backup", func(t *testing.T, root string) *Plan {
+			write(t, filepath.Join(root, "settings.json"), userSettings)
+			install(t, Claude, root, command)
+			p, err := Claude.Uninstall(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"uninstall removing the file it created", func(t *testing.T, root string) *Plan {
+			install(t, Claude, root, command)
+			p, err := Claude.Uninstall(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			path := filepath.Join(root, "settings.json")
+			p := c.plan(t, root)
+			if !p.Changed() {
+				t.Fatalf("the plan changes nothing: %s", p.Note)
+			}
+			backup, _ := os.ReadFile(BackupPath(path))
+			calls := 0
+			beforeReplace = func(string) {
+				calls++
+				write(t, path, agentWrote)
+			}
+			defer func() { beforeReplace = nil }()
+			err := p.Apply()
+			if calls == 0 {
+				t.Fatal("beforeReplace was not called")
+			}
+			if err == nil || !strings.Contains(err.Error(), "changed since") || !strings.Contains(err.Error(), path) {
+				t.Fatalf("Apply: %v; want it to say %s changed since it was read", err, path)
+			}
+			t.Logf("Apply: %v", err)
+			if b, _ := os.ReadFile(path); string(b) != agentWrote {
+				t.Fatalf("the other write is lost; the file is:\n%s", b)
+			}
+			if b, _ := os.ReadFile(BackupPath(path)); !bytes.Equal(b, backup) {
+				t.Fatalf("the backup changed, from:\n%s\nto:\n%s", backup, b)
+			}
+			noTemps(t, root)
+		})
+	}
+}
+
 // An event of sessiond's whose value is not an array is refused, naming
 // the file and the event, and nothing is written; one sessiond does not
 // take is left alone.
@@ -252,6 +348,62 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		if b, _ := os.ReadFile(path); string(b) != bad {
 			t.Errorf("%s changed", bad)
 		}
+	}
+}
+
+// The check before the rename is not fooled by a write of the same
+// bytes (another file renamed in its place), nor by a symlink turned to
+// another file.
+func TestChangedUnderTheSameBytesOrLink(t *testing.T) {
+	command := Claude.Command("/usr/local/bin/sessionctl", "/run/sd.sock")
+	for _, c := range []struct {
+		name  string
+		other func(t *testing.T, base, path string)
+	}{
+		{"the same bytes, another file", func(t *testing.T, base, path string) {
+			real, _ := filepath.EvalSymlinks(path)
+			write(t, real+".new", userSettings)
+			if err := os.Rename(real+".new", real); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"the link turned to another file", func(t *testing.T, base, path string) {
+			write(t, filepath.Join(base, "dots", "other.json"), userSettings)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, "../dots/other.json", path)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			root := filepath.Join(base, "root")
+			path := filepath.Join(root, "settings.json")
+			write(t, filepath.Join(base, "dots", "settings.json"), userSettings)
+			if err := os.MkdirAll(root, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, "../dots/settings.json", path)
+			p, err := Claude.Install(root, command)
+			if err != nil {
+				t.Fatal(err)
+			}
+			beforeReplace = func(string) { c.other(t, base, path) }
+			defer func() { beforeReplace = nil }()
+			err = p.Apply()
+			if !errors.Is(err, ErrChanged) {
+				t.Fatalf("Apply: %v; want ErrChanged", err)
+			}
+			t.Logf("Apply: %v", err)
+			for _, f := range []string{"settings.json", "other.json"} {
+				if b, err := os.ReadFile(filepath.Join(base, "dots", f)); err == nil && string(b) != userSettings {
+					t.Fatalf("%s was written:\n%s", f, b)
+				}
+			}
+			if _, err := os.Lstat(BackupPath(path)); !os.IsNotExist(err) {
+				t.Fatalf("a backup is left: %v", err)
+			}
+		})
 	}
 }
 

@@ -1,13 +1,26 @@
 package hookinstall
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 )
+
+// ErrChanged is what Apply returns (wrapped) when the file changed after
+// it was read: something else wrote it meanwhile, and sessiond, which
+// would have overwritten that write, wrote nothing.
+var ErrChanged = errors.New("changed since it was read")
+
+// beforeReplace, when set (by tests), runs right before the last check
+// that the file is as it was read: where another writer would lose its
+// write to a rename that did not look.
+var beforeReplace func(path string)
 
 // maxLinks bounds a chain of symlinks, as the kernel's ELOOP does.
 const maxLinks = 40
@@ -76,9 +89,85 @@ func readTarget(target string) ([]byte, fs.FileInfo, error) {
 	return b, fi, nil
 }
 
+// unchanged checks that the file is still the one read, as read: the
+// same symlinks to the same file, the same inode, size, modification
+// time and bytes (or still absent).
+func (p *Plan) unchanged() error {
+	target, err := resolve(p.Path)
+	if err != nil {
+		return err
+	}
+	if target != p.target {
+		return p.changed(fmt.Sprintf("its symlinks now lead to %s, not %s", target, p.target))
+	}
+	fi, err := os.Lstat(target)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if p.Existed {
+			return p.changed("it was removed")
+		}
+		return nil
+	case err != nil:
+		return err
+	case !p.Existed:
+		return p.changed("it was created")
+	}
+	b, err := os.ReadFile(target)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !bytes.Equal(b, p.Before):
+		return p.changed(fmt.Sprintf("it holds other bytes: %d now, %d when read", len(b), len(p.Before)))
+	case !os.SameFile(fi, p.info) || fi.Size() != p.info.Size() || !fi.ModTime().Equal(p.info.ModTime()):
+		return p.changed(fmt.Sprintf("it was written again: the same bytes, but modified %s, not %s, or another file",
+			fi.ModTime().Format(time.RFC3339Nano), p.info.ModTime().Format(time.RFC3339Nano)))
+	}
+	return nil
+}
+
+func (p *Plan) changed(why string) error {
+	name := p.Path
+	if p.target != p.Path {
+		name += " (" + p.target + ")"
+	}
+	return fmt.Errorf("%s %w (%s): nothing was written; run the command again to act on the file as it is now", name, ErrChanged, why)
+}
+
+// lockRoot holds an exclusive flock on the root's directory while a plan
+// is applied, so that two `sessionctl hooks` at once do not interleave
+// their backups and writes: the second then finds the file changed and
+// stops before writing anything. (The agent takes no such lock: its
+// writes are caught by unchanged.) A file system without flock is used
+// without it.
+func lockRoot(dir string) (func(), error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { f.Close() }, nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			if time.Now().After(deadline) {
+				f.Close()
+				return nil, fmt.Errorf("%s is locked by another sessionctl hooks for more than 10s: nothing was written", dir)
+			}
+			time.Sleep(10 * time.Millisecond)
+		default:
+			return func() { f.Close() }, nil
+		}
+	}
+}
+
 // writeAtomic puts b at path through a temporary file in its directory,
-// renamed over it.
-func writeAtomic(path string, b []byte, mode fs.FileMode) error {
+// renamed over it once check (if any) passes right before.
+func writeAtomic(path string, b []byte, mode fs.FileMode, check func() error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
@@ -99,6 +188,14 @@ func writeAtomic(path string, b []byte, mode fs.FileMode) error {
 	}
 	if err := f.Close(); err != nil {
 		return err
+	}
+	if check != nil {
+		if beforeReplace != nil {
+			beforeReplace(path)
+		}
+		if err := check(); err != nil {
+			return err
+		}
 	}
 	return os.Rename(tmp, path)
 }
