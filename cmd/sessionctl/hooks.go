@@ -152,9 +152,14 @@ so:
            Codex runs new hooks only once you trust them: start codex and
            choose "Trust all and continue" (or review them with /hooks).
 
-The file as it was is kept in <file>.sessiond-backup first; 'hooks uninstall'
-puts it back byte for byte when nothing else changed since (else it removes
-only sessiond's entries). Both are idempotent; --dry-run shows the diff.`,
+Only sessiond's entries change: every other byte of the file stays as it
+was. A file that is a symlink (kept in a dotfiles repository) is written
+through it, and stays a link. The file as it was is kept in
+<file>.sessiond-backup first; 'hooks uninstall' puts it back byte for byte
+when nothing else changed since (else it removes only sessiond's entries).
+A file that changed between sessionctl's read and its write (the agent
+wrote it) is left as it is, with an error (exit 1): run the command again.
+Both are idempotent; --dry-run shows the diff and writes nothing.`,
 	}
 	cmd.AddCommand(newHooksChange(a, "install"), newHooksChange(a, "uninstall"), newHooksStatus(a))
 	return cmd
@@ -232,8 +237,9 @@ func newHooksChange(a *app, verb string) *cobra.Command {
 					continue
 				}
 				if !dry {
+					// Apply's errors name the file.
 					if err := p.Apply(); err != nil {
-						errs = append(errs, fmt.Sprintf("%s: %v", p.Path, err))
+						errs = append(errs, err.Error())
 						continue
 					}
 				}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -241,4 +243,151 @@ func TestHooksInstallUninstallCLI(t *testing.T) {
 	if _, errs, code = e.Ctl("hooks", "install", "codex", "--root", filepath.Join(e.Home, "missing")); code != exitError || !strings.Contains(errs, "missing") {
 		t.Fatalf("missing root: exit %d %s", code, errs)
 	}
+}
+
+// The settings file of a dotfiles repository, linked into the root:
+// written through the link, which stays; put back byte for byte. An
+// event that is not an array is refused with exit 1, naming the file and
+// the event, and nothing is written.
+func TestHooksInstallActsSafely(t *testing.T) {
+	e := daemontest.NewEnv(t)
+	root := filepath.Join(e.Home, "claude-root")
+	dots := filepath.Join(e.Home, "dotfiles")
+	for _, d := range []string{root, dots} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settings := filepath.Join(root, "settings.json")
+	target := filepath.Join(dots, "claude-settings.json")
+	orig := "{\n  \"cleanupPeriodDays\": 12345678901234567890,\n  \"ratio\": 1.0\n}\n"
+	if err := os.WriteFile(target, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../dotfiles/claude-settings.json", settings); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := e.Ctl("hooks", "install", "claude", "--root", root, "--dry-run")
+	if b, _ := os.ReadFile(target); code != 0 || string(b) != orig || !strings.Contains(out, "would change") {
+		t.Fatalf("dry run through a link: exit %d %s\n%s\nfile:\n%s", code, errs, out, b)
+	}
+	if _, err := os.Lstat(settings + ".sessiond-backup"); !os.IsNotExist(err) {
+		t.Fatalf("dry run wrote a backup: %v", err)
+	}
+	out, errs, code = e.Ctl("hooks", "install", "claude", "--root", root)
+	if code != 0 || !strings.Contains(out, "the link stays") {
+		t.Fatalf("install through a link: exit %d %s\n%s", code, errs, out)
+	}
+	if l, err := os.Readlink(settings); err != nil || l != "../dotfiles/claude-settings.json" {
+		t.Fatalf("after install, %s -> %q, %v: want the link kept", settings, l, err)
+	}
+	b, _ := os.ReadFile(target)
+	if !strings.Contains(string(b), "hook claude") || !strings.Contains(string(b), "12345678901234567890") || !strings.Contains(string(b), "1.0") {
+		t.Fatalf("the linked file after install:\n%s", b)
+	}
+	if out, errs, code = e.Ctl("hooks", "uninstall", "claude", "--root", root); code != 0 {
+		t.Fatalf("uninstall: exit %d %s %s", code, out, errs)
+	}
+	if l, err := os.Readlink(settings); err != nil || l != "../dotfiles/claude-settings.json" {
+		t.Fatalf("after uninstall, %s -> %q, %v: want the link kept", settings, l, err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != orig {
+		t.Fatalf("the linked file after uninstall:\n%q\nwant:\n%q", b, orig)
+	}
+
+	bad := `{"hooks": {"Stop": {"hooks": [{"type": "command", "command": "say done"}]}}}`
+	if err := os.WriteFile(target, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = e.Ctl("hooks", "install", "claude", "--root", root)
+	if code != exitError || !strings.Contains(errs, settings) || !strings.Contains(errs, `"Stop"`) || !strings.Contains(errs, "not an array") {
+		t.Fatalf("an event that is not an array: exit %d, stderr %q; want exit 1 naming %s and Stop", code, errs, settings)
+	}
+	t.Logf("refused: %s", strings.TrimSpace(errs))
+	if b, _ := os.ReadFile(target); string(b) != bad {
+		t.Fatalf("the refused file changed:\n%s", b)
+	}
+	if _, err := os.Lstat(settings + ".sessiond-backup"); !os.IsNotExist(err) {
+		t.Fatalf("a backup was written for a refused install: %v", err)
+	}
+}
+
+// Two `hooks install` at once (the same command, or another socket)
+// leave a valid file with sessiond's hooks, from one of them whole, and
+// a backup that puts the file back byte for byte; the one that finds
+// the file written by the other under it says so and exits 1.
+func TestHooksInstallConcurrent(t *testing.T) {
+	e := daemontest.NewEnv(t)
+	orig := "{\n\t\"model\": \"opus\",\n\t\"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"say done\"}]}]},\n\t\"big\": 12345678901234567890\n}\n"
+	changed := 0
+	for round := range 6 {
+		root := filepath.Join(e.Home, fmt.Sprintf("root%d", round))
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		settings := filepath.Join(root, "settings.json")
+		if err := os.WriteFile(settings, []byte(orig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sockets := []string{"/run/a.sock", "/run/a.sock"}
+		if round%2 == 1 {
+			sockets[1] = "/run/b.sock"
+		}
+		var cmds []*exec.Cmd
+		var stderrs []*bytes.Buffer
+		for _, sock := range sockets {
+			cmd := exec.Command(e.Sessionctl, "--socket", sock, "hooks", "install", "claude", "--root", root)
+			cmd.Env = e.Environ()
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			cmds, stderrs = append(cmds, cmd), append(stderrs, &errb)
+		}
+		for _, c := range cmds {
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ok := 0
+		for i, c := range cmds {
+			err := c.Wait()
+			code := 0
+			if ee, isExit := err.(*exec.ExitError); isExit {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case code == 0:
+				ok++
+			case code == exitError && strings.Contains(stderrs[i].String(), "changed since it was read"):
+				changed++
+				t.Logf("round %d: %s", round, strings.TrimSpace(stderrs[i].String()))
+			default:
+				t.Fatalf("round %d: install with %s: exit %d: %s", round, sockets[i], code, stderrs[i].String())
+			}
+		}
+		if ok == 0 {
+			t.Fatalf("round %d: neither install succeeded", round)
+		}
+		b, _ := os.ReadFile(settings)
+		if !json.Valid(b) || !strings.Contains(string(b), `"say done"`) || !strings.Contains(string(b), "12345678901234567890") {
+			t.Fatalf("round %d: the file after two installs at once:\n%s", round, b)
+		}
+		var st []struct {
+			Missing  []string
+			Commands []string
+			Backup   bool
+		}
+		e.CtlJSON(&st, "hooks", "status", "claude", "--root", root)
+		if len(st) != 1 || len(st[0].Missing) != 0 || len(st[0].Commands) != 1 || !st[0].Backup {
+			t.Fatalf("round %d: status after two installs at once: %+v\n%s", round, st, b)
+		}
+		if out, errs, code := e.Ctl("hooks", "uninstall", "claude", "--root", root); code != 0 {
+			t.Fatalf("round %d: uninstall: exit %d %s %s", round, code, out, errs)
+		}
+		if b, _ := os.ReadFile(settings); string(b) != orig {
+			t.Fatalf("round %d: after uninstall:\n%q\nwant:\n%q", round, b, orig)
+		}
+	}
+	t.Logf("%d of 12 installs found the file changed under them", changed)
 }
