@@ -22,6 +22,8 @@ import (
 //	unix:///path/to/socket                 a socket on this machine
 //	ssh://[user@]host[:port][/path]        a sessiond on another machine,
 //	                                       reached through the system ssh
+//	ssh://[user@]host[:port]/~/path        the same, its socket under the
+//	                                       far user's home
 //
 // Over ssh, the client runs `ssh … sessionctl dial-stdio [--socket path]`
 // and speaks the same HTTP API through that command's stdin and stdout,
@@ -31,7 +33,8 @@ type Host struct {
 	// Name is the host as given (the HOST column of merged listings).
 	Name string
 	// Socket is the socket's path: for unix, the local one; for ssh, the
-	// far side's ("" = the far sessionctl's default).
+	// far side's ("" = the far sessionctl's default; "~/…" under the far
+	// user's home, for the far side's shell to expand).
 	Socket string
 	// SSH is set for an ssh host.
 	SSH *SSHTarget
@@ -82,8 +85,18 @@ func ParseHost(s string) (Host, error) {
 			t.Port = n
 		}
 		sock := u.Path
-		if sock == "/" {
+		switch {
+		case sock == "/":
 			sock = ""
+		case sock == "/~" || sock == "/~/":
+			return Host{}, fmt.Errorf("host %q: ~ is the far home, not a socket (ssh://host/~/path/to/socket)", s)
+		case strings.HasPrefix(sock, "/~/"):
+			// A URL's path always begins with "/": "/~/x" is read as the far
+			// user's ~/x, left for the far shell to expand (the local one
+			// never sees it: ssh is run without a shell, or with the words
+			// as "$@"). An absolute path that starts with a directory named
+			// ~ is still ssh://host//~/x.
+			sock = sock[1:]
 		}
 		return Host{Name: s, Socket: sock, SSH: t}, nil
 	case "":
@@ -153,8 +166,9 @@ func sshArgv(h Host) []string {
 		args = append(args, "-l", h.SSH.User)
 	}
 	args = append(args, "--", h.SSH.Host)
-	// The far side's shell splits the command line: quote each word (a
-	// leading ~/ stays the far home).
+	// The far side's shell splits the command line: quote each word, but
+	// a leading ~/ (the far sessionctl, the socket), which that shell
+	// expands to the far user's home.
 	for _, w := range far {
 		if rest, ok := strings.CutPrefix(w, "~/"); ok {
 			args = append(args, "~/"+shellQuote(rest))

@@ -305,6 +305,36 @@ func TestHostsEventsFollowOverSSH(t *testing.T) {
 	}
 }
 
+// TestHostsSocketUnderFarHome: ssh://host/~/path names a socket under
+// the far user's home, expanded on the far side with the far HOME (here
+// a's directory, set by sshd; this side's HOME is another): a's socket is
+// reached as ~/run/s.sock, and a wrong one is named by its far path.
+func TestHostsSocketUnderFarHome(t *testing.T) {
+	a := newEnv(t)
+	a.Seed(&session.Record{ID: "f4a40e000001", Agent: "claude", UpstreamID: "f4a40e00-2222-4333-8444-555555555555",
+		Status: session.StatusStopped, Cwd: "/src/far", CreatedAt: time.Now().Add(-time.Hour)})
+	a.StartDaemon()
+	if rel, err := filepath.Rel(a.Dir, a.Socket); err != nil || rel != "run/s.sock" {
+		t.Fatalf("a's socket %s is not run/s.sock under %s", a.Socket, a.Dir)
+	}
+	srv := sshtest.Start(t, "HOME="+a.Dir)
+	c := newEnv(t)
+	c.Extra = append(c.Extra, api.EnvSSHCommand+"="+srv.Command, api.EnvRemoteSessionctl+"="+a.Sessionctl)
+
+	host := srv.URL("/~/run/s.sock")
+	var list api.SessionList
+	c.CtlJSON(&list, "--host", host, "ls", "--all")
+	if len(list.Sessions) != 1 || list.Sessions[0].ID != "f4a40e000001" || list.Sessions[0].Host != host {
+		t.Fatalf("ls over %s: %+v", host, list.Sessions)
+	}
+	wrong := srv.URL("/~/no-such/s.sock")
+	out, errs, code := c.Ctl("--host", wrong, "ls")
+	if code != 3 || !strings.Contains(errs, filepath.Join(a.Dir, "no-such", "s.sock")) {
+		t.Fatalf("a wrong socket under the far home: exit %d, want 3 naming %s: %s %s", code, filepath.Join(a.Dir, "no-such", "s.sock"), out, errs)
+	}
+	t.Logf("wrong socket under the far home: %s", strings.TrimSpace(errs))
+}
+
 // subscribers is the daemon's sessiond_event_subscribers gauge, -1 if it
 // cannot be read.
 func subscribers(socket string) int {

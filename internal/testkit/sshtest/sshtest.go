@@ -30,6 +30,7 @@ type Server struct {
 	// User is the login: the user the test runs as.
 	User string
 
+	env  []string
 	dir  string
 	cmd  *exec.Cmd
 	log  *tailbuf.Buffer
@@ -37,8 +38,11 @@ type Server struct {
 }
 
 // Start starts sshd or skips the test when OpenSSH's server or client
-// is not installed (.ci/run installs both).
-func Start(t testing.TB) *Server {
+// is not installed (.ci/run installs both). env, NAME=value each, is set
+// in every session over what sshd sets itself (sshd_config's SetEnv):
+// HOME=dir makes dir the far user's home, so a test never uses the real
+// one.
+func Start(t testing.TB, env ...string) *Server {
 	t.Helper()
 	sshd := "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
@@ -88,7 +92,7 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	hostKey := strings.Fields(string(hostPub))
-	s := &Server{Command: "ssh -F " + p("ssh_config"), User: u.Username, dir: dir, log: &tailbuf.Buffer{Max: 1 << 20}}
+	s := &Server{Command: "ssh -F " + p("ssh_config"), User: u.Username, env: env, dir: dir, log: &tailbuf.Buffer{Max: 1 << 20}}
 	client := strings.Join([]string{
 		"Host *",
 		"  IdentityFile " + p("id"),
@@ -151,6 +155,9 @@ func (s *Server) writeConfig(user string, hostKey []string) error {
 		"LogLevel VERBOSE",
 		"",
 	}, "\n")
+	for _, kv := range s.env {
+		conf += "SetEnv " + strconv.Quote(kv) + "\n"
+	}
 	return os.WriteFile(p("sshd_config"), []byte(conf), 0o600)
 }
 
