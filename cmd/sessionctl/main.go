@@ -159,7 +159,7 @@ ambiguous, 5 timed out (wait).`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.socket, "socket", api.DefaultSocket(api.DefaultStateDir()), "sessiond's socket ($SESSIOND_SOCKET)")
-	root.PersistentFlags().StringArrayVarP(&a.hostFlags, "host", "H", nil, "a sessiond to ask, repeatable: unix:///path/to/socket or ssh://[user@]host[:port][/path-to-socket] ($"+EnvHost+", comma-separated)")
+	root.PersistentFlags().StringArrayVarP(&a.hostFlags, "host", "H", nil, "a sessiond to ask, repeatable: unix:///path/to/socket or ssh://[user@]host[:port][/path-to-socket] (/~/path: under the far home) ($"+EnvHost+", comma-separated)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print the API's JSON objects unchanged")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		for c := cmd; c != nil; c = c.Parent() {
