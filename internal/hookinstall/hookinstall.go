@@ -417,9 +417,22 @@ func readBackup(path string) (*backupFile, error) {
 }
 
 // sameDocument: after is the backup's document (an absent or blank file
-// is the empty one).
+// is the empty one). A file an earlier sessionctl installed into was
+// re-encoded, its numbers through float64 (12345678901234567890 written
+// back as 12345678901234567000, 1.0 as 1): read that way too, it is
+// still the backup's, and restoring the backup gives the numbers back.
 func sameDocument(after []byte, bk *backupFile) bool {
-	return sameJSON(after, bk.Content)
+	if sameJSON(after, bk.Content) {
+		return true
+	}
+	var a, b any = map[string]any{}, map[string]any{}
+	if len(bytes.TrimSpace(after)) > 0 && json.Unmarshal(after, &a) != nil {
+		return false
+	}
+	if len(bytes.TrimSpace(bk.Content)) > 0 && json.Unmarshal(bk.Content, &b) != nil {
+		return false
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // Apply writes the plan: the backup first (install), then the file

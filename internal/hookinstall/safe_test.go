@@ -432,3 +432,35 @@ func TestNotARegularFileRefused(t *testing.T) {
 		isLinkTo(t, path, filepath.Join(base, name), "after the refusal")
 	}
 }
+
+// A file an earlier sessionctl installed into had its numbers re-encoded
+// through float64; its uninstall still restores the backup, which gives
+// the numbers back as they were written.
+func TestUninstallAfterAnOlderInstall(t *testing.T) {
+	root := t.TempDir()
+	path := filepath.Join(root, "settings.json")
+	orig := "{\n  \"big\": 12345678901234567890,\n  \"ratio\": 1.0\n}\n"
+	// What the earlier install wrote: the backup, and the file decoded
+	// into float64 and encoded again with its hooks.
+	bk, _ := json.Marshal(backupFile{Format: backupFormat, Existed: true, Content: []byte(orig)})
+	write(t, BackupPath(path), string(bk))
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(orig), &doc); err != nil {
+		t.Fatal(err)
+	}
+	hooks := map[string]any{}
+	for _, ev := range Claude.Events {
+		hooks[ev] = []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": cmd, "timeout": 5}}}}
+	}
+	doc["hooks"] = hooks
+	old, _ := json.MarshalIndent(doc, "", "  ")
+	if !bytes.Contains(old, []byte("12345678901234567000")) {
+		t.Fatalf("not the earlier install's damage:\n%s", old)
+	}
+	write(t, path, string(old)+"\n")
+
+	p := uninstall(t, Claude, root)
+	if b, _ := os.ReadFile(path); string(b) != orig {
+		t.Fatalf("after uninstall (%s):\n%s\nwant:\n%s", p.Note, b, orig)
+	}
+}
