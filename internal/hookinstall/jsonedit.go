@@ -18,9 +18,10 @@ import (
 type document struct {
 	src  []byte
 	root *node
-	// unit is one level of indentation ("" = the file is on one line);
-	// colon and comma are what follows a key and an item on one line.
-	unit, colon, comma string
+	// unit is one level of indentation ("" = the file is on one line),
+	// nl its line end ("\n" or "\r\n"); colon and comma are what follows
+	// a key and an item on one line.
+	unit, nl, colon, comma string
 }
 
 // A node is one value of the document: src[start:end].
@@ -51,7 +52,7 @@ func parseDocument(src []byte) (*document, error) {
 	if root.kind != '{' {
 		return nil, errors.New("its top level is not an object")
 	}
-	d := &document{src: src, root: root, unit: "  ", colon: ": ", comma: ", "}
+	d := &document{src: src, root: root, unit: "  ", nl: "\n", colon: ": ", comma: ", "}
 	if len(root.kids) > 0 {
 		// The file's own layout, from its first member: the blank
 		// before it, and what follows its key.
@@ -59,6 +60,9 @@ func parseDocument(src []byte) (*document, error) {
 		d.unit = ""
 		if i := strings.LastIndexByte(lead, '\n'); i >= 0 {
 			d.unit = lead[i+1:]
+			if strings.HasSuffix(lead[:i], "\r") {
+				d.nl = "\r\n"
+			}
 		}
 		key := parser{src: src, i: root.kstart[0]}
 		key.str()
@@ -213,7 +217,7 @@ func (d *document) rebuild(n *node, items []item) string {
 		// An empty container in a file laid out one item a line: its
 		// items a level deeper than the line it is on.
 		outer := d.indentAt(n.start)
-		lead, sep, trail = "\n"+outer+d.unit, ",\n"+outer+d.unit, "\n"+outer
+		lead, sep, trail = d.nl+outer+d.unit, ","+d.nl+outer+d.unit, d.nl+outer
 	} else {
 		sep = d.comma
 	}
@@ -293,8 +297,8 @@ func (d *document) render(v any, indent string, lines bool) string {
 	if !lines {
 		return open + strings.Join(items, d.comma) + close
 	}
-	inner := "\n" + indent + d.unit
-	return open + inner + strings.Join(items, ","+inner) + "\n" + indent + close
+	inner := d.nl + indent + d.unit
+	return open + inner + strings.Join(items, ","+inner) + d.nl + indent + close
 }
 
 // quote is s as a JSON string, with <, > and & as they are.

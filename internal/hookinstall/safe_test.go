@@ -164,6 +164,7 @@ func TestNumbersAndBytesExact(t *testing.T) {
 			[]string{"12345678901234567890", "1.0", "-0.0e-0"}},
 		{"a number beyond float64", `{"limit": 1e400, "tiny": 1e-400}`, []string{"1e400", "1e-400"}},
 		{"a user's formatting and hooks", userSettings, []string{"\t\"model\": \"opus\"", `say done \u0026\u0026 true`}},
+		{"CRLF line ends", "{\r\n    \"theme\": \"dark\"\r\n}\r\n", []string{"{\r\n    \"theme\": \"dark\",\r\n    \"hooks\": {\r\n"}},
 		{"numbers inside the user's hooks", "{\"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"x\", \"timeout\": 9007199254740993}]}],\n \"Custom\": []}}",
 			[]string{"9007199254740993", `"Custom": []`}},
 	} {
@@ -181,6 +182,9 @@ func TestNumbersAndBytesExact(t *testing.T) {
 				}
 				if !json.Valid(b) {
 					t.Fatalf("installed file is not JSON:\n%s", b)
+				}
+				if strings.Contains(c.content, "\r\n") && strings.Count(string(b), "\n") != strings.Count(string(b), "\r\n") {
+					t.Errorf("a line end without \\r in a CRLF file:\n%q", b)
 				}
 				if st := a.Status(root); !st.Installed() {
 					t.Fatalf("status: %+v", st)
