@@ -1,11 +1,23 @@
 package proc
 
-// FileKey names a file by its device and inode, as stat(2) gives them:
-// the way /proc/locks names a locked file.
-type FileKey struct {
+// Flock is one exclusive flock(2) of the kernel's lock table: the locked
+// file as the kernel names it, and the pid that took the lock. Dev is the
+// device of the file's super block as the kernel prints it, which is not
+// always the st_dev stat(2) gives the same file: a btrfs subvolume has a
+// device of its own, and a file of an overlayfs whose layers are on other
+// file systems is locked on its layer's. So Dev is never compared with a
+// stat's device: LockTable.Holder takes candidates by inode and confirms
+// them by the holder's own descriptor.
+type Flock struct {
 	Dev, Ino uint64
+	PID      int
 }
 
-// FlockHolders maps each file held with flock(LOCK_EX) to the pid that
-// took the lock, as Host.FlockHolders reads them.
-type FlockHolders map[FileKey]int
+// LockTable is the kernel's table of exclusive flocks, read once by
+// Host.LockTable and then asked who holds a file (Holder). It does not
+// change once read; Holder reads the candidates' descriptors anew at each
+// call.
+type LockTable struct {
+	h     *Host
+	byIno map[uint64][]Flock
+}

@@ -60,7 +60,7 @@ type Config struct {
 
 // ProcHost is the part of proc.Host the adapter uses.
 type ProcHost interface {
-	FlockHolders() (proc.FlockHolders, error)
+	LockTable() (*proc.LockTable, error)
 	Holders(paths ...string) ([]int, error)
 	Identify(pid int) (proc.Identity, error)
 	StartTime(id proc.Identity) (time.Time, error)

@@ -325,9 +325,9 @@ type countingHost struct {
 	tables int
 }
 
-func (h *countingHost) FlockHolders() (proc.FlockHolders, error) {
+func (h *countingHost) LockTable() (*proc.LockTable, error) {
 	h.tables++
-	return h.ProcHost.FlockHolders()
+	return h.ProcHost.LockTable()
 }
 
 // A pass reads the lock table only when a home has a lock file, and then
@@ -358,7 +358,7 @@ func TestLockTableReadOnlyWhenNeeded(t *testing.T) {
 // noLockTable is a host whose kernel lock table cannot be read (macOS).
 type noLockTable struct{ ProcHost }
 
-func (noLockTable) FlockHolders() (proc.FlockHolders, error) { return nil, errors.ErrUnsupported }
+func (noLockTable) LockTable() (*proc.LockTable, error) { return nil, errors.ErrUnsupported }
 
 // Owners are exact only where the lock's holder is known: with no lock
 // table, a session with a lock file names an inferred owner, not all of

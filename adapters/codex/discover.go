@@ -75,7 +75,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	if !a.cfg.NoLearnedRoots {
 		a.learnRoots(snap)
 	}
-	table := &lockTable{host: a.cfg.Host}
+	table := newLockTable(a.cfg.Host)
 	var obs adapters.Observation
 	looked := 0
 	var rootErrs []error
@@ -104,7 +104,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		// rollout any more (the next Checkpoint deletes it).
 		a.restored = nil
 	}
-	a.addToolProcs(obs.Sessions, snap)
+	a.addToolProcs(obs.Sessions, snap, table.unchecked)
 	markShared(obs.Sessions, snap)
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })

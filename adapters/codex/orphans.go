@@ -29,8 +29,10 @@ import (
 // re-parented; every such process still carries CODEX_THREAD_ID, the
 // session id. One of those is an orphan when its session has no live
 // owner: while the owner lives, a process of its session may be a
-// background command it still tracks. Nothing is killed here.
-func (a *Adapter) addToolProcs(obs []adapters.Observed, snap *proc.Snapshot) {
+// background command it still tracks. Nothing is killed here. Nor is a
+// tool of a session in unchecked called an orphan: a process whose
+// descriptors could not be read may hold its writer lock.
+func (a *Adapter) addToolProcs(obs []adapters.Observed, snap *proc.Snapshot, unchecked map[string]bool) {
 	if snap == nil {
 		return
 	}
@@ -54,6 +56,9 @@ func (a *Adapter) addToolProcs(obs []adapters.Observed, snap *proc.Snapshot) {
 			if t, err := a.cfg.Host.StartTime(p.Identity); err == nil && t.After(obs[i].LastActivity) {
 				obs[i].LastActivity = t
 			}
+			continue
+		}
+		if unchecked[obs[i].UpstreamID] {
 			continue
 		}
 		id := p.Identity

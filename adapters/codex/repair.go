@@ -44,10 +44,14 @@ func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]ad
 	var steps []adapters.Step
 	lock := filepath.Join(root, "thread-writer-locks", t.UpstreamID+".lock")
 	if _, err := os.Stat(lock); err == nil {
-		pid, _, _ := a.lockHolder(lock, &lockTable{host: a.cfg.Host})
+		pid, _, _, err := a.lockHolder(lock, newLockTable(a.cfg.Host))
 		if pid > 0 {
 			return []adapters.Step{adapters.Skipped("repair", path,
 				fmt.Sprintf("pid %d holds the writer lock %s: the session is being written, nothing is repaired under a live writer", pid, lock))}, nil
+		}
+		if err != nil {
+			return []adapters.Step{adapters.Skipped("repair", path,
+				fmt.Sprintf("cannot tell whether a live writer holds %s (%v): nothing is repaired under what may be a live writer", lock, err))}, nil
 		}
 		steps = append(steps, adapters.Skipped("keep stale writer lock", lock,
 			"nobody holds it (its writer died); the next codex that resumes the session takes it again, and removing it could give a new writer and a late one different files to lock"))
