@@ -1,5 +1,7 @@
 package proc
 
+import "sync"
+
 // Flock is one exclusive flock(2) of the kernel's lock table: the locked
 // file as the kernel names it, and the pid that took the lock. Dev is the
 // device of the file's super block as the kernel prints it, which is not
@@ -14,10 +16,19 @@ type Flock struct {
 }
 
 // LockTable is the kernel's table of exclusive flocks, read once by
-// Host.LockTable and then asked who holds a file (Holder). It does not
-// change once read; Holder reads the candidates' descriptors anew at each
-// call.
+// Host.LockTable and then asked who holds a file (Holder): meant for one
+// pass, as it keeps what it read. Safe for concurrent use.
 type LockTable struct {
 	h     *Host
 	byIno map[uint64][]Flock
+
+	mu  sync.Mutex
+	fds map[int]fdLinks // each candidate's descriptors, read once
+}
+
+// fdLinks are the descriptors of a process (Linux), or why they could
+// not be read.
+type fdLinks struct {
+	links []fdLink
+	err   error
 }

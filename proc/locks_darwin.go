@@ -15,3 +15,6 @@ func (h *Host) LockTable() (*LockTable, error) {
 func (t *LockTable) Holder(path string) (int, error) {
 	return 0, fmt.Errorf("who holds the flock on %s: %w", path, errors.ErrUnsupported)
 }
+
+// fdLink is Linux's: a descriptor and its link target.
+type fdLink struct{}

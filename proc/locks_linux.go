@@ -66,7 +66,7 @@ func (t *LockTable) Holder(path string) (int, error) {
 	}
 	var errs []error
 	for _, l := range t.byIno[st.Ino] {
-		ok, err := t.h.holdsFlock(l, filepath.Base(path), uint64(st.Dev), st.Ino)
+		ok, err := t.holdsFlock(l, filepath.Base(path), uint64(st.Dev), st.Ino)
 		if ok {
 			return l.PID, nil
 		}
@@ -82,43 +82,76 @@ func (t *LockTable) Holder(path string) (int, error) {
 
 // holdsFlock reports whether the process l.PID has a descriptor open on
 // the file named base with device dev and inode ino that carries the lock
-// l. Descriptors of other names are not stat'ed: a stat may block (a dead
+// l. Only descriptors of that name are stat'ed: a stat may block (a dead
 // network mount), a readlink does not. An error means the descriptors
 // could not be read although the process is there.
-func (h *Host) holdsFlock(l Flock, base string, dev, ino uint64) (bool, error) {
-	dir := filepath.Join(h.root(), strconv.Itoa(l.PID))
-	fdDir := filepath.Join(dir, "fd")
-	d, err := os.Open(fdDir)
-	if err == nil {
-		var names []string
-		names, err = d.Readdirnames(-1)
-		d.Close()
-		if err == nil {
-			for _, n := range names {
-				if h.fdHolds(dir, n, l, base, dev, ino) {
-					return true, nil
-				}
-			}
-			return false, nil
+func (t *LockTable) holdsFlock(l Flock, base string, dev, ino uint64) (bool, error) {
+	links, err := t.links(l.PID)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return false, nil // exited since the table was read: its locks went with it
+		}
+		return false, fmt.Errorf("pid %d, which the lock table names for inode %d: %w", l.PID, l.Ino, err)
+	}
+	dir := filepath.Join(t.h.root(), strconv.Itoa(l.PID))
+	for _, fd := range links {
+		if filepath.Base(strings.TrimSuffix(fd.target, " (deleted)")) == base && fdHolds(dir, fd.n, l, dev, ino) {
+			return true, nil
 		}
 	}
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-		return false, nil // exited since the table was read: its locks went with it
-	}
-	return false, fmt.Errorf("pid %d, which the lock table names for inode %d: %w", l.PID, l.Ino, err)
+	return false, nil
 }
 
-// fdHolds: the descriptor n of the process at dir is the file base, dev,
-// ino, and its fdinfo lists the lock l. A descriptor closed meanwhile
-// holds nothing.
-func (h *Host) fdHolds(dir, n string, l Flock, base string, dev, ino uint64) bool {
-	link := filepath.Join(dir, "fd", n)
-	target, err := os.Readlink(link)
-	if err != nil || filepath.Base(strings.TrimSuffix(target, " (deleted)")) != base {
-		return false
+// fdLink is a descriptor and the target of its link in <pid>/fd.
+type fdLink struct{ n, target string }
+
+// links reads the link targets of pid's descriptors, once per table: the
+// TUI's app-server holds the writer lock of every thread it has loaded,
+// and each lock file would read them all again.
+func (t *LockTable) links(pid int) ([]fdLink, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.fds[pid]; ok {
+		return r.links, r.err
 	}
+	links, err := t.h.readLinks(pid)
+	if t.fds == nil {
+		t.fds = map[int]fdLinks{}
+	}
+	t.fds[pid] = fdLinks{links, err}
+	return links, err
+}
+
+func (h *Host) readLinks(pid int) ([]fdLink, error) {
+	d, err := os.Open(filepath.Join(h.root(), strconv.Itoa(pid), "fd"))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	// Each link read relative to the open folder, into one buffer.
+	buf := make([]byte, unix.PathMax)
+	out := make([]fdLink, 0, len(names))
+	for _, n := range names {
+		k, err := unix.Readlinkat(int(d.Fd()), n, buf)
+		if err != nil {
+			continue // closed meanwhile
+		}
+		out = append(out, fdLink{n, string(buf[:k])})
+	}
+	return out, nil
+}
+
+// fdHolds: the descriptor n of the process at dir is the file dev, ino
+// (stat follows the link to the open file, as stat of its path would),
+// and its fdinfo lists the lock l. A descriptor closed meanwhile holds
+// nothing.
+func fdHolds(dir, n string, l Flock, dev, ino uint64) bool {
 	var st unix.Stat_t
-	if unix.Stat(link, &st) != nil || uint64(st.Dev) != dev || st.Ino != ino {
+	if unix.Stat(filepath.Join(dir, "fd", n), &st) != nil || uint64(st.Dev) != dev || st.Ino != ino {
 		return false
 	}
 	info, err := os.ReadFile(filepath.Join(dir, "fdinfo", n))
