@@ -370,10 +370,10 @@ func (a *Adapter) refresh(f *fileState) error {
 
 // observe turns the known rollouts of r into observations.
 //
-// Where the holder of each lock is known (the lock folder was listed, and
-// the kernel's lock table read for each lock file in it), the owners are
-// exact: a recorded owner that does not hold the lock has let the session
-// go. inexact nil means none is exact.
+// Where the holder of each lock is known (the lock folder was listed, the
+// kernel's lock table read, and every process it names for a lock file's
+// inode checked), the owners are exact: a recorded owner that does not
+// hold the lock has let the session go. inexact nil means none is exact.
 func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner, inexact map[string]bool) []adapters.Observed {
 	byID := map[string]*fileState{}
 	for _, f := range r.files {
