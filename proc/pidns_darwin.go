@@ -15,11 +15,13 @@ func (h *Host) readPIDNamespace() string { return "" }
 type InNamespace struct {
 	Visible bool
 	Found   Identity
+	Whole   bool
+	Why     string
 }
 
 // FindInNamespace: macOS has no PID namespaces, so none is ever visible.
 func (h *Host) FindInNamespace(ns string, nspid int) (InNamespace, error) {
-	return InNamespace{}, nil
+	return InNamespace{Why: "macOS has no PID namespaces"}, nil
 }
 
 // readBootTime asks the kernel for kern.boottime.
