@@ -364,7 +364,7 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 				}
 			}
 		}
-		eo := a.registryOwner(e, v)
+		eo := a.registryOwner(rf, v)
 		o.Owners = append(o.Owners, adapters.Owner{Identity: eo.id, Evidence: evidenceRegistry, NoProbe: eo.place.unprobed()})
 		if is := eo.place.issue(e); is != nil {
 			o.Problems = append(o.Problems, *is)
@@ -512,13 +512,19 @@ type entryOwner struct {
 // reused pid: its identity is still reported (it probes Dead), but it is
 // not valid. An entry of another machine or an invisible namespace gets an
 // identity with no boot, which the tracker never probes (place.unprobed).
-func (a *Adapter) registryOwner(e *registryEntry, v *procView) entryOwner {
-	pl := v.locate(e)
+// An entry of another PID namespace validated at its host pid keeps that
+// identity in rf (see locate).
+func (a *Adapter) registryOwner(rf *regFile, v *procView) entryOwner {
+	e := rf.entry
+	pl := v.locate(e, rf.hostOf(e))
 	ticks, _ := procStartTicks(e.ProcStart)
 	if pl.pid == 0 || pl.dead() {
 		return entryOwner{id: proc.Identity{PID: e.PID, StartTicks: ticks}, place: pl}
 	}
 	out := entryOwner{id: proc.Identity{BootID: v.boot, PID: pl.pid, StartTicks: ticks}, place: pl}
+	if !pl.host.IsZero() {
+		out.id = pl.host
+	}
 	var p *proc.Process
 	if v.snap != nil {
 		p = v.snap.Procs[pl.pid]
@@ -531,6 +537,8 @@ func (a *Adapter) registryOwner(e *registryEntry, v *procView) entryOwner {
 		return out
 	}
 	switch {
+	case !pl.host.IsZero():
+		out.valid = p.Identity.StartTicks == pl.host.StartTicks
 	case procStartMatches(e.ProcStart, p.Identity.StartTicks):
 		out.id.StartTicks = p.Identity.StartTicks // the same value on Linux; exact on macOS
 		out.valid = true
@@ -541,6 +549,9 @@ func (a *Adapter) registryOwner(e *registryEntry, v *procView) entryOwner {
 			out.id.StartTicks = p.Identity.StartTicks
 			out.valid = true
 		}
+	}
+	if out.valid && pl.kind == placeOtherNamespace && pl.host.IsZero() {
+		rf.setHost(e, out.id)
 	}
 	return out
 }
@@ -558,7 +569,7 @@ func (a *Adapter) registryTicks(v *procView) map[int][]string {
 			if e == nil || e.ProcStart == "" {
 				continue
 			}
-			if v.locate(e).kind != placeHere {
+			if v.locate(e, proc.Identity{}).kind != placeHere {
 				continue // its pid is not this host's, or not this boot's
 			}
 			m[e.PID] = append(m[e.PID], e.ProcStart)

@@ -72,11 +72,13 @@ const (
 	// probed, never made dead here.
 	placeOtherHost
 	// placeOtherNamespace: this machine, another PID namespace (a
-	// container). Probed through its host pid when the namespace is
-	// visible; else like another host.
+	// container). Probed through its host pid when that is known: found
+	// in the namespace now, or found there before (then whether or not
+	// the namespace is still in sight); else like another host.
 	placeOtherNamespace
-	// placeGoneFromNamespace: another PID namespace that is visible from
-	// here and holds no such pid. Dead.
+	// placeGoneFromNamespace: another PID namespace, and this host sees
+	// every process that could be that pid in it (proc.InNamespace.Whole):
+	// none is. Dead.
 	placeGoneFromNamespace
 )
 
@@ -86,14 +88,22 @@ type place struct {
 	// pid is the pid to probe on this host: the entry's own pid here, the
 	// host pid of the namespace's process, or 0 when it cannot be found.
 	pid int
+	// host is the identity an entry of another PID namespace was found at
+	// on an earlier pass (regFile.host), zero when it was not.
+	host proc.Identity
 	// detail says why, for a status reason or a problem.
 	detail string
 	// problem is set for an owner that cannot be probed from here.
 	problem session.ProblemKind
 }
 
-// locate places an entry's owner. ns lookups are memoized per pass.
-func (v *procView) locate(e *registryEntry) place {
+// locate places an entry's owner. ns lookups are memoized per pass. host
+// is the host process this entry's process was found at on an earlier pass
+// (zero when none): a process never leaves its PID namespace and an
+// identity is unique per boot, so that identity stays its owner, to probe,
+// whether or not its namespace is still in sight. A container's pid 1
+// takes its namespace with it when it dies; its death must end the session.
+func (v *procView) locate(e *registryEntry, host proc.Identity) place {
 	here := place{kind: placeHere, pid: e.PID}
 	d := v.dom
 	if e.PIDDomain != "" && e.PIDDomain != d.domain {
@@ -107,21 +117,30 @@ func (v *procView) locate(e *registryEntry) place {
 		if p := v.earlierBoot(e); p != nil {
 			return *p
 		}
-		found, err := v.findInNamespace(ns, e.PID)
-		if err != nil || !found.Visible {
-			why := "no process of that namespace is visible from here"
-			if err != nil {
-				why = err.Error()
-			}
-			return place{kind: placeOtherNamespace, problem: session.ProblemForeignPIDNamespace,
-				detail: fmt.Sprintf("pid %d lives in PID namespace %s, not this daemon's: %s", e.PID, ns, why)}
+		if !host.IsZero() {
+			return place{kind: placeOtherNamespace, pid: host.PID, host: host,
+				detail: fmt.Sprintf("pid %d of PID namespace %s, found at host pid %d", e.PID, ns, host.PID)}
 		}
-		if found.Found.PID == 0 {
+		found, err := v.findInNamespace(ns, e.PID)
+		switch {
+		case err != nil:
+			return place{kind: placeOtherNamespace, problem: session.ProblemForeignPIDNamespace,
+				detail: fmt.Sprintf("pid %d lives in PID namespace %s, not this daemon's: %v", e.PID, ns, err)}
+		case found.Found.PID != 0:
+			return place{kind: placeOtherNamespace, pid: found.Found.PID,
+				detail: fmt.Sprintf("pid %d of PID namespace %s", e.PID, ns)}
+		case found.Whole && found.Visible:
 			return place{kind: placeGoneFromNamespace,
 				detail: fmt.Sprintf("pid %d does not exist in PID namespace %s", e.PID, ns)}
+		case found.Whole:
+			return place{kind: placeGoneFromNamespace,
+				detail: fmt.Sprintf("pid %d of PID namespace %s is gone: no process of that namespace is left, and this daemon sees every process of the machine", e.PID, ns)}
+		case found.Visible:
+			return place{kind: placeOtherNamespace, problem: session.ProblemForeignPIDNamespace,
+				detail: fmt.Sprintf("pid %d lives in PID namespace %s, not this daemon's: not in sight there, but it may be hidden (%s)", e.PID, ns, found.Why)}
 		}
-		return place{kind: placeOtherNamespace, pid: found.Found.PID,
-			detail: fmt.Sprintf("pid %d of PID namespace %s", e.PID, ns)}
+		return place{kind: placeOtherNamespace, problem: session.ProblemForeignPIDNamespace,
+			detail: fmt.Sprintf("pid %d lives in PID namespace %s, not this daemon's: no process of that namespace is visible from here (%s)", e.PID, ns, found.Why)}
 	}
 	if p := v.earlierBoot(e); p != nil {
 		return *p

@@ -203,7 +203,7 @@ func (a *Adapter) sessionOfPID(pid int, v *procView) string {
 			if e == nil || e.PID != pid || e.SessionID == "" {
 				continue
 			}
-			if v.locate(e).kind != placeHere {
+			if v.locate(e, proc.Identity{}).kind != placeHere {
 				continue
 			}
 			return e.SessionID

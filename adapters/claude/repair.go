@@ -117,7 +117,7 @@ func (a *Adapter) removeIfDead(path string, e *registryEntry, v *procView) func(
 // or of an invisible PID namespace (never probed here), a probe that
 // failed, and a live pid whose entry records no procStart to compare.
 func (a *Adapter) entryDead(e *registryEntry, v *procView) (bool, string) {
-	pl := v.locate(e)
+	pl := v.locate(e, proc.Identity{})
 	switch {
 	case pl.dead():
 		return true, pl.detail

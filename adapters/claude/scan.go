@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/proc"
 )
 
 // racyWindow: a directory or registry file modified this recently may
@@ -148,6 +149,36 @@ type regFile struct {
 	// bad is why the content was not used (unparseable, names another
 	// pid), nil when it was.
 	bad error
+	// host is the host process an entry of another PID namespace was
+	// validated at, and hostFor the entry's process as the entry names
+	// it: kept across the file's rewrites while it names that process.
+	host    proc.Identity
+	hostFor entryProcess
+}
+
+// entryProcess is the process a registry entry names, as it names it.
+type entryProcess struct {
+	pid       int
+	domain    string
+	procStart string
+	startedAt int64
+}
+
+func processOf(e *registryEntry) entryProcess {
+	return entryProcess{pid: e.PID, domain: e.PIDDomain, procStart: e.ProcStart, startedAt: e.StartedAt.UnixMilli()}
+}
+
+// hostOf is the host identity e's process was found at, zero when it was
+// not (or the file now names another process).
+func (rf *regFile) hostOf(e *registryEntry) proc.Identity {
+	if rf.host.IsZero() || rf.hostFor != processOf(e) {
+		return proc.Identity{}
+	}
+	return rf.host
+}
+
+func (rf *regFile) setHost(e *registryEntry, id proc.Identity) {
+	rf.host, rf.hostFor = id, processOf(e)
 }
 
 // scanRoot stats and lists one root and hands the transcripts to read to
