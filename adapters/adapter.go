@@ -169,6 +169,15 @@ type Owner struct {
 	// cannot see into, which must never be probed here, and never made
 	// dead here, since its pid means nothing on this host.
 	NoProbe *proc.Result
+	// Unplaced marks an owner of this machine and boot whose pid on this
+	// host cannot be found now (a PID namespace out of sight): NoProbe is
+	// Unknown, Identity holds its pid in its namespace and its start
+	// ticks, and Evidence names it exactly (its namespace and its pid
+	// there), as it named it while it could be placed. A recorded owner
+	// with that same Evidence and start ticks is this process, placed on
+	// this host by an earlier pass (before a restart, too): the tracker
+	// probes that identity instead, so its death ends the session.
+	Unplaced bool
 	// Shared is true when the owner is a server whose clients run
 	// elsewhere (Codex's app-server daemon holds the sessions of the TUIs
 	// of every pane): the tmux pane it runs in is not the session's.

@@ -37,6 +37,9 @@ type evidence struct {
 	// pane says which tmux pane a live process runs in (nil: none, or
 	// not known this pass, as on an exit event's pass).
 	pane func(proc.Identity) *session.Pane
+	// boot is this boot's id, from the pass's process snapshot ("" when
+	// it failed).
+	boot string
 }
 
 // candidate is one process that owns or may own a session.
@@ -289,14 +292,20 @@ func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 		}
 		out = append(out, c)
 	}
+	terminal := rec.Status.Terminal()
 	if ev.obs != nil {
 		for _, o := range ev.obs.Owners {
+			if placedBefore(rec, o, ev.boot) {
+				// The recorded owner is this very process, as it was
+				// found on this host: its death is the owner's.
+				add(*rec.Owner, o.Inferred, o.Evidence, knownDead(terminal))
+				continue
+			}
 			// An owner the agent's data settles (another machine, a
 			// previous boot) is never probed: its pid means nothing here.
 			add(o.Identity, o.Inferred, o.Evidence, o.NoProbe)
 		}
 	}
-	terminal := rec.Status.Terminal()
 	if rec.Owner != nil {
 		evd := rec.OwnerEvidence
 		if evd == "" {
@@ -308,6 +317,15 @@ func gatherCandidates(rec *session.Record, ev evidence) []candidate {
 		add(id, true, "recorded candidate", knownDead(terminal))
 	}
 	return out
+}
+
+// placedBefore says whether o, an owner the adapter cannot place on this
+// host now (adapters.Owner.Unplaced: a process of this boot), is the
+// recorded owner: of this boot, with the same evidence, which names the
+// process exactly, and the same start ticks.
+func placedBefore(rec *session.Record, o adapters.Owner, boot string) bool {
+	return o.Unplaced && rec.Owner != nil && boot != "" && rec.Owner.BootID == boot && o.Identity.StartTicks != 0 &&
+		rec.Owner.StartTicks == o.Identity.StartTicks && o.Evidence != "" && rec.OwnerEvidence == o.Evidence
 }
 
 // owns says whether the observation names id as an owner.

@@ -84,6 +84,9 @@ func (p *pass) run(ctx context.Context) (PassReport, error) {
 	p.probes = map[proc.Identity]proc.Result{}
 	defer p.countProbes()
 	p.base = evidence{probe: p.probe, pane: p.pane, now: t.cfg.Now(), grace: t.cfg.Grace, stallAfter: t.cfg.StallAfter}
+	if p.snap != nil {
+		p.base.boot = p.snap.BootID
+	}
 	p.hooks = t.hooks.snapshot()
 
 	if err := p.plan(); err != nil {

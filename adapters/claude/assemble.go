@@ -365,7 +365,8 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 			}
 		}
 		eo := a.registryOwner(rf, v)
-		o.Owners = append(o.Owners, adapters.Owner{Identity: eo.id, Evidence: evidenceRegistry, NoProbe: eo.place.unprobed()})
+		o.Owners = append(o.Owners, adapters.Owner{Identity: eo.id, Evidence: eo.place.evidence(e), NoProbe: eo.place.unprobed(),
+			Unplaced: eo.place.unplaced()})
 		if is := eo.place.issue(e); is != nil {
 			o.Problems = append(o.Problems, *is)
 		}

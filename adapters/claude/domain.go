@@ -91,6 +91,9 @@ type place struct {
 	// host is the identity an entry of another PID namespace was found at
 	// on an earlier pass (regFile.host), zero when it was not.
 	host proc.Identity
+	// ns is the PID namespace of an entry of this machine's other
+	// namespaces, "" for any other.
+	ns string
 	// detail says why, for a status reason or a problem.
 	detail string
 	// problem is set for an owner that cannot be probed from here.
@@ -118,28 +121,28 @@ func (v *procView) locate(e *registryEntry, host proc.Identity) place {
 			return *p
 		}
 		if !host.IsZero() {
-			return place{kind: placeOtherNamespace, pid: host.PID, host: host,
+			return place{kind: placeOtherNamespace, pid: host.PID, host: host, ns: ns,
 				detail: fmt.Sprintf("pid %d of PID namespace %s, found at host pid %d", e.PID, ns, host.PID)}
 		}
 		found, err := v.findInNamespace(ns, e.PID)
 		switch {
 		case err != nil:
-			return place{kind: placeOtherNamespace, problem: session.ProblemForeignPIDNamespace,
+			return place{kind: placeOtherNamespace, ns: ns, problem: session.ProblemForeignPIDNamespace,
 				detail: fmt.Sprintf("pid %d lives in PID namespace %s, not this daemon's: %v", e.PID, ns, err)}
 		case found.Found.PID != 0:
-			return place{kind: placeOtherNamespace, pid: found.Found.PID,
+			return place{kind: placeOtherNamespace, pid: found.Found.PID, ns: ns,
 				detail: fmt.Sprintf("pid %d of PID namespace %s", e.PID, ns)}
 		case found.Whole && found.Visible:
-			return place{kind: placeGoneFromNamespace,
+			return place{kind: placeGoneFromNamespace, ns: ns,
 				detail: fmt.Sprintf("pid %d does not exist in PID namespace %s", e.PID, ns)}
 		case found.Whole:
-			return place{kind: placeGoneFromNamespace,
+			return place{kind: placeGoneFromNamespace, ns: ns,
 				detail: fmt.Sprintf("pid %d of PID namespace %s is gone: no process of that namespace is left, and this daemon sees every process of the machine", e.PID, ns)}
 		case found.Visible:
-			return place{kind: placeOtherNamespace, problem: session.ProblemForeignPIDNamespace,
+			return place{kind: placeOtherNamespace, ns: ns, problem: session.ProblemForeignPIDNamespace,
 				detail: fmt.Sprintf("pid %d lives in PID namespace %s, not this daemon's: not in sight there, but it may be hidden (%s)", e.PID, ns, found.Why)}
 		}
-		return place{kind: placeOtherNamespace, problem: session.ProblemForeignPIDNamespace,
+		return place{kind: placeOtherNamespace, ns: ns, problem: session.ProblemForeignPIDNamespace,
 			detail: fmt.Sprintf("pid %d lives in PID namespace %s, not this daemon's: no process of that namespace is visible from here (%s)", e.PID, ns, found.Why)}
 	}
 	if p := v.earlierBoot(e); p != nil {
@@ -226,6 +229,22 @@ func (p place) unprobed() *proc.Result {
 	}
 	return nil
 }
+
+// evidence is how an entry placed here names its owner: an entry of
+// another PID namespace says which pid of which namespace, the same
+// whether or not its host pid is found, so that the tracker can tell a
+// recorded owner found at its host pid is that process
+// (adapters.Owner.Unplaced).
+func (p place) evidence(e *registryEntry) string {
+	if p.ns == "" {
+		return evidenceRegistry
+	}
+	return fmt.Sprintf("%s, pid %d of PID namespace %s", evidenceRegistry, e.PID, p.ns)
+}
+
+// unplaced: an entry of this machine and boot in another PID namespace
+// whose host pid cannot be found now.
+func (p place) unplaced() bool { return p.kind == placeOtherNamespace && p.pid == 0 }
 
 // dead reports a place that by itself proves the owner gone.
 func (p place) dead() bool { return p.kind == placeEarlierBoot || p.kind == placeGoneFromNamespace }

@@ -26,6 +26,9 @@ const (
 	fxMachine   = "3d1219c7c4c5404aaa1f6d2a48adfda4"
 	fxContainer = "pid:[4026532001]" // a daemon that runs in a container
 	fxClaudeNS  = "pid:[4026532178]" // the namespace the entry names
+	// fxEvidence is how the adapter names the owner of pid 1 of that
+	// namespace, found at its host pid or not.
+	fxEvidence = "registry, pid 1 of PID namespace " + fxClaudeNS
 )
 
 // fxProc is a fixture proc root with a fake signal 0 that finds exactly
@@ -147,8 +150,9 @@ func TestPIDNamespaceMappedOwnerDies(t *testing.T) {
 	host := proc.Identity{BootID: fxBoot, PID: 500, StartTicks: 777}
 
 	o := mustFind(t, discover(t, a, f.snapshot()), id)
-	if ow := ownerOf(t, o); ow.Identity != host || ow.NoProbe != nil {
-		t.Fatalf("live: owner %+v, want host identity %v, probed", ow, host)
+	live := ownerOf(t, o)
+	if live.Identity != host || live.NoProbe != nil {
+		t.Fatalf("live: owner %+v, want host identity %v, probed", live, host)
 	}
 	if r := f.host.Probe(host); r.Liveness != proc.Alive || o.Activity != session.ActivityBusy || len(o.Problems) != 0 {
 		t.Fatalf("live: probe %v (%s), activity %s, problems %+v", r.Liveness, r.Reason, o.Activity, o.Problems)
@@ -166,6 +170,11 @@ func TestPIDNamespaceMappedOwnerDies(t *testing.T) {
 		if ow.Identity != host || ow.NoProbe != nil {
 			t.Fatalf("dead (snapshot %v): owner %+v NoProbe %+v, problems %+v; want the host identity %v to probe",
 				snap != nil, ow, ow.NoProbe, o.Problems, host)
+		}
+		// Named the same way, found or not, and never Unplaced: the
+		// tracker records this evidence with the host identity.
+		if ow.Evidence != fxEvidence || live.Evidence != fxEvidence || ow.Unplaced || live.Unplaced {
+			t.Fatalf("evidence %q (live %q), unplaced %v (live %v); want %q, placed", ow.Evidence, live.Evidence, ow.Unplaced, live.Unplaced, fxEvidence)
 		}
 		if r := f.host.Probe(ow.Identity); r.Liveness != proc.Dead {
 			t.Fatalf("dead: the host identity probes %v (%s)", r.Liveness, r.Reason)
@@ -199,7 +208,10 @@ func TestPIDNamespaceMappedOwnerDies(t *testing.T) {
 		// Never mapped, the same sight is not proof: unknown.
 		b := adapterOn(t, f.host, r.Dir)
 		o := mustFind(t, discover(t, b, f.snapshot()), id)
-		if ow := ownerOf(t, o); ow.NoProbe == nil || ow.NoProbe.Liveness != proc.Unknown ||
+		// The tracker can still tell it is the recorded owner: the
+		// same evidence and start ticks, marked Unplaced.
+		if ow := ownerOf(t, o); ow.NoProbe == nil || ow.NoProbe.Liveness != proc.Unknown || !ow.Unplaced || ow.Evidence != fxEvidence ||
+			ow.Identity.StartTicks != host.StartTicks ||
 			issue(o.Problems, session.ProblemForeignPIDNamespace, "") == nil || !strings.Contains(ow.NoProbe.Reason, "pid 601") {
 			t.Fatalf("never mapped: owner %+v NoProbe %+v problems %+v, want unknown naming pid 601", ow, ow.NoProbe, o.Problems)
 		}
@@ -262,7 +274,8 @@ func TestPIDNamespaceGoneDiscover(t *testing.T) {
 					}
 					continue
 				}
-				if ow.NoProbe == nil || ow.NoProbe.Liveness != proc.Unknown || foreign == nil || !strings.Contains(foreign.Detail, tc.why) {
+				if ow.NoProbe == nil || ow.NoProbe.Liveness != proc.Unknown || foreign == nil || !strings.Contains(foreign.Detail, tc.why) ||
+					!ow.Unplaced || ow.Evidence != fxEvidence {
 					t.Fatalf("owner %+v NoProbe %+v problems %+v, want unknown with foreign_pid_namespace saying %q", ow, ow.NoProbe, o.Problems, tc.why)
 				}
 			}
