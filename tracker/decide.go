@@ -31,9 +31,9 @@ type evidence struct {
 	// stallAfter is how long a live, busy owner may make no progress before
 	// the session is flagged stalled.
 	stallAfter time.Duration
-	// hook is the latest hook received for the session, nil if none
-	// (hooks.go says when decide takes it).
-	hook *hookEvidence
+	// hooks are the hooks kept for the session, by sender (hooks.go says
+	// which decide takes).
+	hooks []*hookEvidence
 	// pane says which tmux pane a live process runs in (nil: none, or
 	// not known this pass, as on an exit event's pass).
 	pane func(proc.Identity) *session.Pane

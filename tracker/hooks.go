@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -26,6 +25,14 @@ import (
 //
 // Once decided, the record carries it (activity_source "hook"), so it
 // holds across a restart of sessiond on the same terms.
+//
+// Any process of the user can post a hook naming any session, so what is
+// kept is bounded and kept apart by sender (hookBox): the latest hook
+// from the recorded owner's tree has a place of its own that no other
+// sender's hook takes (a stranger's hook used to displace the owner's
+// PermissionRequest, and the wait disappeared); other senders' hooks
+// share a few places per session; ids no record has share a bounded map.
+// Taking a hook does no work proportional to the store.
 
 // hookEvidence is one hook received, for the session it names.
 type hookEvidence struct {
@@ -41,47 +48,133 @@ func (h *hookEvidence) from(id proc.Identity) bool {
 	return slices.Contains(h.From, id)
 }
 
+// latestFrom is the newest of hooks that came from owner's tree, or nil.
+func latestFrom(hooks []*hookEvidence, owner proc.Identity) *hookEvidence {
+	var out *hookEvidence
+	for _, h := range hooks {
+		if h.from(owner) && (out == nil || h.At.After(out.At)) {
+			out = h
+		}
+	}
+	return out
+}
+
 // sameMoment is how far before the data's last write a hook may be and
 // still be about the same prompt.
 const sameMoment = 2 * time.Second
 
-// hookKeep is how long a received hook waits for a pass that can use
-// it: one that knows its session and its owner. Passes run every few
-// seconds; a hook for a session no pass ever shows is dropped after it.
-const hookKeep = 10 * time.Minute
+// Bounds on the hooks kept.
+const (
+	// hookKeep is how long a received hook waits for a pass that can use
+	// it: one that knows its session and its owner. Passes run every few
+	// seconds; a hook no pass takes in that time is dropped.
+	hookKeep = 10 * time.Minute
+	// hookOthers is how many hooks are kept per session beside its
+	// recorded owner's: from a new owner no pass has recorded yet (a
+	// resume's first hooks), or from a stranger. A flood of strangers'
+	// hooks churns these places only.
+	hookOthers = 8
+	// hookUnknownIDs is how many upstream ids no record has are kept
+	// (a session started since the last pass, or an id nobody has); the
+	// oldest goes first.
+	hookUnknownIDs = 256
+)
 
-// hookBox holds the latest hook per session until it is decided.
+// hookBox holds the hooks received until passes decide them.
 type hookBox struct {
 	mu sync.Mutex
-	by map[hookKey]*hookEvidence
+	// known are the hooks of sessions a record has, unknown of ids none
+	// has (yet), each bounded by hookUnknownIDs.
+	known, unknown map[hookKey]*hookPlaces
 }
 
 type hookKey struct{ agent, upstream string }
 
-func (b *hookBox) put(agent string, h *hookEvidence) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.by == nil {
-		b.by = map[hookKey]*hookEvidence{}
-	}
-	for k, old := range b.by {
-		if h.At.Sub(old.At) > hookKeep {
-			delete(b.by, k)
-		}
-	}
-	b.by[hookKey{agent, h.UpstreamID}] = h
+// hookPlaces are one session's hooks: the latest from its recorded
+// owner's tree, and the latest few from other senders, oldest first.
+type hookPlaces struct {
+	owner  *hookEvidence
+	others []*hookEvidence
+	last   time.Time
 }
 
-// snapshot is the hooks a pass decides with (a copy: hooks arriving
-// during the pass wait for the next one, so a record is decided the same
-// way in plan and in commit).
-func (b *hookBox) snapshot() map[hookKey]*hookEvidence {
+func (pl *hookPlaces) put(h *hookEvidence, fromOwner bool) {
+	pl.last = h.At
+	if fromOwner {
+		pl.owner = h
+		return
+	}
+	if len(pl.others) == hookOthers {
+		copy(pl.others, pl.others[1:])
+		pl.others = pl.others[:hookOthers-1]
+	}
+	pl.others = append(pl.others, h)
+}
+
+// put keeps h for the session it names. rec is that session's record, nil
+// when none has its id; fromOwner says whether h came from the tree of
+// the owner (or a candidate) rec names.
+func (b *hookBox) put(agent string, h *hookEvidence, known, fromOwner bool) {
+	k := hookKey{agent, h.UpstreamID}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.by) == 0 {
+	m := &b.known
+	if !known {
+		m = &b.unknown
+	}
+	if *m == nil {
+		*m = map[hookKey]*hookPlaces{}
+	}
+	pl := (*m)[k]
+	if pl == nil {
+		if !known && len(b.unknown) >= hookUnknownIDs {
+			b.dropOldestUnknown()
+		}
+		pl = &hookPlaces{}
+		(*m)[k] = pl
+	}
+	pl.put(h, fromOwner && known)
+}
+
+// dropOldestUnknown makes room among the ids no record has: a walk of at
+// most hookUnknownIDs entries.
+func (b *hookBox) dropOldestUnknown() {
+	var oldest hookKey
+	var at time.Time
+	first := true
+	for k, pl := range b.unknown {
+		if first || pl.last.Before(at) {
+			oldest, at, first = k, pl.last, false
+		}
+	}
+	delete(b.unknown, oldest)
+}
+
+// snapshot is the hooks a pass decides with, by session (a copy: hooks
+// arriving during the pass wait for the next one, so a record is decided
+// the same way in plan and in commit). It drops what is older than
+// hookKeep: the pass pays for that, not a request.
+func (b *hookBox) snapshot(now time.Time) map[hookKey][]*hookEvidence {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.known) == 0 && len(b.unknown) == 0 {
 		return nil
 	}
-	return maps.Clone(b.by)
+	out := make(map[hookKey][]*hookEvidence, len(b.known)+len(b.unknown))
+	for _, m := range []map[hookKey]*hookPlaces{b.known, b.unknown} {
+		for k, pl := range m {
+			if now.Sub(pl.last) > hookKeep {
+				delete(m, k)
+				continue
+			}
+			hs := out[k]
+			if pl.owner != nil {
+				hs = append(hs, pl.owner)
+			}
+			out[k] = append(hs, pl.others...)
+		}
+	}
+	return out
 }
 
 // Hook takes a hook an agent ran as evidence of the activity of the
@@ -89,12 +182,32 @@ func (b *hookBox) snapshot() map[hookKey]*hookEvidence {
 // first (the daemon reads them from the socket's peer). A pass follows
 // after the hint debounce. Events that say nothing of activity are not
 // kept.
+//
+// It looks up the one record of that upstream id (an index lookup, never
+// a scan), to keep a hook from the recorded owner's tree apart from the
+// others'.
 func (t *Tracker) Hook(agent string, h adapters.Hook, from []proc.Identity) {
 	if h.Activity == "" || h.UpstreamID == "" {
 		return
 	}
-	t.hooks.put(agent, &hookEvidence{Hook: h, At: t.cfg.Now(), From: from})
+	known, fromOwner := false, false
+	if rec, err := t.cfg.Store.ByUpstream(agent, h.UpstreamID); err == nil {
+		known = true
+		for _, id := range recordedOwners(rec) {
+			fromOwner = fromOwner || slices.Contains(from, id)
+		}
+	}
+	t.hooks.put(agent, &hookEvidence{Hook: h, At: t.cfg.Now(), From: from}, known, fromOwner)
 	t.Hint()
+}
+
+// recordedOwners are the owner and candidates a record names.
+func recordedOwners(rec *session.Record) []proc.Identity {
+	ids := slices.Clone(rec.Candidates)
+	if rec.Owner != nil {
+		ids = append(ids, *rec.Owner)
+	}
+	return ids
 }
 
 // activityOf decides a live session's activity, where it came from, what
@@ -116,8 +229,8 @@ func activityOf(rec *session.Record, ev evidence, owner proc.Identity) (session.
 		dataAt = *rec.LastActivityAt
 	}
 	at := dataAt
-	h := ev.hook
-	if h == nil || !h.from(owner) {
+	h := latestFrom(ev.hooks, owner)
+	if h == nil {
 		h = carriedHook(rec, owner)
 	}
 	switch {

@@ -121,7 +121,7 @@ func TestDecideHooks(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := evidence{obs: tc.obs, hook: tc.hook, probe: probeTable(tc.live), now: t0, grace: 30 * time.Second, stallAfter: 20 * time.Minute}
+			ev := evidence{obs: tc.obs, hooks: hookList(tc.hook), probe: probeTable(tc.live), now: t0, grace: 30 * time.Second, stallAfter: 20 * time.Minute}
 			got, evs := decide(tc.rec, ev)
 			if got.Status != tc.status || got.Activity != tc.act || got.ActivitySource != tc.src || !got.WaitingFor.Equal(tc.wait) {
 				t.Errorf("got %s/%q from %q waiting %+v (%s); want %s/%q from %q waiting %+v",
@@ -141,4 +141,11 @@ func TestDecideHooks(t *testing.T) {
 			}
 		})
 	}
+}
+
+func hookList(h *hookEvidence) []*hookEvidence {
+	if h == nil {
+		return nil
+	}
+	return []*hookEvidence{h}
 }

@@ -40,7 +40,7 @@ type pass struct {
 	probes  map[proc.Identity]proc.Result
 	unknown uint64
 	base    evidence // what every decision of this pass shares
-	hooks   map[hookKey]*hookEvidence
+	hooks   map[hookKey][]*hookEvidence
 
 	// Shared, not copied: the pass only reads them (decide copies the ones
 	// it changes), and the writes below go through Update.
@@ -87,7 +87,7 @@ func (p *pass) run(ctx context.Context) (PassReport, error) {
 	if p.snap != nil {
 		p.base.boot = p.snap.BootID
 	}
-	p.hooks = t.hooks.snapshot()
+	p.hooks = t.hooks.snapshot(p.base.now)
 
 	if err := p.plan(); err != nil {
 		return p.rep, err
@@ -220,7 +220,7 @@ func (p *pass) evidenceFor(r *session.Record) (evidence, *adapters.QuietSet) {
 	}
 	var quiet *adapters.QuietSet
 	if up != "" {
-		ev.hook = p.hooks[hookKey{r.Agent, up}]
+		ev.hooks = p.hooks[hookKey{r.Agent, up}]
 		ev.obs = o.byUp[up]
 		if ev.obs == nil && o.quiet != nil {
 			ev.obs, quiet = o.quiet.Find(up), o.quiet
@@ -395,7 +395,7 @@ func (p *pass) decideNew(c queued) created {
 	fresh := &session.Record{Agent: c.agent, UpstreamID: c.up, CreatedAt: p.base.now, Problems: []session.Problem{}}
 	ev := p.base
 	ev.obs = c.ob
-	ev.hook = p.hooks[hookKey{c.agent, c.up}]
+	ev.hooks = p.hooks[hookKey{c.agent, c.up}]
 	next, evs := decide(fresh, ev)
 	return created{next, evs[0]}
 }
