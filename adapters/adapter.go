@@ -208,6 +208,19 @@ type HookReader interface {
 	ReadHook(payload []byte) (Hook, error)
 }
 
+// ToolMarker is implemented by adapters whose agent names the session in
+// the environment of every tool it runs (Codex: CODEX_THREAD_ID, one of
+// proc's marker variables). Where one process serves many sessions
+// (Codex's app-server runs every TUI session's tools), a tool of one
+// session descends from the owner of all of them: a hook posted from a
+// process whose ancestry carries another session's name came from a tool
+// of that session, and the daemon refuses it.
+type ToolMarker interface {
+	// ToolSessionVar is the variable's name; it must be one of proc's
+	// marker variables (only those are read).
+	ToolSessionVar() string
+}
+
 // Hook is what one hook says about a session.
 type Hook struct {
 	UpstreamID string

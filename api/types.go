@@ -127,6 +127,9 @@ type HookResult struct {
 	// Taken: kept as evidence for the next pass (which takes it only
 	// from a descendant of the session's live owner).
 	Taken bool `json:"taken"`
+	// Refused says why a hook that says something of activity was not
+	// taken (its caller is unknown, or is a tool of another session).
+	Refused string `json:"refused,omitempty"`
 }
 
 // Health is the answer of GET /v1/health.

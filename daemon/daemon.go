@@ -298,7 +298,11 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, l
 	aborters := map[string]adapters.Aborter{}
 	hookReaders := map[string]adapters.HookReader{}
 	prompters := map[string]adapters.Prompter{}
+	toolVars := map[string]string{}
 	for _, a := range cfg.Adapters {
+		if m, ok := a.(adapters.ToolMarker); ok {
+			toolVars[a.Name()] = m.ToolSessionVar()
+		}
 		if p, ok := a.(adapters.Prompter); ok {
 			prompters[a.Name()] = p
 		}
@@ -320,7 +324,7 @@ func newAPI(cfg Config, st *state.Store, tr *tracker.Tracker, host *proc.Host, l
 		store: st, tracker: tr, log: log.Named("api"), version: cfg.Version,
 		started: started, socket: cfg.Socket, uid: os.Getuid(),
 		launcher: lc, launchers: launchers, repairers: repairers, aborters: aborters, prompters: prompters,
-		hookReaders: hookReaders, ancestors: host.Ancestors,
+		hookReaders: hookReaders, ancestors: host.Ancestors, toolVars: toolVars, markerEnv: host.MarkerEnv,
 		terminator: &actions.Terminator{Probe: host}, lists: lists,
 	})
 }

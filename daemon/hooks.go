@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/printable"
+	"github.com/sessiond/sessiond/proc"
 )
 
 // hookAncestry bounds the walk from a hook's caller up to the session's
@@ -51,6 +53,7 @@ func (s *server) hook(w http.ResponseWriter, r *http.Request) {
 	case p.pid <= 0:
 		s.metrics.hooks.WithLabelValues(agent, "no_caller").Inc()
 		s.log.Warn("a hook whose caller is unknown is not taken", zap.String("agent", agent), zap.String("event", h.Event))
+		res.Refused = "the caller's process is unknown"
 	default:
 		from, err := s.ancestors(p.pid, hookAncestry)
 		if err != nil {
@@ -58,6 +61,14 @@ func (s *server) hook(w http.ResponseWriter, r *http.Request) {
 			// hook to a process.
 			s.metrics.hooks.WithLabelValues(agent, "no_caller").Inc()
 			s.log.Warn("a hook whose caller cannot be read is not taken", zap.String("agent", agent), zap.String("event", h.Event), zap.Int("caller_pid", p.pid), zap.Error(err))
+			res.Refused = "the caller's process cannot be read: " + err.Error()
+			break
+		}
+		if why := s.toolOfAnother(agent, h.UpstreamID, from); why != "" {
+			s.metrics.hooks.WithLabelValues(agent, "foreign").Inc()
+			s.log.Warn("a hook from a tool of another session is not taken", zap.String("agent", agent), zap.String("event", h.Event),
+				zap.String("upstream_id", h.UpstreamID), zap.Int("caller_pid", p.pid), zap.String("why", why))
+			res.Refused = why
 			break
 		}
 		s.tracker.Hook(agent, h, from)
@@ -67,4 +78,37 @@ func (s *server) hook(w http.ResponseWriter, r *http.Request) {
 			zap.String("activity", string(h.Activity)), zap.Int("caller_pid", p.pid))
 	}
 	writeJSON(w, http.StatusAccepted, res)
+}
+
+// toolOfAnother says why a hook naming session upstream came from a tool
+// of another session of agent, or "" when nothing says so: a process of
+// its ancestry carries the agent's tool variable set to another id. Codex
+// runs every TUI session's tools under its one app-server, the owner of
+// them all, so the owner's tree alone cannot tell a tool of one session
+// from the agent itself running a hook for another. An ancestor whose
+// environment cannot be read (it exited, or is another user's) says
+// nothing.
+func (s *server) toolOfAnother(agent, upstream string, from []proc.Identity) string {
+	name := s.toolVars[agent]
+	if name == "" || s.markerEnv == nil {
+		return ""
+	}
+	for _, id := range from {
+		env, err := s.markerEnv(id.PID)
+		if err != nil {
+			continue
+		}
+		if v, ok := env[name]; ok && v != upstream {
+			return fmt.Sprintf("pid %d, which sent it or is its ancestor, is a tool of %s session %s (%s), not of %s", id.PID, agent, oneline(v), name, upstream)
+		}
+	}
+	return ""
+}
+
+// oneline cuts a value read from a process for a message.
+func oneline(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return printable.Line(s)
 }

@@ -48,6 +48,11 @@ type serverConfig struct {
 	// ancestors lists a hook caller and its ancestors, nearest first.
 	hookReaders map[string]adapters.HookReader
 	ancestors   func(pid, max int) ([]proc.Identity, error)
+	// toolVars names, by agent, the variable its tools carry their
+	// session's id in (adapters.ToolMarker); markerEnv reads a process's
+	// marker variables. A hook from a tool of another session is refused.
+	toolVars  map[string]string
+	markerEnv func(pid int) (map[string]string, error)
 	terminator  *actions.Terminator
 	tracker     *tracker.Tracker
 	log         *zap.Logger

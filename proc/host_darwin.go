@@ -157,3 +157,19 @@ func (h *Host) UID(pid int) (int, error) {
 	}
 	return int(k.Eproc.Ucred.Uid), nil
 }
+
+// MarkerEnv reads pid's environment now and returns its markerVars that
+// are set (never the rest: it holds secrets). An error means it could not
+// be read: the process exited, or it is another user's.
+func (h *Host) MarkerEnv(pid int) (map[string]string, error) {
+	args, err := unix.SysctlRaw("kern.procargs2", pid)
+	if err != nil {
+		return nil, fmt.Errorf("environment of pid %d: %w", pid, err)
+	}
+	defer clear(args)
+	_, env, ok := parseProcArgs2(args)
+	if !ok {
+		return nil, fmt.Errorf("environment of pid %d: kern.procargs2 does not parse", pid)
+	}
+	return env, nil
+}

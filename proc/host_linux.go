@@ -179,3 +179,18 @@ func fileUID(fi os.FileInfo) (int, bool) {
 	}
 	return int(st.Uid), true
 }
+
+// MarkerEnv reads pid's environment now and returns its markerVars that
+// are set (never the rest: it holds secrets). An error means it could not
+// be read: the process exited, or it is another user's.
+func (h *Host) MarkerEnv(pid int) (map[string]string, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("environment of pid %d: invalid pid", pid)
+	}
+	buf, err := readInto(h.root()+"/"+strconv.Itoa(pid)+"/environ", nil)
+	defer clear(buf)
+	if err != nil {
+		return nil, err
+	}
+	return envMarkers(buf), nil
+}

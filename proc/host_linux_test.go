@@ -476,3 +476,26 @@ func TestAncestors(t *testing.T) {
 		t.Fatal("ancestors of a pid that does not exist: no error")
 	}
 }
+
+// MarkerEnv reads a live process's marker variables now, and nothing
+// else of its environment.
+func TestMarkerEnv(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"CODEX_THREAD_ID=019a-thread", "SECRET_TOKEN=s3cr3t", "PATH=/usr/bin:/bin"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	env, err := NewHost().MarkerEnv(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(env) != 1 || env["CODEX_THREAD_ID"] != "019a-thread" {
+		t.Fatalf("MarkerEnv = %v, want only CODEX_THREAD_ID", env)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if _, err := NewHost().MarkerEnv(cmd.Process.Pid); err == nil {
+		t.Fatal("MarkerEnv of an exited process: no error")
+	}
+}

@@ -12,5 +12,10 @@ import (
 // TUI), and only once the user trusted them.
 var hooks = hookjson.Agent{}
 
+// ToolSessionVar implements adapters.ToolMarker: every tool Codex runs
+// carries its session's id in CODEX_THREAD_ID (the fact sheet, §5); its
+// hook processes carry none.
+func (a *Adapter) ToolSessionVar() string { return "CODEX_THREAD_ID" }
+
 // ReadHook reads one payload of `sessionctl hook codex`.
 func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) { return hooks.Read(payload) }

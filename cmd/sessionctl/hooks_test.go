@@ -391,3 +391,72 @@ func TestHooksInstallConcurrent(t *testing.T) {
 	}
 	t.Logf("%d of 12 installs found the file changed under them", changed)
 }
+
+// Codex's app-server owns every TUI session and runs all their tools: a
+// tool of one session that posts a hook naming another descends from that
+// other session's owner too. Its CODEX_THREAD_ID (the tool's own session)
+// gives it away, and the hook is refused; the agent's own hook (no such
+// variable) is taken.
+func TestHookFromAToolOfAnotherCodexSession(t *testing.T) {
+	e := daemontest.NewEnv(t)
+	const other = "01a2108f-0000-7000-8000-00000000000a"
+	payload := filepath.Join(e.Dir, "payload.json")
+	if err := os.WriteFile(payload, []byte(permissionPayload), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The owner of both sessions: a shell that, when told, runs the hook
+	// first as a tool of the other session, then as itself.
+	owner := exec.Command("sh", "-c", `read go; CODEX_THREAD_ID="$3" "$0" --socket "$1" hook codex --verbose < "$2" 2>"$4.tool"; read go; "$0" --socket "$1" hook codex --verbose < "$2" 2>"$4.own"; exec sleep 300`,
+		e.Sessionctl, e.Socket, payload, other, filepath.Join(e.Dir, "said"))
+	owner.Env = e.Environ()
+	step, err := owner.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+	oid, err := proc.NewHost().Identify(owner.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "c0de00000002"
+	for i, up := range []string{"01a2108f-4c6c-7c41-a692-d6ed6edf0c4c", other} {
+		e.Seed(&session.Record{ID: fmt.Sprintf("c0de0000000%d", i+2), Agent: "codex", UpstreamID: up, Status: session.StatusRunning,
+			Activity: session.ActivityBusy, Owner: &oid, Cwd: "/tmp/w", CreatedAt: time.Now(), Problems: []session.Problem{}})
+	}
+	e.StartDaemon()
+	said := func(which string) string {
+		var b []byte
+		for deadline := time.Now().Add(5 * time.Second); len(b) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			b, _ = os.ReadFile(filepath.Join(e.Dir, "said."+which))
+		}
+		return string(b)
+	}
+
+	step.Write([]byte("go\n"))
+	if s := said("tool"); !strings.Contains(s, `"taken":false`) || !strings.Contains(s, "is a tool of codex session "+other) {
+		t.Fatalf("the hook from a tool of another session: %s", s)
+	}
+	time.Sleep(1500 * time.Millisecond) // several passes (200 ms each)
+	if s := e.Show(id); s.Activity != session.ActivityBusy || s.WaitingFor != nil {
+		t.Fatalf("a hook from a tool of another session was taken: %s %+v", s.Activity, s.WaitingFor)
+	}
+
+	step.Write([]byte("go\n"))
+	if s := said("own"); !strings.Contains(s, `"taken":true`) {
+		t.Fatalf("the owner's own hook: %s", s)
+	}
+	testWait := func() api.Session {
+		var s api.Session
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if s = e.Show(id); s.Activity == session.ActivityWaiting || time.Now().After(deadline) {
+				return s
+			}
+		}
+	}
+	if s := testWait(); s.Activity != session.ActivityWaiting || s.WaitingFor == nil || s.WaitingFor.Kind != session.WaitingPermission {
+		t.Fatalf("after the owner's own hook: %s %+v", s.Activity, s.WaitingFor)
+	}
+}

@@ -45,8 +45,18 @@ func (a Agent) Read(b []byte) (adapters.Hook, error) {
 	switch {
 	case p.SessionID == "":
 		return adapters.Hook{}, errors.New("hook payload has no session_id")
+	case !isID(p.SessionID, maxID):
+		return adapters.Hook{}, fmt.Errorf("hook payload's session_id %q is not a session id (at most %d letters, digits and . _ : -)", oneline.Cut(p.SessionID, 40), maxID)
 	case p.Event == "":
 		return adapters.Hook{}, errors.New("hook payload has no hook_event_name")
+	case !isID(p.Event, maxEvent):
+		return adapters.Hook{}, fmt.Errorf("hook payload's hook_event_name %q is not an event name (at most %d letters and digits)", oneline.Cut(p.Event, 40), maxEvent)
+	}
+	// Whatever sends a hook can name anything: what is kept of it is
+	// bounded (a tool's name, a folder).
+	p.ToolName = oneline.Cut(p.ToolName, maxToolName)
+	if len(p.Cwd) > maxCwd {
+		p.Cwd = ""
 	}
 	h := adapters.Hook{UpstreamID: p.SessionID, Event: p.Event, Cwd: p.Cwd}
 	h.Activity, h.WaitingFor = a.activity(&p)
@@ -103,6 +113,32 @@ func containsFold(list []string, s string) bool {
 
 // maxShort bounds the short forms, in runes.
 const maxShort = 160
+
+// Bounds on a payload's names: session ids are UUIDs (Claude Code,
+// Codex), event names CamelCase words, tool names short words (an MCP
+// tool's "mcp__server__tool" is the longest kind); a path is at most
+// PATH_MAX.
+const (
+	maxID       = 128
+	maxEvent    = 64
+	maxToolName = 128
+	maxCwd      = 4096
+)
+
+// isID reports whether s is a non-empty name of at most max bytes of
+// letters, digits and . _ : -.
+func isID(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ShortInput is a one-line form of a tool's input for a person deciding
 // on it: its command, file, URL or pattern when it has one, else its

@@ -54,3 +54,30 @@ func TestQuestionsAndNotifications(t *testing.T) {
 		}
 	}
 }
+
+// Any process can post a hook: ids and event names that are not names are
+// refused, a tool's name and a folder are bounded.
+func TestReadBounds(t *testing.T) {
+	a := Agent{}
+	long := strings.Repeat("a", 129)
+	for _, payload := range []string{
+		`{"session_id":"` + long + `","hook_event_name":"Stop"}`,
+		`{"session_id":"a b","hook_event_name":"Stop"}`,
+		`{"session_id":"a\u0000b","hook_event_name":"Stop"}`,
+		`{"session_id":"../../x","hook_event_name":"Stop"}`,
+		`{"session_id":"0199a1b2-c3d4","hook_event_name":"` + long + `"}`,
+		`{"session_id":"0199a1b2-c3d4","hook_event_name":"Stop\n"}`,
+	} {
+		if h, err := a.Read([]byte(payload)); err == nil {
+			t.Errorf("%.60s: read as %+v, want an error", payload, h)
+		}
+	}
+	h, err := a.Read([]byte(`{"session_id":"0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b","hook_event_name":"PermissionRequest","tool_name":"` +
+		strings.Repeat("x", 5000) + `","cwd":"/` + strings.Repeat("d", 5000) + `","tool_input":{"command":"ls"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len([]rune(h.WaitingFor.Tool)); n > maxToolName+1 || h.Cwd != "" {
+		t.Errorf("tool name of %d runes, cwd %d bytes kept", n, len(h.Cwd))
+	}
+}
