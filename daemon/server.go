@@ -51,15 +51,15 @@ type serverConfig struct {
 	// toolVars names, by agent, the variable its tools carry their
 	// session's id in (adapters.ToolMarker); markerEnv reads a process's
 	// marker variables. A hook from a tool of another session is refused.
-	toolVars  map[string]string
-	markerEnv func(pid int) (map[string]string, error)
-	terminator  *actions.Terminator
-	tracker     *tracker.Tracker
-	log         *zap.Logger
-	version     string
-	started     time.Time
-	socket      string
-	uid         int
+	toolVars   map[string]string
+	markerEnv  func(pid int) (map[string]string, error)
+	terminator *actions.Terminator
+	tracker    *tracker.Tracker
+	log        *zap.Logger
+	version    string
+	started    time.Time
+	socket     string
+	uid        int
 	// lists keeps the encoded sessions for GET /v1/sessions (newServer
 	// makes one if the startup pass did not prime one).
 	lists *listCache
