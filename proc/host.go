@@ -134,6 +134,11 @@ type Stat struct {
 	// PGID is field 5, the process group: an agent's MCP servers run in
 	// its group and name no owner pid, so the group attributes them.
 	PGID int
+	// SID is field 6, the session id: the pid of the process that called
+	// setsid(). Codex runs each tool in a session of its own, so the sid
+	// ties what the tool forked to the tool, where an inherited
+	// environment variable ties nothing.
+	SID int
 	// TTY is field 7, the controlling terminal's device number (0: none),
 	// and TPGID field 8, that terminal's foreground process group (-1:
 	// none). A prompt is typed into a pane only while the session's owner
@@ -157,7 +162,8 @@ func (h *Host) Stat(pid int) (Stat, error) {
 // ParseStat parses one /proc/<pid>/stat line. The command name sits between
 // the first '(' and the LAST ')', because it may itself contain spaces and
 // parentheses ("1234 (a) b) (c) S 1 ..."); every field after it is numbered
-// from there, state being field 3, ppid field 4 and starttime field 22. It is
+// from there, state being field 3, ppid field 4, pgrp 5, session 6 and
+// starttime field 22. It is
 // exported so a fuzz target can hammer it.
 func ParseStat(b []byte) (Stat, error) {
 	open := bytes.IndexByte(b, '(')
@@ -209,6 +215,12 @@ func ParseStat(b []byte) (Stat, error) {
 				return Stat{}, fmt.Errorf("parse stat %q: bad pgrp %q", clip(b), tok)
 			}
 			st.PGID = int(pgid)
+		case 6:
+			sid, ok := parseUint(tok)
+			if !ok || sid > maxPID {
+				return Stat{}, fmt.Errorf("parse stat %q: bad session %q", clip(b), tok)
+			}
+			st.SID = int(sid)
 		case 7:
 			tty, ok := parseUint(tok)
 			if !ok || tty > 1<<32-1 {

@@ -79,10 +79,21 @@ func statOf(k *unix.KinfoProc) Stat {
 		State:      stateOf(k),
 		PPID:       int(k.Eproc.Ppid),
 		PGID:       int(k.Eproc.Pgid),
+		SID:        sidOf(int(k.Proc.P_pid)),
 		TTY:        uint64(uint32(k.Eproc.Tdev)),
 		TPGID:      int(k.Eproc.Tpgid),
 		StartTicks: startOf(k),
 	}
+}
+
+// sidOf is pid's session id, 0 when it cannot be read: kinfo_proc holds
+// only a kernel pointer to the session, so it takes getsid(2).
+func sidOf(pid int) int {
+	sid, err := unix.Getsid(pid)
+	if err != nil {
+		return 0
+	}
+	return sid
 }
 
 func (h *Host) readState(pid int) (Stat, error) {
@@ -136,6 +147,7 @@ func (h *Host) Snapshot() (*Snapshot, error) {
 			Identity: Identity{BootID: boot, PID: pid, StartTicks: startOf(k)},
 			PPID:     int(k.Eproc.Ppid),
 			PGID:     int(k.Eproc.Pgid),
+			SID:      sidOf(pid),
 			State:    stateOf(k),
 			UID:      int(k.Eproc.Ucred.Uid),
 			Cwd:      cwdOf(pid),

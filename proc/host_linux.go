@@ -124,6 +124,7 @@ func readProcess(dir string, pid int, boot string, buf []byte) (*Process, []byte
 		Identity: Identity{BootID: boot, PID: pid, StartTicks: st.StartTicks},
 		PPID:     st.PPID,
 		PGID:     st.PGID,
+		SID:      st.SID,
 		State:    st.State,
 		UID:      uid,
 	}

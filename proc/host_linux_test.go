@@ -368,6 +368,39 @@ func TestSnapshotReal(t *testing.T) {
 	if !slices.ContainsFunc(kids, func(p *Process) bool { return p.Identity.PID == cmd.Process.Pid }) {
 		t.Fatalf("sleep %d not among children of %d", cmd.Process.Pid, os.Getpid())
 	}
+	if sid, err := unix.Getsid(0); err != nil || me.SID != sid || me.PGID != unix.Getpgrp() {
+		t.Fatalf("own session %d, group %d; getsid %d (%v), getpgrp %d", me.SID, me.PGID, sid, err, unix.Getpgrp())
+	}
+}
+
+// TestSnapshotSession: a child that called setsid() leads its own session
+// and group, and what it forks stays in them.
+func TestSnapshotSession(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 60 & echo $!; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	var kid int
+	if _, err := fmt.Fscan(out, &kid); err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewHost().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, sleep := s.Procs[cmd.Process.Pid], s.Procs[kid]
+	if sh == nil || sleep == nil {
+		t.Fatalf("rows %+v %+v", sh, sleep)
+	}
+	if sh.SID != sh.Identity.PID || sh.PGID != sh.Identity.PID || sleep.SID != sh.Identity.PID || sleep.PGID != sh.Identity.PID {
+		t.Fatalf("sh %d: sid %d pgid %d; its sleep %d: sid %d pgid %d", sh.Identity.PID, sh.SID, sh.PGID, kid, sleep.SID, sleep.PGID)
+	}
 }
 
 func TestProbeFixture(t *testing.T) {

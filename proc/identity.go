@@ -72,6 +72,9 @@ type Process struct {
 	PPID     int
 	// PGID is the process group (0 when unknown).
 	PGID int
+	// SID is the session id, the pid of the session's leader (0 when
+	// unknown).
+	SID int
 	// State is the one-letter state of /proc/<pid>/stat (R, S, Z, ...).
 	State byte
 	UID   int

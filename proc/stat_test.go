@@ -24,15 +24,16 @@ func TestParseStat(t *testing.T) {
 		line string
 		want Stat
 	}{
-		{"plain", statLine(1234, "bash", 'S', 1, 98765), Stat{PID: 1234, Comm: "bash", State: 'S', PPID: 1, PGID: 1234, TPGID: -1, StartTicks: 98765}},
-		{"spaces", statLine(7, "tmux: server", 'S', 1, 5), Stat{PID: 7, Comm: "tmux: server", State: 'S', PPID: 1, PGID: 7, TPGID: -1, StartTicks: 5}},
-		{"parens", statLine(1234, "a) b) (c", 'R', 99, 42), Stat{PID: 1234, Comm: "a) b) (c", State: 'R', PPID: 99, PGID: 1234, TPGID: -1, StartTicks: 42}},
-		{"closing paren last", statLine(8, "x)", 'Z', 2, 3), Stat{PID: 8, Comm: "x)", State: 'Z', PPID: 2, PGID: 8, TPGID: -1, StartTicks: 3}},
-		{"empty comm", statLine(9, "", 'D', 0, 0), Stat{PID: 9, Comm: "", State: 'D', PPID: 0, PGID: 9, TPGID: -1, StartTicks: 0}},
-		{"huge start", statLine(10, "k", 'I', 2, 1<<63), Stat{PID: 10, Comm: "k", State: 'I', PPID: 2, PGID: 10, TPGID: -1, StartTicks: 1 << 63}},
-		{"no newline", strings.TrimSuffix(statLine(11, "n", 'S', 1, 77), "\n"), Stat{PID: 11, Comm: "n", State: 'S', PPID: 1, PGID: 11, TPGID: -1, StartTicks: 77}},
+		{"plain", statLine(1234, "bash", 'S', 1, 98765), Stat{PID: 1234, Comm: "bash", State: 'S', PPID: 1, PGID: 1234, SID: 1234, TPGID: -1, StartTicks: 98765}},
+		{"spaces", statLine(7, "tmux: server", 'S', 1, 5), Stat{PID: 7, Comm: "tmux: server", State: 'S', PPID: 1, PGID: 7, SID: 7, TPGID: -1, StartTicks: 5}},
+		{"parens", statLine(1234, "a) b) (c", 'R', 99, 42), Stat{PID: 1234, Comm: "a) b) (c", State: 'R', PPID: 99, PGID: 1234, SID: 1234, TPGID: -1, StartTicks: 42}},
+		{"closing paren last", statLine(8, "x)", 'Z', 2, 3), Stat{PID: 8, Comm: "x)", State: 'Z', PPID: 2, PGID: 8, SID: 8, TPGID: -1, StartTicks: 3}},
+		{"empty comm", statLine(9, "", 'D', 0, 0), Stat{PID: 9, Comm: "", State: 'D', PPID: 0, PGID: 9, SID: 9, TPGID: -1, StartTicks: 0}},
+		{"huge start", statLine(10, "k", 'I', 2, 1<<63), Stat{PID: 10, Comm: "k", State: 'I', PPID: 2, PGID: 10, SID: 10, TPGID: -1, StartTicks: 1 << 63}},
+		{"no newline", strings.TrimSuffix(statLine(11, "n", 'S', 1, 77), "\n"), Stat{PID: 11, Comm: "n", State: 'S', PPID: 1, PGID: 11, SID: 11, TPGID: -1, StartTicks: 77}},
+		{"own session", "13 (py) S 1 14 15 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 56", Stat{PID: 13, Comm: "py", State: 'S', PPID: 1, PGID: 14, SID: 15, TPGID: -1, StartTicks: 56}},
 		{"exactly 22 fields", "12 (c) S 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 55", Stat{PID: 12, Comm: "c", State: 'S', PPID: 3, StartTicks: 55}},
-		{"a terminal's foreground", "13 (claude) S 3 13 13 34817 13 0 0 0 0 0 0 0 0 0 0 0 0 0 66", Stat{PID: 13, Comm: "claude", State: 'S', PPID: 3, PGID: 13, TTY: 34817, TPGID: 13, StartTicks: 66}},
+		{"a terminal's foreground", "13 (claude) S 3 13 13 34817 13 0 0 0 0 0 0 0 0 0 0 0 0 0 66", Stat{PID: 13, Comm: "claude", State: 'S', PPID: 3, PGID: 13, SID: 13, TTY: 34817, TPGID: 13, StartTicks: 66}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +58,8 @@ func TestParseStatErrors(t *testing.T) {
 		"-1 (bash) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5",
 		"1 (bash) SS 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5",
 		"1 (bash) S -1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5",
+		"1 (bash) S 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5",
+		"1 (bash) S 1 0 99999999999 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5",
 		"1 (bash) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0",
 		"1 (bash) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 x5",
 		"1 (bash) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 18446744073709551616",
@@ -86,8 +89,8 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("state %q is a separator", st.State)
 		}
 		// Re-rendering what was parsed must parse back to the same thing.
-		line := fmt.Sprintf("%d (%s) %s %d %d 0 %d %d 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
-			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.PGID, st.TTY, st.TPGID, st.StartTicks)
+		line := fmt.Sprintf("%d (%s) %s %d %d %d %d %d 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
+			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.PGID, st.SID, st.TTY, st.TPGID, st.StartTicks)
 		st2, err := ParseStat([]byte(line))
 		if err != nil {
 			t.Fatalf("reparse %q: %v", line, err)
