@@ -15,8 +15,9 @@
 //
 // A pending approval looks exactly like a running tool in the rollout, so
 // this adapter never says waiting (see README "Codex"). Tools Codex ran
-// carry CODEX_THREAD_ID; those left behind by a dead owner are named as
-// orphan_processes (orphans.go). Reading is incremental (discover.go): a
+// carry CODEX_THREAD_ID, which anything they start inherits; those a dead
+// owner left behind are orphan_processes, reapable only on evidence from
+// the process tree seen while the owner lived (orphans.go). Reading is incremental (discover.go): a
 // pass stats the rollouts that may change (new, written recently, or
 // with a writer lock file) and reads only appended bytes; a full rescan
 // looks at every rollout now and then. See shared/agents/codex.md.
@@ -89,6 +90,10 @@ type Adapter struct {
 	restored map[string]*fileState
 	saved    map[string]uint64
 
+	// remembered is what was seen below owners while they lived, the
+	// evidence that attributes what a dead one left behind (orphans.go).
+	remembered map[proc.Identity]*ownerMemory
+
 	watchMu sync.Mutex
 	watch   []string
 }
@@ -117,7 +122,7 @@ func New(cfg Config) *Adapter {
 		cfg.MaxTail = defaultTail
 	}
 	a := &Adapter{cfg: cfg, log: cfg.Logger, roots: map[string]*rootState{},
-		inputs: inputlog.New(cfg.Logger, "Codex data")}
+		inputs: inputlog.New(cfg.Logger, "Codex data"), remembered: map[proc.Identity]*ownerMemory{}}
 	for _, r := range cfg.Roots {
 		a.addRoot(filepath.Clean(r), false)
 	}

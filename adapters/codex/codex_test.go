@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -274,8 +275,10 @@ func holdLock(t *testing.T, path string) *exec.Cmd {
 
 // TestWriterLockNamesTheOwner: the process holding the lock file is the
 // owner, by its exact identity; killed, its lock file stays and names no
-// one, and a tool that carries the session's CODEX_THREAD_ID is then an
-// orphan (while the owner lived it was not).
+// one. A process that carries the session's CODEX_THREAD_ID but is not
+// the owner's (the test started it) is then named as a suspect, never
+// reapable (while the owner lived it was not named at all); orphans.go's
+// tests have the owner's own tools.
 func TestWriterLockNamesTheOwner(t *testing.T) {
 	root := home(t, "killed.jsonl")
 	id := fixtures[1].id
@@ -311,8 +314,9 @@ func TestWriterLockNamesTheOwner(t *testing.T) {
 	if len(o.Owners) != 0 || o.OwnersExact == "" {
 		t.Fatalf("a dead holder still owns: %+v (exact %q)", o.Owners, o.OwnersExact)
 	}
-	if len(o.Problems) != 1 || o.Problems[0].Kind != session.ProblemOrphanProcesses || o.Problems[0].Process.PID != tool.Process.Pid {
-		t.Errorf("orphans %+v, want the sleep %d", o.Problems, tool.Process.Pid)
+	if len(o.Problems) != 1 || o.Problems[0].Kind != session.ProblemOrphanProcesses || o.Problems[0].Key != strconv.Itoa(tool.Process.Pid) ||
+		o.Problems[0].Process != nil || !strings.Contains(o.Problems[0].Detail, "suspect") {
+		t.Errorf("orphans %+v, want the sleep %d as a suspect only", o.Problems, tool.Process.Pid)
 	}
 	if _, err := os.Stat(lock); err != nil {
 		t.Errorf("the lock file should stay: %v", err)
