@@ -184,8 +184,9 @@ func (s *server) abortSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // reapSession: POST /v1/sessions/{id}/reap. Terminates tool processes
-// positively attributed to the dead session by a fresh observation, never
-// anything else. A dry run unless apply. The terminator signals a process
+// positively attributed to the dead session by a fresh observation (an
+// orphan_processes issue with its Process), never anything else: a
+// suspect the adapter names without one is left alone. A dry run unless apply. The terminator signals a process
 // group as one when every live process of it is among these targets (a
 // killed agent's MCP servers stay in its group), else each pid alone, and
 // probes each identity before each signal.
@@ -202,10 +203,15 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var targets []actions.Target
+	suspects := 0
 	if obs != nil {
 		for _, p := range obs.Problems {
-			if p.Kind == session.ProblemOrphanProcesses && p.Process != nil {
+			switch {
+			case p.Kind != session.ProblemOrphanProcesses:
+			case p.Process != nil:
 				targets = append(targets, actions.Target{ID: *p.Process, What: p.Detail})
+			default:
+				suspects++ // named without proof it is this session's: never a target
 			}
 		}
 	}
@@ -222,7 +228,11 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 	var steps []adapters.Step
 	switch {
 	case len(targets) == 0:
-		steps = []adapters.Step{adapters.Skipped("nothing to reap", rec.ID, "no live process is attributed to this session")}
+		detail := "no live process is attributed to this session"
+		if suspects > 0 {
+			detail += fmt.Sprintf("; %d suspect process(es) carry its marker with no proof they are its, and are never reaped (its orphan_processes problems say which)", suspects)
+		}
+		steps = []adapters.Step{adapters.Skipped("nothing to reap", rec.ID, detail)}
 	case req.Apply:
 		steps = s.terminator.Terminate(r.Context(), targets, timeout, req.Force)
 	default:
