@@ -97,6 +97,8 @@ func TestCodexExecKilledMidToolReap(t *testing.T) {
 	if s.PID != native || s.Agent != "codex" || s.Cwd != w.proj() {
 		t.Fatalf("session %+v: want owner %d (the native codex, not the wrapper %d), cwd %s", s, native, cmd.Process.Pid, w.proj())
 	}
+	// The python3 is attributed by what the daemon saw while codex lived.
+	w.waitPassSaw(time.Now(), "the tool started")
 	w.step("running/busy")
 
 	killed := time.Now()
@@ -179,6 +181,8 @@ func TestCodexLaunchKilledRepairResume(t *testing.T) {
 		}
 		return native != 0 && len(codexTools(up)) > 0, fmt.Sprint(codexTools(up))
 	})
+	// Its leftovers are attributed by what the daemon saw while it lived.
+	w.waitPassSaw(time.Now(), "the tool started")
 
 	killed := time.Now()
 	if err := syscall.Kill(native, syscall.SIGKILL); err != nil {
