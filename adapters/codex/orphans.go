@@ -51,9 +51,17 @@ import (
 // sid its own shell, its parent the tmux server) is a suspect: an
 // orphan_processes issue without Process, whose detail says why it is not
 // reaped. `sessionctl reap` and --auto-repair reap act on Process only.
-// The memory is the daemon's own: a restart loses it, and what a Codex that
-// died before the restart left behind is then only suspect (the owner's own
-// session and group still count, for an owner seen after the restart).
+//
+// What was never seen proves nothing: a tool started and killed with its
+// Codex between two passes leaves only suspects. The memory is held in
+// the daemon only, never saved with the checkpoint: a restart loses it, so
+// what a Codex that died before the restart (or while sessiond was down)
+// left behind is only suspect afterwards, while an owner alive at the
+// restart is learned again by the first pass. That is on purpose: a
+// remembered sid is evidence only while passes keep checking that its
+// session still has members and its leader's pid is not another
+// process's; a sid saved across a stop of unknown length may name a
+// session the kernel has since handed to an unrelated process.
 
 // Bounds on what is remembered of owners' process trees.
 const (
@@ -108,28 +116,34 @@ func (a *Adapter) addToolProcs(obs []adapters.Observed, snap *proc.Snapshot, unc
 	if a.remembered == nil {
 		a.remembered = map[proc.Identity]*ownerMemory{}
 	}
-	tr := newTree(snap)
-	a.rememberTrees(obs, tr)
-	a.forgetGone(tr)
-	ev := a.evidence(tr)
-
 	at := map[string]int{}
+	anyLive := false
 	for i := range obs {
 		at[obs[i].UpstreamID] = i
+		anyLive = anyLive || len(liveOwners(snap, obs[i].Owners)) > 0
 	}
-	pids := make([]int, 0, len(snap.Procs))
-	for pid := range snap.Procs {
-		pids = append(pids, pid)
-	}
-	slices.Sort(pids)
+	// The processes that carry the thread of a session seen: on most
+	// passes none, and the process table is not indexed at all when no
+	// owner lives and nothing is remembered.
 	uid := os.Getuid()
-	for _, pid := range pids {
-		p := snap.Procs[pid]
-		thread := p.Env[threadVar]
-		i, ok := at[thread]
-		if !ok || p.UID != uid || dead(p) || isCodexArgv(p.Argv) {
-			continue
+	var cands []*proc.Process
+	for _, p := range snap.Procs {
+		if _, ok := at[p.Env[threadVar]]; ok && p.UID == uid && !dead(p) && !isCodexArgv(p.Argv) {
+			cands = append(cands, p)
 		}
+	}
+	slices.SortFunc(cands, func(x, y *proc.Process) int { return cmp.Compare(x.Identity.PID, y.Identity.PID) })
+	ev := &evidence{snap: snap}
+	if anyLive || len(a.remembered) > 0 {
+		tr := newTree(snap)
+		a.rememberTrees(obs, tr)
+		a.forgetGone(tr)
+		ev = a.evidence(tr)
+	}
+
+	for _, p := range cands {
+		pid, thread := p.Identity.PID, p.Env[threadVar]
+		i := at[thread]
 		o := &obs[i]
 		owner, why, found := ev.attribute(p, thread)
 		if live := liveOwners(snap, o.Owners); len(live) > 0 {

@@ -335,3 +335,29 @@ func TestCodexTmuxPanesAreSuspects(t *testing.T) {
 		t.Errorf("reapable %v, want only the tool's leftover %d", reapable, left.Identity.PID)
 	}
 }
+
+// TestCodexRestartLeavesSuspects: the memory of the owners' trees is not
+// saved. After a restart (a new adapter, given the old one's checkpoint)
+// what a Codex that died before it left behind is only suspect: named,
+// never reapable.
+func TestCodexRestartLeavesSuspects(t *testing.T) {
+	w := newOrphanWorld(t)
+	c := fakecodex.StartCodex(t, "TestFakeCodexHelper", fakecodex.Spec{Lock: w.lock, Thread: w.id, Tools: []fakecodex.Tool{
+		{Cmd: "sleep 308; echo done"},
+	}}, false)
+	left := childOf(t, c.Tools[0], "sleep")
+	if o := discover(t, w.a)[w.id]; len(o.Owners) != 1 || len(o.Problems) != 0 {
+		t.Fatalf("owner alive: owners %+v problems %+v", o.Owners, o.Problems)
+	}
+	c.Kill()
+	waitGone(t, c.Tools[0], "the tool's bash")
+	wantOrphan(t, orphansByPID(t, discover(t, w.a)[w.id]), left, "seen below Codex pid")
+
+	restarted := New(Config{Roots: []string{w.root}, NoLearnedRoots: true})
+	restarted.Restore(w.a.Checkpoint().Put)
+	got := orphansByPID(t, discover(t, restarted)[w.id])
+	wantSuspect(t, got, left.Identity.PID, "the dead Codex's leftover, after a restart")
+	if len(got) != 1 {
+		t.Errorf("named %+v, want the one suspect", got)
+	}
+}
