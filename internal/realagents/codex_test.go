@@ -72,7 +72,7 @@ func TestCodexExecKilledMidToolReap(t *testing.T) {
 	diag := func() string { return tail(out.String(), 2000) }
 	var up string
 	w.waitFor(60*time.Second, "codex's python3 tool running", func() (bool, string) {
-		ps := procs(func(p procInfo) bool { return p.Env["CODEX_THREAD_ID"] != "" && isPython(p) })
+		ps := procs(func(p procInfo) bool { return w.mine(p) && p.Env["CODEX_THREAD_ID"] != "" && isPython(p) })
 		if len(ps) == 0 {
 			return false, diag()
 		}
@@ -290,7 +290,7 @@ func TestCodexInteractiveTmux(t *testing.T) {
 	p.typeLine("Run the long job")
 	var up string
 	w.waitFor(60*time.Second, "the TUI's python3 tool running", func() (bool, string) {
-		ps := procs(func(p procInfo) bool { return p.Env["CODEX_THREAD_ID"] != "" && isPython(p) })
+		ps := procs(func(p procInfo) bool { return w.mine(p) && p.Env["CODEX_THREAD_ID"] != "" && isPython(p) })
 		if len(ps) == 0 {
 			return false, diag()
 		}
