@@ -46,6 +46,16 @@ func (s *server) hook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := api.HookResult{Agent: agent, SessionID: h.UpstreamID, Event: h.Event, Activity: h.Activity, WaitingFor: h.WaitingFor}
+	// One hook is taken at a time (each is a walk up /proc and an index
+	// lookup, well under a millisecond): a flood of them queues here
+	// rather than take every core from the lists and passes.
+	select {
+	case s.hookTurn <- struct{}{}:
+		defer func() { <-s.hookTurn }()
+	case <-r.Context().Done():
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "too many hooks at once: "+r.Context().Err().Error())
+		return
+	}
 	p, _ := r.Context().Value(peerKey).(peer)
 	switch {
 	case h.Activity == "":

@@ -74,6 +74,8 @@ type server struct {
 	sendQueue *sendQueue
 	// acting lets one action at a time act on a session (acting.go).
 	acting actionLocks
+	// hookTurn lets one hook at a time be taken (hooks.go).
+	hookTurn chan struct{}
 	// reactions runs hooks.d and notifications once runBackground
 	// follows the log for it; nil in tests that build a bare server.
 	reactions *reactionFeed
@@ -83,7 +85,7 @@ type server struct {
 }
 
 func newServer(c serverConfig) *server {
-	s := &server{serverConfig: c, stopping: make(chan struct{})}
+	s := &server{serverConfig: c, stopping: make(chan struct{}), hookTurn: make(chan struct{}, 1)}
 	if s.lists == nil {
 		s.lists = new(listCache)
 	}

@@ -198,7 +198,12 @@ func (t *Tracker) Hook(agent string, h adapters.Hook, from []proc.Identity) {
 		}
 	}
 	t.hooks.put(agent, &hookEvidence{Hook: h, At: t.cfg.Now(), From: from}, known, fromOwner)
-	t.Hint()
+	if known {
+		// A pass soon takes it. One for an id no record has waits for
+		// the pass its session's own data brings (the agent writes its
+		// files as it starts): a flood of forged ids runs no passes.
+		t.Hint()
+	}
 }
 
 // recordedOwners are the owner and candidates a record names.
