@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 
 // shortDir returns a short temporary directory: Unix socket paths are
 // limited to 104 bytes on macOS (108 on Linux), and t.TempDir() is long.
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("/tmp", "sd")
 	if err != nil {
@@ -57,7 +57,7 @@ func start(t *testing.T, dir string) *running {
 
 // startConfig runs a daemon in-process with cfg (its Ready set here) and
 // waits until it serves; the test's end stops it.
-func startConfig(t *testing.T, cfg Config) *running {
+func startConfig(t testing.TB, cfg Config) *running {
 	t.Helper()
 	ready := make(chan struct{})
 	cfg.Ready = ready
@@ -75,7 +75,7 @@ func startConfig(t *testing.T, cfg Config) *running {
 	return r
 }
 
-func (r *running) stop(t *testing.T) {
+func (r *running) stop(t testing.TB) {
 	t.Helper()
 	if r.cancel == nil {
 		return
@@ -93,7 +93,7 @@ func (r *running) stop(t *testing.T) {
 }
 
 // seed writes records into a store that no daemon holds.
-func seed(t *testing.T, stateDir string, recs ...*session.Record) {
+func seed(t testing.TB, stateDir string, recs ...*session.Record) {
 	t.Helper()
 	st, err := state.Open(storeFile(stateDir), state.Options{})
 	if err != nil {

@@ -18,6 +18,7 @@
 //	home     the standard home, dense (2,000 transcripts, ~2 GB of real lines, 1 in 20 ending mid tool call): cold ls, CPU, bytes read, warm sessionctl ls, RSS
 //	growth   1k, 10k, 100k sessions: steady pass, list, idle CPU, RSS, and the pass after 10 transcripts change (-growth, -growth-idle)
 //	peers    N live owners listed by Claude Code's own `claude agents --json` and by `sessionctl ls --json`: both times, and whether they agree (-peers, -claude-bin; skipped without $SESSIOND_CLAUDE_BIN)
+//	hooks    50,000 forged hook ids posted while the sessions are listed: the list's p99 (issue 32)
 //	restart  sessiond stopped (SIGTERM) or killed (SIGKILL) and started again on its store: exec to first complete ls, CPU, bytes read (-restarts, -restart-12k)
 package main
 
@@ -81,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cxTurns := fs.Int("codex-turns", full.CodexTurns, "cold, restart: most turns of a Codex rollout (log-uniform from 1)")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
 	apiClients := fs.Int("api-clients", full.APIClients, "api: concurrent clients on GET /v1/sessions/{id}")
+	hookIDs := fs.Int("hook-ids", full.HookIDs, "hooks: distinct forged session ids posted as hooks while the sessions are listed")
 	subscribers := fs.Int("subscribers", full.Subscribers, "burst: event-stream subscribers")
 	burst := fs.Int("burst", full.Burst, "burst: owners killed at once (status events)")
 	loadClients := fs.Int("load-clients", full.LoadClients, "load: concurrent clients")
@@ -127,6 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pick("codex-rollouts", &opt.CodexRollouts, *cxRollouts)
 	pick("codex-turns", &opt.CodexTurns, *cxTurns)
 	pick("api-clients", &opt.APIClients, *apiClients)
+	pick("hook-ids", &opt.HookIDs, *hookIDs)
 	pick("subscribers", &opt.Subscribers, *subscribers)
 	pick("burst", &opt.Burst, *burst)
 	pick("load-clients", &opt.LoadClients, *loadClients)

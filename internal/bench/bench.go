@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the benchmark's scenarios in the order they run.
-var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "burst", "load", "restart", "growth", "peers"}
+var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "hooks", "burst", "load", "restart", "growth", "peers"}
 
 // Options scale and select the scenarios.
 type Options struct {
@@ -77,6 +77,9 @@ type Options struct {
 
 	// api: sequential session lists; Clients x Requests lookups by id.
 	ListRequests, APIClients, APIRequests int
+	// hooks: HookIDs forged hook ids posted by HookSenders at once while
+	// the sessions are listed.
+	HookIDs, HookSenders int
 	// burst: Subscribers following the stream while Burst owners die.
 	Subscribers, Burst int
 
@@ -99,6 +102,7 @@ func Full() Options {
 		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25, CodexRollouts: 5000, CodexTurns: 40,
 		Settle: 15 * time.Second, SteadyFor: 60 * time.Second,
 		ListRequests: 20, APIClients: 100, APIRequests: 200,
+		HookIDs: 50000, HookSenders: 8,
 		Subscribers: 100, Burst: 1000,
 		LoadClients: 200, LoadSubscribers: 20, LoadHistory: 500, LoadFor: 20 * time.Second,
 	}
@@ -116,6 +120,7 @@ func Quick() Options {
 		ColdFiles: 200, ColdProjects: 10, OpenCodeSessions: 20, OpenCodeTurns: 4, CodexRollouts: 50, CodexTurns: 8,
 		Settle: 3 * time.Second, SteadyFor: 3 * time.Second,
 		ListRequests: 5, APIClients: 10, APIRequests: 20,
+		HookIDs: 2000, HookSenders: 4,
 		Subscribers: 10, Burst: 30,
 		LoadClients: 20, LoadSubscribers: 5, LoadHistory: 50, LoadFor: 2 * time.Second,
 	}
@@ -187,7 +192,7 @@ func Run(ctx context.Context, opt Options) []Result {
 	}()
 	run := map[string]func(context.Context) error{
 		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
-		"memory": r.memory, "api": r.api, "burst": r.burst, "load": r.load,
+		"memory": r.memory, "api": r.api, "hooks": r.hooks, "burst": r.burst, "load": r.load,
 		"restart": r.restart, "growth": r.growth, "peers": r.peers,
 	}
 	for _, name := range Scenarios {
