@@ -13,8 +13,8 @@ import (
 var hooks = hookjson.Agent{}
 
 // ToolSessionVar implements adapters.ToolMarker: every tool Codex runs
-// carries its session's id in CODEX_THREAD_ID (the fact sheet, §5); its
-// hook processes carry none.
+// carries its session's id in CODEX_THREAD_ID, and its hook processes
+// carry none (both seen in /proc/<pid>/environ of Codex 0.169.0).
 func (a *Adapter) ToolSessionVar() string { return "CODEX_THREAD_ID" }
 
 // ReadHook reads one payload of `sessionctl hook codex`.
