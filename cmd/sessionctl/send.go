@@ -84,8 +84,15 @@ that is still queued.`,
 				return a.printJSON(r)
 			}
 			if r.Queued != nil {
-				_, err = fmt.Fprintf(a.stdout, "queued as %s: session %s is %s; delivered when it is idle (sessionctl send --cancel %s to drop it)\n",
-					r.Queued.ID, r.Session.ID, activityWord(r.Session), r.Queued.ID)
+				why := fmt.Sprintf("session %s is %s", r.Session.ID, activityWord(r.Session))
+				switch {
+				case r.Queued.Error != "":
+					why = r.Queued.Error // "waiting: nothing was typed …: why"
+				case r.Session.PromptAt != nil && (r.Session.ActivitySince == nil || !r.Session.ActivitySince.After(*r.Session.PromptAt)):
+					why = fmt.Sprintf("session %s has not taken up the prompt it was handed at %s", r.Session.ID, r.Session.PromptAt.Local().Format("15:04:05"))
+				}
+				_, err = fmt.Fprintf(a.stdout, "queued as %s: %s; delivered when it is idle (sessionctl send --cancel %s to drop it)\n",
+					r.Queued.ID, why, r.Queued.ID)
 				return err
 			}
 			_, err = fmt.Fprintf(a.stdout, "delivered to %s via %s\n", r.Session.ID, r.Via)
