@@ -330,8 +330,12 @@ type Record struct {
 // not shown in its activity yet: no activity has begun since it was
 // delivered. Then another prompt must wait (it would land on top of the
 // first, or in whatever the first brought up).
-func (r *Record) PromptPending() bool {
-	return r.PromptAt != nil && (r.ActivitySince == nil || !r.ActivitySince.After(*r.PromptAt))
+func (r *Record) PromptPending() bool { return PromptPending(r.PromptAt, r.ActivitySince) }
+
+// PromptPending reports whether a prompt handed over at promptAt has not
+// shown in the activity since activitySince (nil: none handed over).
+func PromptPending(promptAt, activitySince *time.Time) bool {
+	return promptAt != nil && (activitySince == nil || !activitySince.After(*promptAt))
 }
 
 // Problem returns the first problem of the kind, or nil.

@@ -88,7 +88,7 @@ that is still queued.`,
 				switch {
 				case r.Queued.Error != "":
 					why = r.Queued.Error // "waiting: nothing was typed …: why"
-				case r.Session.PromptAt != nil && (r.Session.ActivitySince == nil || !r.Session.ActivitySince.After(*r.Session.PromptAt)):
+				case session.PromptPending(r.Session.PromptAt, r.Session.ActivitySince):
 					why = fmt.Sprintf("session %s has not taken up the prompt it was handed at %s", r.Session.ID, r.Session.PromptAt.Local().Format("15:04:05"))
 				}
 				_, err = fmt.Fprintf(a.stdout, "queued as %s: %s; delivered when it is idle (sessionctl send --cancel %s to drop it)\n",
