@@ -35,6 +35,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/inputlog"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -128,12 +129,13 @@ type Adapter struct {
 	forceFull atomic.Bool
 	bytesRead atomic.Int64
 
-	mu         sync.Mutex // one pass at a time; guards the fields below
-	roots      []*rootState
-	lastFull   time.Time
-	remembered map[proc.Identity]*ownerMemory
-	inputs     *inputlog.Log
-	stats      stats
+	mu       sync.Mutex // one pass at a time; guards the fields below
+	roots    []*rootState
+	lastFull time.Time
+	// lineage is what was seen below live claudes (orphans.go).
+	lineage *lineage.Memory
+	inputs  *inputlog.Log
+	stats   stats
 	// restored holds saved transcript state (Restore), encoded, until the
 	// first pass lists each transcript; saved is the gen of each saved
 	// entry.
@@ -209,12 +211,12 @@ func New(cfg Config) *Adapter {
 	}
 	cfg.DefaultRoot = cleanPath(cfg.DefaultRoot)
 	a := &Adapter{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		fs:         cfg.FS,
-		host:       cfg.Host,
-		remembered: map[proc.Identity]*ownerMemory{},
-		inputs:     inputlog.New(cfg.Logger, "Claude Code data"),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		fs:      cfg.FS,
+		host:    cfg.Host,
+		lineage: lineage.New(treeBounds),
+		inputs:  inputlog.New(cfg.Logger, "Claude Code data"),
 	}
 	seen := map[string]bool{}
 	for _, r := range cfg.Roots {

@@ -196,8 +196,10 @@ func TestKillOwnerMidTool(t *testing.T) {
 	if o.Activity == session.ActivityBusy {
 		t.Fatalf("activity from a dead owner: %s (%s)", o.Activity, o.ActivityEvidence)
 	}
-	// The same adapter (which also remembers the tree) and a fresh one
-	// (which has only the environment markers to go by) both see them.
+	// The same adapter (which remembers the tree) and a fresh one (which
+	// has only the environment markers to go by, as after a restart) both
+	// see them; only the one that saw the tree alive may reap them: the
+	// markers are inherited by whatever a tool starts (orphans.go).
 	fresh := mustFind(t, discover(t, newTestAdapter(t, &testFS{}, r.Dir), snapshot(t)), id)
 	for _, got := range []*adapters.Observed{o, fresh} {
 		if len(got.Problems) != len(tools) {
@@ -210,6 +212,9 @@ func TestKillOwnerMidTool(t *testing.T) {
 			}
 			if !strings.Contains(is.Detail, cwd) || !strings.Contains(is.Detail, strconv.Itoa(owner.pid)) || !strings.Contains(is.Detail, "time.sleep") {
 				t.Fatalf("orphan detail lacks cwd, owner or argv: %s", is.Detail)
+			}
+			if reapable := is.Process != nil && *is.Process == tp.Identity; reapable != (got == o) || strings.Contains(is.Detail, "suspect") == reapable {
+				t.Errorf("pid %d reapable %v from the adapter that saw the tree %v: %+v", tp.Identity.PID, reapable, got == o, is)
 			}
 		}
 	}

@@ -21,7 +21,6 @@ type procView struct {
 	claude []*claudeProc
 	byCwd  map[string][]*claudeProc
 	byArgv map[string][]*claudeProc
-	kids   map[int][]*proc.Process
 
 	host   ProcHost
 	starts map[proc.Identity]time.Time
@@ -107,38 +106,6 @@ func cleanRoot(dir, cwd string) string {
 
 // dead reports whether a snapshot row is a process that has exited.
 func dead(p *proc.Process) bool { return p == nil || p.State == 'Z' || p.State == 'X' }
-
-// children returns the process tree's child lists, built once per pass.
-func (v *procView) children() map[int][]*proc.Process {
-	if v.kids == nil && v.snap != nil {
-		v.kids = make(map[int][]*proc.Process, len(v.snap.Procs))
-		for _, p := range v.snap.Procs {
-			v.kids[p.PPID] = append(v.kids[p.PPID], p)
-		}
-	}
-	return v.kids
-}
-
-// descendants lists the processes below pid, at most max of them.
-func (v *procView) descendants(pid, max int) []*proc.Process {
-	kids := v.children()
-	var out []*proc.Process
-	stack := []int{pid}
-	seen := map[int]bool{pid: true}
-	for len(stack) > 0 && len(out) < max {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, c := range kids[n] {
-			if seen[c.Identity.PID] || len(out) >= max {
-				continue
-			}
-			seen[c.Identity.PID] = true
-			out = append(out, c)
-			stack = append(stack, c.Identity.PID)
-		}
-	}
-	return out
-}
 
 // startTime is when a process started in wall time (memoized per pass);
 // ok is false when it cannot be told.
