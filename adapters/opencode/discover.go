@@ -68,7 +68,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	procs := a.inspect(snap, paths)
 	servers := a.probeServers(ctx, procs, statusDirs(g.sessions, now))
 	p := a.newPass(ctx, now, g.sessions, procs, servers, paths)
-	orphans := a.orphans(snap)
+	orphans := a.orphans(snap, procs)
 
 	ids := make([]string, 0, len(g.sessions))
 	for id := range g.sessions {

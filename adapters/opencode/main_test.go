@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -12,11 +13,14 @@ import (
 // The test binary doubles as a fake opencode process: started with
 // helperDBEnv set (and argv[0] "opencode"), it holds the database open as
 // OpenCode does for its whole life, optionally starts a tool subprocess
-// carrying OPENCODE_PID as OpenCode's bash tool does, says "ready" and
+// carrying OPENCODE_PID as OpenCode's bash tool does (a plain child
+// `sleep 300` with helperToolEnv; with helperToolCmdEnv, `bash -c <cmd>`
+// in a session of its own, as 1.18.33 runs a tool), says "ready" and
 // sleeps until killed.
 const (
-	helperDBEnv   = "SESSIOND_OPENCODE_HELPER_DB"
-	helperToolEnv = "SESSIOND_OPENCODE_HELPER_TOOL"
+	helperDBEnv      = "SESSIOND_OPENCODE_HELPER_DB"
+	helperToolEnv    = "SESSIOND_OPENCODE_HELPER_TOOL"
+	helperToolCmdEnv = "SESSIOND_OPENCODE_HELPER_TOOL_CMD"
 )
 
 func TestMain(m *testing.M) {
@@ -46,10 +50,14 @@ func helperMain(db string) {
 	if err == nil {
 		defer wal.Close()
 	}
-	if os.Getenv(helperToolEnv) != "" {
+	if os.Getenv(helperToolEnv) != "" || os.Getenv(helperToolCmdEnv) != "" {
 		tool := exec.Command("sleep", "300")
+		if c := os.Getenv(helperToolCmdEnv); c != "" {
+			tool = exec.Command("bash", "-c", c)
+			tool.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		}
 		tool.Env = append(os.Environ(), "OPENCODE=1", "AGENT=1", "OPENCODE_PID="+strconv.Itoa(os.Getpid()))
-		tool.Env = append(tool.Env, helperDBEnv+"=") // the tool is not a helper itself
+		tool.Env = append(tool.Env, helperDBEnv+"=", helperToolCmdEnv+"=") // the tool is not a helper itself
 		if err := tool.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)

@@ -38,6 +38,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -156,6 +157,7 @@ type Adapter struct {
 	mu               sync.Mutex // guards the fields below
 	servers          []serverInfo
 	memo             map[int]ownerMemo
+	lineage          *lineage.Memory // what was seen below live opencodes (orphans.go)
 	loggedServerErrs map[string]bool
 	watch            []string
 }
@@ -211,6 +213,7 @@ func New(cfg Config) *Adapter {
 		starts:           map[proc.Identity]time.Time{},
 		cpSeed:           maphash.MakeSeed(),
 		memo:             map[int]ownerMemo{},
+		lineage:          lineage.New(treeBounds),
 		serversChanged:   make(chan struct{}, 1),
 		loggedServerErrs: map[string]bool{},
 	}

@@ -372,25 +372,37 @@ func TestForkedChildIsNotAnOwner(t *testing.T) {
 	}
 }
 
+// OpenCode 1.18.33 runs a tool as its child in a session of its own,
+// with OPENCODE_PID. Killed, the opencode leaves the tool a reapable
+// orphan of its sessions (the tree was seen while it lived); a process
+// that merely carries the same OPENCODE_PID (a pane of a tmux server a
+// tool started: its own session, another parent) is a suspect, named but
+// never reapable; one naming an opencode never seen is not named at all.
 func TestOrphanProcesses(t *testing.T) {
 	f := newFixture(t)
 	s, _ := f.db.InterruptedMidTool("/w", f.now.Add(-time.Minute))
 	owner := f.proc(900, time.Hour, true, "/w", "opencode", "run", "go")
 	tool := opencodetest.Proc(901, 5000, "/w", "python3", "-c", "sleep")
 	tool.Env = map[string]string{"OPENCODE": "1", "OPENCODE_PID": "900"}
+	tool.PPID, tool.SID, tool.PGID = 900, 901, 901
+	pane := opencodetest.Proc(903, 5100, "/w", "bash")
+	pane.Env = map[string]string{"OPENCODE": "1", "OPENCODE_PID": "900"}
+	pane.SID, pane.PGID = 903, 903
 	stray := opencodetest.Proc(902, 5000, "/w", "bash")
 	stray.Env = map[string]string{"OPENCODE_PID": "12345"}
 
 	a := f.adapter(nil)
-	o := find(t, mustDiscover(t, a, opencodetest.Snapshot(owner, tool, stray)), s.SessionID)
+	o := find(t, mustDiscover(t, a, opencodetest.Snapshot(owner, tool, pane, stray)), s.SessionID)
 	if len(o.Problems) != 0 {
 		t.Fatalf("owner alive: problems %v", o.Problems)
 	}
 	// The owner dies (kill -9); its tool process stays, reparented.
-	obs := mustDiscover(t, a, opencodetest.Snapshot(tool, stray))
+	reparented := *tool
+	reparented.PPID = 1
+	obs := mustDiscover(t, a, opencodetest.Snapshot(&reparented, pane, stray))
 	o = find(t, obs, s.SessionID)
-	if got := issueKeys(o.Problems, session.ProblemOrphanProcesses); !reflect.DeepEqual(got, []string{"901"}) {
-		t.Fatalf("orphans %v, want [901]", o.Problems)
+	if got := issueKeys(o.Problems, session.ProblemOrphanProcesses); !reflect.DeepEqual(got, []string{"901", "903"}) {
+		t.Fatalf("orphans %v, want [901 903]", o.Problems)
 	}
 	if !strings.Contains(o.Problems[0].Detail, "python3") || !strings.Contains(o.Problems[0].Detail, "900") {
 		t.Errorf("detail %q", o.Problems[0].Detail)
@@ -399,13 +411,16 @@ func TestOrphanProcesses(t *testing.T) {
 	if p := o.Problems[0].Process; p == nil || *p != tool.Identity {
 		t.Errorf("orphan issue names process %+v, want %+v", p, tool.Identity)
 	}
+	if p := o.Problems[1]; p.Process != nil || !strings.Contains(p.Detail, "suspect, not reaped") || !strings.Contains(p.Detail, "pid 903 ") {
+		t.Errorf("the pane that only carries OPENCODE_PID: %+v", p)
+	}
 	if len(o.Owners) != 0 || len(o.InFlight) != 2 {
 		t.Errorf("dead owner: owners %v in flight %v", o.Owners, o.InFlight)
 	}
 	// A pid reused by an unrelated process does not make the owner alive.
 	reused := opencodetest.Proc(900, 9000, "/", "sshd")
-	o = find(t, mustDiscover(t, a, opencodetest.Snapshot(reused, tool)), s.SessionID)
-	if len(issueKeys(o.Problems, session.ProblemOrphanProcesses)) != 1 {
+	o = find(t, mustDiscover(t, a, opencodetest.Snapshot(reused, &reparented)), s.SessionID)
+	if got := o.Problems; len(got) != 1 || got[0].Process == nil || *got[0].Process != tool.Identity {
 		t.Errorf("reused owner pid: %v", o.Problems)
 	}
 }

@@ -26,11 +26,18 @@ import (
 // subprocess (0 without one); both are killed at cleanup.
 func fakeOpenCode(t *testing.T, dir, db string, withTool bool, args ...string) (*exec.Cmd, int) {
 	t.Helper()
-	cmd := &exec.Cmd{Path: os.Args[0], Args: append([]string{"opencode"}, args...), Dir: dir}
-	cmd.Env = append(os.Environ(), helperDBEnv+"="+db)
+	var env []string
 	if withTool {
-		cmd.Env = append(cmd.Env, helperToolEnv+"=1")
+		env = append(env, helperToolEnv+"=1")
 	}
+	return startFakeOpenCode(t, dir, db, env, args...)
+}
+
+// startFakeOpenCode is fakeOpenCode with env added to the fake's.
+func startFakeOpenCode(t *testing.T, dir, db string, env []string, args ...string) (*exec.Cmd, int) {
+	t.Helper()
+	cmd := &exec.Cmd{Path: os.Args[0], Args: append([]string{"opencode"}, args...), Dir: dir}
+	cmd.Env = append(append(os.Environ(), helperDBEnv+"="+db), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
