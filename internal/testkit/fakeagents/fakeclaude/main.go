@@ -6,6 +6,10 @@
 // Environment knobs for tests:
 //
 //	FAKE_CLAUDE_TOOL_SLEEP=N  call a Bash tool that "runs" N seconds
+//	FAKE_CLAUDE_TOOL_CMD=CMD  with it, run the tool for real: `bash -c CMD`,
+//	                          a child in a session of its own with
+//	                          CLAUDECODE, CLAUDE_PID and
+//	                          CLAUDE_CODE_SESSION_ID, as 2.1.328 runs one
 //	FAKE_CLAUDE_EXIT=CODE     fail at once with a login error, exit CODE
 //	FAKE_AGENT_ARGV_LOG=PATH  append the argv received, one JSON line per run
 //	FAKE_CLAUDE_PROMPT_LOG=PATH  interactive: append each prompt read from
@@ -26,6 +30,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -171,6 +176,9 @@ func main() {
 			line("assistant", map[string]any{"id": "msg_" + tool[8:], "role": "assistant", "model": "fake",
 				"content": []any{map[string]any{"type": "tool_use", "id": tool, "name": "Bash",
 					"input": map[string]any{"command": "python3 -c 'import time; time.sleep(300)'"}}}, "stop_reason": "tool_use"})
+			if c := os.Getenv("FAKE_CLAUDE_TOOL_CMD"); c != "" {
+				runTool(c, "CLAUDECODE=1", "CLAUDE_PID="+strconv.Itoa(os.Getpid()), "CLAUDE_CODE_SESSION_ID="+sessionID)
+			}
 			time.Sleep(time.Duration(n) * time.Second)
 			line("user", map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": tool, "content": "done"}}})
 		}
@@ -251,4 +259,21 @@ func uuid() string {
 func fail(code int, format string, a ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", a...)
 	os.Exit(code)
+}
+
+// runTool starts `bash -c cmd` as Claude Code 2.1.328 starts a Bash tool:
+// its child, leading a session of its own, with env added. Nothing ties
+// the tool's life to this process's.
+func runTool(cmd string, env ...string) {
+	c := exec.Command("bash", "-c", cmd)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FAKE_CLAUDE_") {
+			c.Env = append(c.Env, kv)
+		}
+	}
+	c.Env = append(c.Env, env...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		fail(1, "run the tool: %v", err)
+	}
 }

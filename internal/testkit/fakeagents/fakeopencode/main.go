@@ -9,6 +9,10 @@
 // Environment knobs for tests:
 //
 //	FAKE_OPENCODE_TOOL_SLEEP=N  a bash tool part "runs" N seconds
+//	FAKE_OPENCODE_TOOL_CMD=CMD  with it, run the tool for real: `bash -c
+//	                            CMD`, a child in a session of its own with
+//	                            OPENCODE_PID, OPENCODE and AGENT, as 1.18.33
+//	                            runs one
 //	FAKE_AGENT_ARGV_LOG=PATH    append the argv received, one JSON line a run
 package main
 
@@ -17,8 +21,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
@@ -121,6 +128,9 @@ func main() {
 				Input: map[string]any{"command": "python3 -c 'import time; time.sleep(300)'"}, Start: now})
 			db.Touch(sessionID, now)
 			emit("tool_use", map[string]any{"part": map[string]any{"tool": "bash", "state": map[string]any{"status": "running"}}})
+			if c := os.Getenv("FAKE_OPENCODE_TOOL_CMD"); c != "" {
+				runTool(c, "OPENCODE=1", "AGENT=1", "OPENCODE_PID="+strconv.Itoa(os.Getpid()))
+			}
 			time.Sleep(time.Duration(n) * time.Second)
 			os.Exit(0)
 		}
@@ -171,4 +181,21 @@ func forkSession(db *opencodetest.DB, from, dir string) string {
 func fail(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", a...)
 	os.Exit(1)
+}
+
+// runTool starts `bash -c cmd` as OpenCode 1.18.33 starts a bash tool:
+// its child, leading a session of its own, with env added. Nothing ties
+// the tool's life to this process's.
+func runTool(cmd string, env ...string) {
+	c := exec.Command("bash", "-c", cmd)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FAKE_OPENCODE_") {
+			c.Env = append(c.Env, kv)
+		}
+	}
+	c.Env = append(c.Env, env...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		fail("run the tool: %v", err)
+	}
 }
