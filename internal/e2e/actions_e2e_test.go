@@ -17,6 +17,7 @@ import (
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
+	"github.com/sessiond/sessiond/internal/testkit/toolowner"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -41,6 +42,9 @@ func outcomes(steps []api.Step) map[string]int {
 	return n
 }
 
+// TestToolOwnerHelper is a fake agent's process (toolowner.Start).
+func TestToolOwnerHelper(t *testing.T) { toolowner.Helper(t) }
+
 // After a kill -9 mid tool: reap terminates exactly the attributed orphan,
 // repair removes the stale registry entry and its key file, a second repair
 // plans nothing.
@@ -50,17 +54,25 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	cwd := filepath.Join(e.Home, "proj")
 	os.MkdirAll(cwd, 0o755)
 	id := claudetest.NewSessionID()
-	owner, _ := daemontest.StartOwner(t)
+	// The owner runs its tool as Claude Code 2.1.328 does: its child, in a
+	// session of its own, naming it and the session. (The variables alone
+	// prove nothing: orphans are attributed by the tree seen while the
+	// owner lived.)
+	owner := toolowner.Start(t, "TestToolOwnerHelper", toolowner.Spec{
+		Env:   []string{"CLAUDECODE=1", "CLAUDE_PID={pid}", "CLAUDE_CODE_SESSION_ID=" + id},
+		Tools: []toolowner.Tool{{Cmd: "exec sleep 300"}},
+	})
+	tool, err := proc.NewHost().Identify(owner.Tools[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	tr := claudetest.NewTranscript(id, cwd, time.Now().Add(-time.Minute))
 	tr.CrashMidTool("run the tests", "python3 -c 'import time; time.sleep(300)'")
 	root.WriteTranscript(t, tr)
-	regPath := root.WriteRegistry(t, claudetest.LiveEntry(t, owner.Process.Pid, id, cwd, "busy"))
-	keyPath := root.WriteKey(t, owner.Process.Pid)
+	regPath := root.WriteRegistry(t, claudetest.LiveEntry(t, owner.PID(), id, cwd, "busy"))
+	keyPath := root.WriteKey(t, owner.PID())
 	os.Chmod(keyPath, 0o000) // never opened: as non-root, opening it would fail the repair
 
-	tool := exec.Command("sleep", "300")
-	tool.Env = append(os.Environ(), "CLAUDECODE=1", fmt.Sprintf("CLAUDE_PID=%d", owner.Process.Pid), "CLAUDE_CODE_SESSION_ID="+id)
-	startChild(t, tool)
 	bystander := exec.Command("sleep", "300") // same command, not attributed
 	startChild(t, bystander)
 
@@ -69,22 +81,21 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	if _, errs, code := e.Ctl("reap", id); code != 1 || !strings.Contains(errs, "not orphans") {
 		t.Fatalf("reap with the owner alive: exit %d: %s", code, errs)
 	}
-	owner.Process.Signal(syscall.SIGKILL)
-	owner.Wait()
+	owner.Kill()
 	e.waitStatus(id, session.StatusInterrupted, 3*time.Second)
 
 	plan, errs, code := e.action("reap", id)
-	if code != 0 || plan.Applied || outcomes(plan.Steps)[adapters.OutcomePlanned] != 1 || !strings.Contains(plan.Steps[0].Target, fmt.Sprint(tool.Process.Pid)) {
+	if code != 0 || plan.Applied || outcomes(plan.Steps)[adapters.OutcomePlanned] != 1 || !strings.Contains(plan.Steps[0].Target, fmt.Sprint(tool.PID)) {
 		t.Fatalf("reap plan: exit %d %s %+v", code, errs, plan)
 	}
-	if syscall.Kill(tool.Process.Pid, 0) != nil {
+	if syscall.Kill(tool.PID, 0) != nil {
 		t.Fatal("a dry run signalled")
 	}
 	done, _, code := e.action("reap", id, "--apply", "--timeout", "2s")
 	if code != 0 || !done.Applied || outcomes(done.Steps)[adapters.OutcomeDone] != 1 {
 		t.Fatalf("reap --apply: %+v", done)
 	}
-	tool.Wait()
+	testenv.Eventually(t, 3*time.Second, "the reaped tool gone", func() bool { return proc.NewHost().Probe(tool).Liveness == proc.Dead })
 	if syscall.Kill(bystander.Process.Pid, 0) != nil {
 		t.Fatal("reap hit a process it did not attribute")
 	}
