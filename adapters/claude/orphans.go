@@ -155,12 +155,13 @@ func (a *Adapter) judgeLeftover(v *procView, ev *lineage.Evidence, regTicks map[
 	if claimed == pid {
 		return "", adapters.Issue{}, false
 	}
-	// A live claude's own: the claude it names lives, or it is a child or
-	// a group member of a live claude (an MCP server names no pid).
-	if claimed != 0 && ownerAlive(snap, claimed, p, regTicks[claimed]) {
-		return "", adapters.Issue{}, false
-	}
-	if parent := snap.Procs[p.PPID]; claudeGroups[p.PGID] || (!dead(parent) && isClaudeArgv(parent.Argv)) {
+	// A live claude's own: the claude it names lives; or, naming none (an
+	// MCP server), it is a child or a group member of a live claude.
+	if claimed != 0 {
+		if ownerAlive(snap, claimed, p, regTicks[claimed]) {
+			return "", adapters.Issue{}, false
+		}
+	} else if parent := snap.Procs[p.PPID]; claudeGroups[p.PGID] || (!dead(parent) && isClaudeArgv(parent.Argv)) {
 		return "", adapters.Issue{}, false
 	}
 	pr, found := ev.Attribute(p)
