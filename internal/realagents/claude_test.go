@@ -92,6 +92,8 @@ func TestClaudeKilledMidToolReapRepairResume(t *testing.T) {
 	// A bystander with the same kind of command that is not the session's:
 	// reap must leave it alone.
 	bystander, _ := w.start("bystander", w.proj(), "python3", "-c", "import time; time.sleep(300)")
+	// The tool tree is attributed by what the daemon saw while claude lived.
+	w.waitPassSaw(time.Now(), "the tool started")
 
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

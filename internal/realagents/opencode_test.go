@@ -293,6 +293,8 @@ func (w *world) runOpenCodeLongTool() api.Session {
 	if s.PID != pid {
 		w.t.Fatalf("tracked pid %d, launched %d", s.PID, pid)
 	}
+	// The tool is attributed by what the daemon saw while opencode lived.
+	w.waitPassSaw(time.Now(), "the tool started")
 	w.step("opencode tool running, session busy")
 	return s
 }
