@@ -216,11 +216,11 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// A live owner's tool processes are not orphans. But an orphan the
-	// adapter attributes (its own agent process, named in its environment,
-	// is dead) stays one when the session has a live owner again: the real
-	// OpenCode's `opencode serve` in the same directory takes over a
-	// session whose `opencode run` was killed, and the run's python3 must
-	// still be reapable.
+	// adapter attributes (the process tree proves it its own agent
+	// process's, and that process is dead) stays one when the session has
+	// a live owner again: the real OpenCode's `opencode serve` in the same
+	// directory takes over a session whose `opencode run` was killed, and
+	// the run's python3 must still be reapable.
 	if livePID != 0 && len(targets) == 0 {
 		writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("owner pid %d is alive: its tool processes are not orphans (stop the session instead)", livePID))
 		return
