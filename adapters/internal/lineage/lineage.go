@@ -12,14 +12,16 @@
 // while an owner lives, each pass remembers (Memory.Remember) its
 // descendants, each with the session it was in, and the tool sessions it
 // started: the sid of each direct child that leads a session of its own
-// (Claude Code 2.1.328 and OpenCode 1.18.33 run each tool so, as Codex
-// does). Once the owner is dead, a process is proven its (Evidence.Attribute)
+// (Claude Code 2.1.328, OpenCode 1.18.33 and Codex 0.169.0 run each tool
+// so). Once the owner is dead, a process is proven its (Evidence.Attribute)
 // only if
 //   - it was seen below the owner and is still in the session it had then
 //     (one that left it with setsid, a daemon such as a tmux server, is
 //     not);
 //   - it is in a tool session the owner started (what a tool forked after
-//     the last look still carries the sid);
+//     the last look still carries the sid), and, in a memory made with
+//     NewTagged, carries the tag the tool's leader had (Codex: the thread
+//     it gave the tool);
 //   - it is in the session or process group the dead owner led (the kernel
 //     hands out no pid that still names a live group or session), its pid
 //     not another process's now.
@@ -55,14 +57,14 @@ type Bounds struct {
 // concurrent use: adapters hold it under their pass lock.
 type Memory struct {
 	b      Bounds
+	tag    func(*proc.Process) string // nil: tool sessions are not tagged
 	owners map[proc.Identity]*owner
 }
 
 type owner struct {
 	label string
-	// tools are the tool sessions it started, by session id: the identity
-	// of the child that leads each.
-	tools map[int]proc.Identity
+	// tools are the tool sessions it started, by session id.
+	tools map[int]tool
 	// desc are its descendants at the last look it lived, by pid, each
 	// with the session it was in then.
 	desc map[int]seen
@@ -73,9 +75,27 @@ type seen struct {
 	sid int
 }
 
+// tool is one tool session an owner started.
+type tool struct {
+	leader proc.Identity // the child that leads it
+	tag    string        // the leader's tag, when it was last seen
+}
+
 // New returns an empty memory with bounds b.
 func New(b Bounds) *Memory {
 	return &Memory{b: b, owners: map[proc.Identity]*owner{}}
+}
+
+// NewTagged returns an empty memory with bounds b whose tool sessions are
+// tagged: each keeps tag(leader) as it was when its owner was last seen
+// alive, and proves a process the owner's only if tag(process) is the
+// same. An owner that runs tools for several sessions (Codex's app-server)
+// names each tool's session so (CODEX_THREAD_ID): its tool session proves
+// nothing for another session's variable.
+func NewTagged(b Bounds, tag func(*proc.Process) string) *Memory {
+	m := New(b)
+	m.tag = tag
+	return m
 }
 
 // Len is how many owners are remembered.
@@ -88,6 +108,16 @@ func (m *Memory) Label(id proc.Identity) (label string, ok bool) {
 		return o.label, true
 	}
 	return "", false
+}
+
+// Kept is how many descendants and tool sessions are remembered of the
+// owner id; ok is false when it is not remembered.
+func (m *Memory) Kept(id proc.Identity) (desc, tools int, ok bool) {
+	o := m.owners[id]
+	if o == nil {
+		return 0, 0, false
+	}
+	return len(o.desc), len(o.tools), true
 }
 
 // LabelOfPID is the label of the newest remembered owner at pid with one.
@@ -142,7 +172,8 @@ func Live(snap *proc.Snapshot, id proc.Identity) bool {
 
 // Remember records, for id alive in tr, its descendants (afresh) and the
 // tool sessions it started: each direct child that leads a session of its
-// own and for which isTool holds (added to those remembered). label is
+// own and for which isTool holds (added to those remembered, with its tag
+// in a tagged memory). label is
 // kept with it (the adapter's session, or ""). It reports false when id is
 // not alive or the memory is full.
 func (m *Memory) Remember(tr *Tree, id proc.Identity, label string, isTool func(*proc.Process) bool) bool {
@@ -154,7 +185,7 @@ func (m *Memory) Remember(tr *Tree, id proc.Identity, label string, isTool func(
 		if len(m.owners) >= m.b.Owners {
 			return false
 		}
-		o = &owner{tools: map[int]proc.Identity{}}
+		o = &owner{tools: map[int]tool{}}
 		m.owners[id] = o
 	}
 	o.label = label
@@ -163,7 +194,11 @@ func (m *Memory) Remember(tr *Tree, id proc.Identity, label string, isTool func(
 			continue
 		}
 		if _, ok := o.tools[c.SID]; ok || len(o.tools) < m.b.Tools {
-			o.tools[c.SID] = c.Identity
+			t := tool{leader: c.Identity}
+			if m.tag != nil {
+				t.tag = m.tag(c)
+			}
+			o.tools[c.SID] = t
 		}
 	}
 	o.desc = map[int]seen{}
@@ -198,8 +233,8 @@ func (m *Memory) Forget(tr *Tree) {
 				delete(o.desc, pid)
 			}
 		}
-		for sid, leader := range o.tools {
-			if p := snap.Procs[sid]; tr.bySID[sid] == 0 || (p != nil && p.Identity != leader) {
+		for sid, t := range o.tools {
+			if p := snap.Procs[sid]; tr.bySID[sid] == 0 || (p != nil && p.Identity != t.leader) {
 				delete(o.tools, sid)
 			}
 		}
@@ -243,7 +278,8 @@ type Proof struct {
 	Tool int
 }
 
-// Why says it in words, agent naming the owner ("claude", "opencode").
+// Why says it in words, agent naming the owner ("claude", "opencode",
+// "Codex").
 func (p Proof) Why(agent string) string {
 	switch p.How {
 	case Seen:
@@ -264,6 +300,7 @@ func (p Proof) Why(agent string) string {
 // nothing.
 type Evidence struct {
 	snap   *proc.Snapshot
+	tag    func(*proc.Process) string
 	desc   map[int]evidenceOf // by pid
 	tools  map[int]evidenceOf // by sid
 	owners map[int]proc.Identity
@@ -273,15 +310,15 @@ type Evidence struct {
 
 type evidenceOf struct {
 	owner proc.Identity
-	seen  seen          // desc
-	tool  proc.Identity // tools: the leader
+	seen  seen // desc
+	tool  tool // tools
 }
 
 // Evidence indexes the memory against tr (after Forget): where two owners
 // remember one process, the newest owner's claim comes first (a claude
 // run as another's tool holds what it started itself).
 func (m *Memory) Evidence(tr *Tree) *Evidence {
-	ev := &Evidence{snap: tr.snap, desc: map[int]evidenceOf{}, tools: map[int]evidenceOf{}, owners: map[int]proc.Identity{}, labels: map[proc.Identity]string{}}
+	ev := &Evidence{snap: tr.snap, tag: m.tag, desc: map[int]evidenceOf{}, tools: map[int]evidenceOf{}, owners: map[int]proc.Identity{}, labels: map[proc.Identity]string{}}
 	ids := make([]proc.Identity, 0, len(m.owners))
 	for id := range m.owners {
 		ids = append(ids, id)
@@ -308,9 +345,9 @@ func (m *Memory) Evidence(tr *Tree) *Evidence {
 				}
 			}
 		}
-		for sid, leader := range o.tools {
+		for sid, t := range o.tools {
 			if _, ok := ev.tools[sid]; !ok {
-				ev.tools[sid] = evidenceOf{owner: id, tool: leader}
+				ev.tools[sid] = evidenceOf{owner: id, tool: t}
 			}
 		}
 		if _, ok := ev.owners[id.PID]; !ok {
@@ -345,8 +382,8 @@ func (ev *Evidence) Attribute(p *proc.Process) (pr Proof, found bool) {
 		pr.How = Left
 		hint = pr
 	}
-	if e, ok := ev.tools[p.SID]; ok && p.SID > 0 && p.Identity.StartTicks >= e.tool.StartTicks {
-		if q := ev.snap.Procs[p.SID]; q == nil || q.Identity == e.tool {
+	if e, ok := ev.tools[p.SID]; ok && p.SID > 0 && p.Identity.StartTicks >= e.tool.leader.StartTicks && (ev.tag == nil || ev.tag(p) == e.tool.tag) {
+		if q := ev.snap.Procs[p.SID]; q == nil || q.Identity == e.tool.leader {
 			return Proof{Owner: e.owner, Label: ev.labels[e.owner], How: InTool, Tool: p.SID}, true
 		}
 	}

@@ -167,3 +167,29 @@ func TestForgetAndBounds(t *testing.T) {
 		t.Errorf("remembered %d owners with nothing left of them", m.Len())
 	}
 }
+
+// In a tagged memory a tool session proves only what carries its
+// leader's tag (Codex: the thread it gave the tool), and what is bounded
+// is counted by Kept.
+func TestTaggedToolSessions(t *testing.T) {
+	tag := func(p *proc.Process) string { return p.Env["TOOL"] }
+	owner := row(100, 1000, 10, 10, 100)
+	tool := row(200, 1100, 100, 200, 200, "TOOL=a")
+	m := NewTagged(bounds, tag)
+	pass(m, snap(owner, tool), owner)
+	if d, n, ok := m.Kept(owner.Identity); !ok || d != 1 || n != 1 {
+		t.Errorf("kept %d descendants, %d tools (%v), want 1, 1", d, n, ok)
+	}
+	same := row(201, 1300, 1, 200, 200, "TOOL=a")  // forked after the last look
+	other := row(202, 1300, 1, 200, 200, "TOOL=b") // in it, with another tag
+	ev := pass(m, snap(reparented(tool), same, other))
+	wantProof(t, ev, same, owner, InTool)
+	wantNone(t, ev, other, "a process with another tag")
+	// Untagged, the session is enough.
+	u := New(bounds)
+	pass(u, snap(owner, tool), owner)
+	wantProof(t, pass(u, snap(reparented(tool), same, other)), other, owner, InTool)
+	if _, _, ok := u.Kept(row(7, 1, 1, 7, 7).Identity); ok {
+		t.Error("kept an owner never seen")
+	}
+}
