@@ -33,6 +33,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters/internal/inputlog"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -90,9 +91,9 @@ type Adapter struct {
 	restored map[string]*fileState
 	saved    map[string]uint64
 
-	// remembered is what was seen below owners while they lived, the
+	// lineage is what was seen below owners while they lived, the
 	// evidence that attributes what a dead one left behind (orphans.go).
-	remembered map[proc.Identity]*ownerMemory
+	lineage *lineage.Memory
 
 	watchMu sync.Mutex
 	watch   []string
@@ -122,7 +123,7 @@ func New(cfg Config) *Adapter {
 		cfg.MaxTail = defaultTail
 	}
 	a := &Adapter{cfg: cfg, log: cfg.Logger, roots: map[string]*rootState{},
-		inputs: inputlog.New(cfg.Logger, "Codex data"), remembered: map[proc.Identity]*ownerMemory{}}
+		inputs: inputlog.New(cfg.Logger, "Codex data"), lineage: lineage.NewTagged(treeBounds, threadOf)}
 	for _, r := range cfg.Roots {
 		a.addRoot(filepath.Clean(r), false)
 	}

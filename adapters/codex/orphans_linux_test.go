@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/internal/testkit/codextest/fakecodex"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
@@ -81,7 +82,7 @@ func childOf(t *testing.T, ppid int, argv0 string) *proc.Process {
 			t.Fatal(err)
 		}
 		for _, p := range snap.Children(ppid) {
-			if !dead(p) && len(p.Argv) > 0 && p.Argv[0] == argv0 {
+			if !lineage.Dead(p) && len(p.Argv) > 0 && p.Argv[0] == argv0 {
 				found = p
 				return true
 			}
@@ -99,7 +100,7 @@ func waitGone(t *testing.T, pid int, what string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return dead(snap.Procs[pid])
+		return lineage.Dead(snap.Procs[pid])
 	})
 }
 
@@ -234,7 +235,7 @@ func TestCodexOrphansInItsOwnGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bash := snap.Procs[c.Tools[0]]; !dead(bash) {
+	if bash := snap.Procs[c.Tools[0]]; !lineage.Dead(bash) {
 		wantOrphan(t, got, bash, "seen below Codex pid")
 	}
 }

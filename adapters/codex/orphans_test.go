@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -199,26 +200,28 @@ func TestOwnerMemoryBounded(t *testing.T) {
 		rows = append(rows, synProc{pid: pid, ppid: 100, sid: pid, pgid: pid, ticks: 20, thread: synThread})
 	}
 	synPass(a, synSnap(rows...), synID(100, 10))
-	m := a.remembered[synID(100, 10)]
-	if m == nil || len(m.desc) != maxRememberedDesc || len(m.tools) != maxRememberedTools {
-		t.Fatalf("memory %d descendants, %d tools; want %d, %d", len(m.desc), len(m.tools), maxRememberedDesc, maxRememberedTools)
+	desc, tools, ok := a.lineage.Kept(synID(100, 10))
+	if !ok || desc != maxRememberedDesc || tools != maxRememberedTools {
+		t.Fatalf("memory %d descendants, %d tools; want %d, %d", desc, tools, maxRememberedDesc, maxRememberedTools)
 	}
 	synPass(a, synSnap(), proc.Identity{})
-	if len(a.remembered) != 0 {
-		t.Fatalf("a dead owner with nothing left is still remembered: %d", len(a.remembered))
+	if a.lineage.Len() != 0 {
+		t.Fatalf("a dead owner with nothing left is still remembered: %d", a.lineage.Len())
 	}
 
 	a = synAdapter()
-	for i := 0; i < maxRememberedOwners+10; i++ {
-		a.remembered[synID(100000+i, 1)] = &ownerMemory{tools: map[int]toolSession{}}
-	}
 	o := synID(100, 10)
 	snap := synSnap(synOwner)
 	for i := 0; i < maxRememberedOwners+10; i++ {
 		snap.Procs[100000+i] = &proc.Process{Identity: synID(100000+i, 1), PPID: 1, State: 'S'}
 	}
+	// The memory full of other owners, alive.
+	tr := lineage.NewTree(snap)
+	for i := 0; i < maxRememberedOwners+10; i++ {
+		a.lineage.Remember(tr, synID(100000+i, 1), "", isCodexTool)
+	}
 	synPass(a, snap, o)
-	if len(a.remembered) > maxRememberedOwners+10 || a.remembered[o] != nil {
-		t.Fatalf("remembered %d owners past the bound", len(a.remembered))
+	if _, _, remembered := a.lineage.Kept(o); a.lineage.Len() > maxRememberedOwners+10 || remembered {
+		t.Fatalf("remembered %d owners past the bound", a.lineage.Len())
 	}
 }
