@@ -127,20 +127,7 @@ func TestHookFromTheOwnerOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The owner: a shell that runs the hook when told to, then lives on.
-	owner := exec.Command("sh", "-c", `read go; "$0" --socket "$1" hook codex < "$2"; exec sleep 300`, e.Sessionctl, e.Socket, payload)
-	owner.Env = e.Environ()
-	start, err := owner.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
-	oid, err := proc.NewHost().Identify(owner.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner, start, oid := startOwnerShell(t, e, `read go; "$0" --socket "$1" hook codex < "$2"; exec sleep 300`, e.Sessionctl, e.Socket, payload)
 	const id = "c0de00000001"
 	e.Seed(&session.Record{ID: id, Agent: "codex", UpstreamID: "01a2108f-4c6c-7c41-a692-d6ed6edf0c4c", Status: session.StatusRunning,
 		Activity: session.ActivityBusy, Owner: &oid, Cwd: "/tmp/w", CreatedAt: time.Now(), Problems: []session.Problem{}})
@@ -406,21 +393,8 @@ func TestHookFromAToolOfAnotherCodexSession(t *testing.T) {
 	}
 	// The owner of both sessions: a shell that, when told, runs the hook
 	// first as a tool of the other session, then as itself.
-	owner := exec.Command("sh", "-c", `read go; CODEX_THREAD_ID="$3" "$0" --socket "$1" hook codex --verbose < "$2" 2>"$4.tool"; read go; "$0" --socket "$1" hook codex --verbose < "$2" 2>"$4.own"; exec sleep 300`,
+	_, step, oid := startOwnerShell(t, e, `read go; CODEX_THREAD_ID="$3" "$0" --socket "$1" hook codex --verbose < "$2" 2>"$4.tool"; read go; "$0" --socket "$1" hook codex --verbose < "$2" 2>"$4.own"; exec sleep 300`,
 		e.Sessionctl, e.Socket, payload, other, filepath.Join(e.Dir, "said"))
-	owner.Env = e.Environ()
-	step, err := owner.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
-	oid, err := proc.NewHost().Identify(owner.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const id = "c0de00000002"
 	for i, up := range []string{"01a2108f-4c6c-7c41-a692-d6ed6edf0c4c", other} {
 		e.Seed(&session.Record{ID: fmt.Sprintf("c0de0000000%d", i+2), Agent: "codex", UpstreamID: up, Status: session.StatusRunning,
@@ -459,4 +433,25 @@ func TestHookFromAToolOfAnotherCodexSession(t *testing.T) {
 	if s := testWait(); s.Activity != session.ActivityWaiting || s.WaitingFor == nil || s.WaitingFor.Kind != session.WaitingPermission {
 		t.Fatalf("after the owner's own hook: %s %+v", s.Activity, s.WaitingFor)
 	}
+}
+
+// startOwnerShell starts `sh -c script args...` in e's environment as a
+// session's owner, which goes on each time a line is written to step;
+// it is killed when the test ends.
+func startOwnerShell(t *testing.T, e *daemontest.Env, script string, args ...string) (owner *exec.Cmd, step io.Writer, id proc.Identity) {
+	t.Helper()
+	owner = exec.Command("sh", append([]string{"-c", script}, args...)...)
+	owner.Env = e.Environ()
+	in, err := owner.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Process.Kill(); owner.Wait() })
+	if id, err = proc.NewHost().Identify(owner.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	return owner, in, id
 }

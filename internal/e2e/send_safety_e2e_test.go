@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,25 +173,11 @@ func TestSendTwoAtOnce(t *testing.T) {
 	})
 	time.Sleep(500 * time.Millisecond) // room for a prompt that should not be there
 	got := p.taken()
-	if strings.Join(got, "|") != strings.Join(delivered, "|") && !(len(got) == len(delivered) && sameSet(got, delivered)) {
+	slices.Sort(got)
+	slices.Sort(delivered)
+	if !slices.Equal(got, delivered) {
 		t.Fatalf("the fake claude took %q; delivered were %q", got, delivered)
 	}
-}
-
-func sameSet(a, b []string) bool {
-	m := map[string]int{}
-	for _, x := range a {
-		m[x]++
-	}
-	for _, x := range b {
-		m[x]--
-	}
-	for _, v := range m {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // The agent in a shell pane exits, and sessiond has not noticed (exits
