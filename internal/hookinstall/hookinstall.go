@@ -265,11 +265,14 @@ func (a Agent) edit(path string, d *document, command string) (after []byte, fou
 	if hooks != nil {
 		for i, ev := range hooks.keys {
 			v := hooks.kids[i]
+			// Any event twice, sessiond's or not: its entries may be
+			// taken out of either, and which one the agent reads is not
+			// sessiond's to guess.
+			if _, n := hooks.member(ev); n > 1 {
+				return nil, 0, fmt.Errorf("%s: the event %q appears %d times in \"hooks\": sessiond does not guess which the agent reads; merge them first", path, ev, n)
+			}
 			ours := command != "" && slices.Contains(a.Events, ev)
 			if ours {
-				if _, n := hooks.member(ev); n > 1 {
-					return nil, 0, fmt.Errorf("%s: the event %q appears %d times in \"hooks\": sessiond does not guess which the agent reads; merge them first", path, ev, n)
-				}
 				present[ev] = true
 			}
 			if v.kind != '[' {

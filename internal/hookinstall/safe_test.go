@@ -341,6 +341,9 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	for _, bad := range []string{
 		`{"hooks": {}, "model": "x", "hooks": {}}`,
 		`{"hooks": {"Stop": [], "Stop": [{"hooks": []}]}}`,
+		// Not one of sessiond's events, but sessiond's entries would be
+		// taken out of it (FuzzEdit found it).
+		`{"hooks": {"Mine": [{"hooks": [{"command": "sessionctl hook claude"}]}], "Mine": []}}`,
 	} {
 		root := t.TempDir()
 		path := filepath.Join(root, "settings.json")
