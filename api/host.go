@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sessiond/sessiond/internal/shell"
 	"github.com/sessiond/sessiond/internal/tailbuf"
 )
 
@@ -171,22 +172,15 @@ func sshArgv(h Host) []string {
 	// expands to the far user's home.
 	for _, w := range far {
 		if rest, ok := strings.CutPrefix(w, "~/"); ok {
-			args = append(args, "~/"+shellQuote(rest))
+			args = append(args, "~/"+shell.Quote(rest))
 			continue
 		}
-		args = append(args, shellQuote(w))
+		args = append(args, shell.Quote(w))
 	}
 	if cmd := os.Getenv(EnvSSHCommand); strings.TrimSpace(cmd) != "" {
 		return append([]string{"sh", "-c", cmd + ` "$@"`, "ssh"}, args...)
 	}
 	return append([]string{"ssh"}, args...)
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // HostError says why a host could not be reached through ssh: ssh's exit

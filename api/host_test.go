@@ -91,9 +91,6 @@ func TestSSHArgv(t *testing.T) {
 	if got := strings.Join(sshArgv(h), " "); !strings.Contains(got, ` ~/'my bin/sessionctl' dial-stdio`) {
 		t.Errorf("a far path under ~ keeps ~ unquoted: %s", got)
 	}
-	if q := shellQuote("it's"); q != `'it'\''s'` {
-		t.Errorf("shellQuote: %s", q)
-	}
 }
 
 // A missing far sessionctl is said as such; the far sessionctl's own
