@@ -519,9 +519,15 @@ func TestMarkerEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	env, err := NewHost().MarkerEnv(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
+	// Start returns once the exec is past its point of no return, a
+	// moment before the kernel has set up the new image's environment:
+	// until then /proc/<pid>/environ reads empty.
+	var env map[string]string
+	for deadline := time.Now().Add(5 * time.Second); len(env) == 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		var err error
+		if env, err = NewHost().MarkerEnv(cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if len(env) != 1 || env["CODEX_THREAD_ID"] != "019a-thread" {
 		t.Fatalf("MarkerEnv = %v, want only CODEX_THREAD_ID", env)
