@@ -235,10 +235,16 @@ func decideLive(out, rec *session.Record, ev evidence, alive []candidate, proble
 	setActivity(out, rec, ev, id)
 	setPane(out, rec, ev, id)
 	// The watchdog: busy with no progress past the threshold, and not
-	// waiting for the user, is stalled. A flag, never a kill.
+	// waiting for the user, is stalled. A flag, never a kill. A hook from
+	// the owner's tree that set the activity is progress too (a tool
+	// starting), newer than what the data shows.
 	if out.Activity == session.ActivityBusy && out.LastActivityAt != nil && ev.stallAfter > 0 {
-		if now.Sub(*out.LastActivityAt) >= ev.stallAfter {
-			problems = append(problems, session.Problem{Kind: session.ProblemStalled, Detail: fmt.Sprintf("busy with no progress since %s (threshold %s)", out.LastActivityAt.UTC().Format(time.RFC3339), ev.stallAfter), Since: out.LastActivityAt.Add(ev.stallAfter)})
+		progress := *out.LastActivityAt
+		if out.ActivitySource == session.SourceHook && out.ActivitySince != nil && out.ActivitySince.After(progress) {
+			progress = *out.ActivitySince
+		}
+		if now.Sub(progress) >= ev.stallAfter {
+			problems = append(problems, session.Problem{Kind: session.ProblemStalled, Detail: fmt.Sprintf("busy with no progress since %s (threshold %s)", progress.UTC().Format(time.RFC3339), ev.stallAfter), Since: progress.Add(ev.stallAfter)})
 		}
 	}
 	return problems

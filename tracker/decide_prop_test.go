@@ -439,8 +439,9 @@ func (c *propCase) checkHooks(out *session.Record, evs []session.Event, counts m
 	a, b := out.Clone(), base.Clone()
 	for _, x := range []*session.Record{a, b} {
 		x.Activity, x.ActivitySource, x.ActivitySince, x.WaitingFor = "", "", nil, nil
-		// The watchdog's flag follows the activity: busy (from a hook
-		// too) with data still past the threshold is stalled.
+		// The watchdog's flag follows the activity: busy with no
+		// progress past the threshold is stalled, and a hook from the
+		// owner's tree is progress.
 		x.Problems = slices.DeleteFunc(x.Problems, func(p session.Problem) bool { return p.Kind == session.ProblemStalled })
 		if len(x.Problems) == 0 {
 			x.Problems = nil

@@ -149,3 +149,28 @@ func hookList(h *hookEvidence) []*hookEvidence {
 	}
 	return []*hookEvidence{h}
 }
+
+// The watchdog counts a hook from the owner's tree as progress: a tool
+// that starts after the data has been still past the threshold is not
+// stalled (it was flagged at once: the watchdog read only the data).
+func TestBusyHookIsProgress(t *testing.T) {
+	owner, hookProc := ident(100), ident(900)
+	r := rec(session.StatusRunning, &owner)
+	r.Activity, r.ActivitySource = session.ActivityBusy, session.SourceTranscript
+	still := &adapters.Observed{UpstreamID: "up-1", Owners: []adapters.Owner{own(100, false)}, Activity: session.ActivityBusy,
+		ActivitySource: session.SourceTranscript, LastActivity: t0.Add(-30 * time.Minute)}
+	ev := evidence{obs: still, probe: probeTable(map[proc.Identity]proc.Liveness{owner: proc.Alive}), now: t0, grace: 30 * time.Second, stallAfter: 20 * time.Minute}
+	if got, _ := decide(r, ev); got.Problem(session.ProblemStalled) == nil {
+		t.Fatalf("no hook, data still 30 min: not stalled (%+v)", got.Problems)
+	}
+	ev.hooks = []*hookEvidence{{Hook: adapters.Hook{UpstreamID: "up-1", Event: "PreToolUse", Activity: session.ActivityBusy}, At: t0.Add(-time.Second), From: []proc.Identity{hookProc, owner}}}
+	got, _ := decide(r, ev)
+	if got.Activity != session.ActivityBusy || got.ActivitySource != session.SourceHook || got.Problem(session.ProblemStalled) != nil {
+		t.Fatalf("a PreToolUse hook a second ago: %s from %s, problems %+v; want busy from the hook, not stalled", got.Activity, got.ActivitySource, got.Problems)
+	}
+	// Twenty minutes after that hook with nothing since, it is stalled.
+	ev.now = t0.Add(21 * time.Minute)
+	if got, _ := decide(got, ev); got.Problem(session.ProblemStalled) == nil {
+		t.Fatalf("21 min after the hook: not stalled (%+v)", got.Problems)
+	}
+}
