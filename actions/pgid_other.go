@@ -5,6 +5,8 @@ package actions
 import (
 	"errors"
 	"syscall"
+
+	"github.com/sessiond/sessiond/proc"
 )
 
 // errNoGroups: listing a process group's members is implemented for Linux
@@ -17,8 +19,14 @@ func groupMembers(map[int]bool) (map[int][]member, error) { return nil, errNoGro
 
 // groupGone without a member listing: kill(-pgid, 0) fails with ESRCH once
 // no process is left in the group. An unreaped zombie still counts, so a
-// group may read alive a little longer than it is.
-func groupGone(pgid int, _ uint64) (bool, error) {
+// group may read alive a little longer than it is. A live process whose
+// pid is the group's number but whose start differs from the leader's
+// means the number was freed and taken by a new group, as on Linux: the
+// group meant is gone, and the new one is never signalled.
+func groupGone(pgid int, leaderTicks uint64) (bool, error) {
+	if st, err := proc.NewHost().Stat(pgid); err == nil && st.PGID == pgid && st.StartTicks != leaderTicks {
+		return true, nil
+	}
 	err := syscall.Kill(-pgid, 0)
 	switch {
 	case err == nil, errors.Is(err, syscall.EPERM):
