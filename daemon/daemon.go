@@ -5,7 +5,7 @@
 // The order matters. The store lock comes first, so a second sessiond fails
 // before it touches anything. The startup reconciliation comes before
 // readiness, so no client ever sees a status sessiond has not checked
-// (DESIGN.md invariant 6).
+// (invariant 6 of docs/design.md).
 package daemon
 
 import (

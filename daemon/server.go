@@ -170,7 +170,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	// Compact: indenting 10,000 sessions tripled the encode time (162 ms
-	// against 52 ms, BENCHMARKS.md); sessionctl indents what it prints.
+	// against 52 ms); sessionctl indents what it prints.
 	_ = json.NewEncoder(w).Encode(v)
 }
 

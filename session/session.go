@@ -19,7 +19,7 @@ import (
 // Status says whether a session's owning process lives. Only tracker sets it.
 type Status string
 
-// The statuses of DESIGN.md's status model.
+// The statuses of the status model (docs/design.md#the-status-model).
 const (
 	// StatusStarting: launched by sessiond and still inside the grace period.
 	StatusStarting Status = "starting"
@@ -36,7 +36,7 @@ const (
 
 // Terminal reports whether the status means the owner is gone. A terminal
 // session can still come back to running when a live process claims its
-// upstream id again (invariant 4).
+// upstream id again (invariant 4 of docs/design.md).
 func (s Status) Terminal() bool { return s == StatusStopped || s == StatusInterrupted }
 
 // Valid reports whether s is one of the known statuses.
@@ -51,7 +51,7 @@ func (s Status) Valid() bool {
 // Activity says what a running session is doing, as its agent's data shows.
 type Activity string
 
-// The activities of DESIGN.md's status model.
+// The activities of the status model (docs/design.md#the-status-model).
 const (
 	ActivityBusy    Activity = "busy"
 	ActivityIdle    Activity = "idle"
@@ -120,7 +120,7 @@ func (w *WaitingFor) Equal(o *WaitingFor) bool {
 // ProblemKind names a kind of trouble with a session.
 type ProblemKind string
 
-// The problem kinds of DESIGN.md.
+// The problem kinds of the status model (docs/design.md#the-status-model).
 const (
 	// ProblemOrphanedToolCall: a tool call that never got its result.
 	ProblemOrphanedToolCall ProblemKind = "orphaned_tool_call"

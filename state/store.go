@@ -443,7 +443,7 @@ func (s *Store) Changed() <-chan struct{} {
 }
 
 // notify wakes every Changed waiter. Called only after a commit succeeded,
-// so a woken reader always sees the change (invariant 5).
+// so a woken reader always sees the change (invariant 5 of docs/design.md).
 func (s *Store) notify() {
 	s.mu.Lock()
 	close(s.changed)

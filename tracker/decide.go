@@ -61,8 +61,8 @@ const launchEvidence = "launched by sessiond"
 
 // decide returns the record as it should be after this evidence, and the
 // events that record the change. It never returns events for an unchanged
-// record. It implements DESIGN.md's invariants 1-4; see the comments at each
-// rule.
+// record. It implements invariants 1-4 of docs/design.md#the-six-invariants;
+// see the comments at each rule.
 func decide(rec *session.Record, ev evidence) (*session.Record, []session.Event) {
 	out := rec.Clone()
 	isNew := rec.Status == ""

@@ -157,7 +157,8 @@ type Tracker struct {
 	OnPass func(PassReport)
 }
 
-// New returns a Tracker. Call Reconcile once before serving (invariant 6),
+// New returns a Tracker. Call Reconcile once before serving (invariant 6 of
+// docs/design.md),
 // then Run.
 func New(cfg Config) *Tracker {
 	if cfg.Interval <= 0 {

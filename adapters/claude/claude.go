@@ -7,7 +7,7 @@
 //	<root>/projects/<dir>/<uuid>.jsonl    the transcripts
 //
 // and the process-table snapshot the tracker hands to Discover. Claude
-// Code's files are not a contract (see shared/agents/claude-code.md): every
+// Code's files are not a contract (see docs/agents/claude.md): every
 // field is optional, unknown line types are skipped, corrupt and overlong
 // lines are skipped and counted, and nothing here decides liveness. The
 // registry names owners (validated against the process identity); a

@@ -69,8 +69,8 @@ func (a *Adapter) NewCommand(spec adapters.LaunchSpec) (adapters.Command, error)
 // (--fork-session, with an id chosen here) runs from the requested cwd:
 // Claude Code 2.1.328 finds the session to resume under any project folder
 // of the root, writes the fork into the project folder of its own cwd and
-// runs its tools there (checked against the real CLI; see README, "Resume
-// and fork").
+// runs its tools there (checked against the real CLI; see
+// docs/agents/claude.md).
 func (a *Adapter) ResumeCommand(cur session.ResumeCursor, spec adapters.LaunchSpec, fork bool) (adapters.Command, error) {
 	argv := []string{a.cfg.Binary, "--resume", cur.UpstreamID}
 	up, cwd := cur.UpstreamID, cur.Cwd

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The entry of the fact sheet, as 2.1.328 writes it.
+// The entry shown in docs/agents/claude.md, as 2.1.328 writes it.
 const factSheetEntry = `{"pid":6925,"sessionId":"3ab8568e-0000-4000-8000-000000000001","cwd":"/home/u/proj","startedAt":1795346466101,
  "procStart":"99240","version":"2.1.328","kind":"interactive","entrypoint":"sdk-cli",
  "pidDomain":"linux:0f3c1e9a-1111-2222-3333-444455556666:pid:[4026531836]","messagingSocketPath":"/tmp/cc-socks/6925.sock",

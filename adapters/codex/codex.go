@@ -14,13 +14,13 @@
 // are not read for liveness at all.
 //
 // A pending approval looks exactly like a running tool in the rollout, so
-// this adapter never says waiting (see README "Codex"). Tools Codex ran
+// this adapter never says waiting (docs/agents/codex.md). Tools Codex ran
 // carry CODEX_THREAD_ID, which anything they start inherits; those a dead
 // owner left behind are orphan_processes, reapable only on evidence from
 // the process tree seen while the owner lived (orphans.go). Reading is incremental (discover.go): a
 // pass stats the rollouts that may change (new, written recently, or
 // with a writer lock file) and reads only appended bytes; a full rescan
-// looks at every rollout now and then. See shared/agents/codex.md.
+// looks at every rollout now and then. See docs/agents/codex.md.
 package codex
 
 import (

@@ -7,7 +7,7 @@ import (
 
 // Codex's hooks (`$CODEX_HOME/hooks.json`) take Claude Code's shape. They
 // are the only sign of a pending approval: the rollout's tail then looks
-// exactly like a running tool (the fact sheet, §10). Codex runs hooks
+// exactly like a running tool (docs/agents/codex.md). Codex runs hooks
 // from the process that holds the thread (the app-server daemon for the
 // TUI), and only once the user trusted them.
 var hooks = hookjson.Agent{}

@@ -14,7 +14,7 @@ var _ adapters.Repairer = (*Adapter)(nil)
 
 // Codex needs nothing written to resume a session its writer left mid
 // turn, so a repair plans no change: each step says what is left and why.
-// Checked on 0.169.0 (shared/agents/codex.md §9): `codex exec resume` of a
+// Checked on 0.169.0 (docs/agents/codex.md): `codex exec resume` of a
 // session killed mid tool sends the model the dangling call with an
 // "aborted" output Codex makes up itself, writes nothing of it to the
 // rollout, and starts a new turn; its thread_turns row stays "inProgress",

@@ -18,14 +18,14 @@
 // last write. Discover (discover.go) only observes, with the session's
 // activity (activity.go) and the tool processes a dead opencode left
 // behind (orphans.go); the tracker probes the owners and decides running,
-// stopped or interrupted. See shared/agents/opencode.md.
+// stopped or interrupted. See docs/agents/opencode.md.
 //
 // Asked to (sessionctl repair, abort, or the opencode-offline policy), the
 // adapter also cleans up what a dead or stuck OpenCode left in flight,
-// following the ladder of opencode.md: through a reachable server's API
-// (repair.go); else, when no process holds the database, offline after a
-// backup, in one short transaction (offline.go); else not at all, pending
-// on the processes that hold it.
+// following the ladder of docs/agents/opencode.md: through a reachable
+// server's API (repair.go); else, when no process holds the database,
+// offline after a backup, in one short transaction (offline.go); else not
+// at all, pending on the processes that hold it.
 package opencode
 
 import (

@@ -68,7 +68,7 @@ func startFakeOpenCode(t *testing.T, dir, db string, env []string, args ...strin
 	return nil, 0
 }
 
-// judge applies the tracker's rule (DESIGN.md invariant 1) to what the
+// judge applies the tracker's rule (invariant 1, docs/design.md) to what the
 // adapter reported plus the owners seen before: running while any
 // candidate lives; with every candidate dead, interrupted if work was in
 // flight, else stopped.

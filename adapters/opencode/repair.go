@@ -32,7 +32,7 @@ type repairMode struct {
 }
 
 // PlanRepair lists what a repair would do, following the ladder of
-// shared/agents/opencode.md: through a reachable server's API when one
+// docs/agents/opencode.md: through a reachable server's API when one
 // has the session; else offline, when no process holds the database;
 // else nothing, with a pending step naming the holders.
 func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {

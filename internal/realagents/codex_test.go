@@ -61,7 +61,7 @@ func TestCodexExecKilledMidToolReap(t *testing.T) {
 	w := newWorld(t)
 	w.writeCodexConfig()
 	// "; echo done": bash forks python3 instead of exec'ing it, so the
-	// python3 is a grandchild that outlives codex (the fact sheet, §6).
+	// python3 is a grandchild that outlives codex (docs/agents/codex.md).
 	w.model.Enqueue(fakemodel.RunCommand(longTool+"; echo done", "Run the long job", 10*time.Minute))
 	w.startDaemon("--grace", "5s")
 	lw := w.watchLiveNeverDead()
@@ -310,7 +310,7 @@ func TestCodexInteractiveTmux(t *testing.T) {
 	lw.claim("codex", up, s.PID)
 	w.step("running/busy, owner the app-server daemon")
 
-	// The TUI goes; the daemon keeps the turn running (the fact sheet, §7).
+	// The TUI goes; the daemon keeps the turn running (docs/agents/codex.md).
 	// The npm wrapper exits as soon as the TUI below it dies, so it may be
 	// gone before its own kill.
 	for _, pid := range []int{tui[0].PID, wrapper.PID} {
@@ -425,8 +425,8 @@ func (w *world) waitPassAfter(t time.Time, what string) {
 
 // Codex in a tmux pane asks before it runs a command (`-a on-request`;
 // the model asks for an unsandboxed run). Nothing in the rollout shows
-// the pending approval: it reads like a running tool (the fact sheet,
-// §10). With sessiond's hooks installed by `sessionctl hooks install
+// the pending approval: it reads like a running tool (docs/agents/codex.md).
+// With sessiond's hooks installed by `sessionctl hooks install
 // codex` and trusted at the TUI's own prompt, the session is waiting for
 // that permission, with the command, within a second of the prompt
 // showing; approved, busy while the command runs; idle, waiting for

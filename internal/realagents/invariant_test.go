@@ -25,7 +25,7 @@ const invariantEvery = 100 * time.Millisecond
 // An owner sessiond itself names gets no grace.
 const claimGrace = 2 * time.Second
 
-// liveWatch is a running check of DESIGN.md's first invariant from outside:
+// liveWatch is a running check of docs/design.md's first invariant from outside:
 // no session whose owner process lives is ever reported stopped or
 // interrupted.
 type liveWatch struct {

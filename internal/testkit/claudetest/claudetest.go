@@ -1,6 +1,6 @@
 // Package claudetest builds realistic Claude Code data for tests: config
 // roots with the live-process registry and transcripts shaped like those of
-// @anthropic-ai/claude-code 2.1.328 (see shared/agents/claude-code.md),
+// @anthropic-ai/claude-code 2.1.328 (see docs/agents/claude.md),
 // including the ways they go wrong: a crash mid tool call, a stale "busy"
 // registry entry, glued records, a 20 MB line, a sparse 1 GB transcript and
 // a secret .key file that must never be opened.

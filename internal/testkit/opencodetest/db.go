@@ -2,7 +2,7 @@
 // databases with the tables and columns of opencode 1.18.33, the legacy
 // JSON storage of 1.1.x, and a fake OpenCode HTTP server.
 //
-// The shapes it writes are the ones described in shared/agents/opencode.md:
+// The shapes it writes are the ones described in docs/agents/opencode.md:
 // a finished session, a session interrupted mid tool (the kill -9 shape:
 // an assistant message whose time holds only "created" and a bash tool part
 // left "running"), a child (subagent) session under a running task part,
