@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
 )
 
 // signalLog records every signal and then really sends it.
@@ -53,7 +53,7 @@ func TestReapSignalsWhollyAttributedGroupOnce(t *testing.T) {
 	// One step per target still (the checklist names each process); each
 	// says the signal goes to the group.
 	for i, st := range term.Plan(targetsOf(orphans), time.Second, false) {
-		if st.Target != "pid "+strconv.Itoa(orphans[i].PID) || st.Outcome != adapters.OutcomePlanned || !strings.Contains(st.Action, group) {
+		if st.Target != "pid "+strconv.Itoa(orphans[i].PID) || st.Outcome != session.OutcomePlanned || !strings.Contains(st.Action, group) {
 			t.Errorf("plan step %d: %+v, want a planned SIGTERM %s for pid %d", i, st, group, orphans[i].PID)
 		}
 	}
@@ -71,7 +71,7 @@ func TestReapSignalsWhollyAttributedGroupOnce(t *testing.T) {
 		t.Fatalf("steps %+v, want one per target", steps)
 	}
 	for i, st := range steps {
-		if st.Target != "pid "+strconv.Itoa(orphans[i].PID) || st.Outcome != adapters.OutcomeDone || !strings.Contains(st.Action, group) || !strings.HasSuffix(st.Detail, "exited") {
+		if st.Target != "pid "+strconv.Itoa(orphans[i].PID) || st.Outcome != session.OutcomeDone || !strings.Contains(st.Action, group) || !strings.HasSuffix(st.Detail, "exited") {
 			t.Errorf("step %d: %+v, want SIGTERM %s done and pid %d exited", i, st, group, orphans[i].PID)
 		}
 	}
@@ -87,7 +87,7 @@ func TestReapSignalsEachPidWhenGroupHasBystander(t *testing.T) {
 	log := &signalLog{}
 	term := &Terminator{Probe: proc.NewHost(), Signal: log.signal, Poll: 20 * time.Millisecond}
 	for i, st := range term.Plan(targetsOf(orphans), time.Second, false) {
-		if st.Outcome != adapters.OutcomePlanned || strings.Contains(st.Action, "group") {
+		if st.Outcome != session.OutcomePlanned || strings.Contains(st.Action, "group") {
 			t.Errorf("plan step %d: %+v, want a planned signal to pid %d alone", i, st, orphans[i].PID)
 		}
 	}

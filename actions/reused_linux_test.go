@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
 )
 
 // TestReusedPIDNeverSignalled holds the probe before each signal with one
@@ -56,10 +56,10 @@ func TestReusedPIDBesideALiveTarget(t *testing.T) {
 			if got := log.list(); len(got) != 1 || got[0] != strconv.Itoa(target.PID)+" "+sig {
 				t.Fatalf("signals %q, want only %q to pid %d; steps %+v", got, sig, target.PID, steps)
 			}
-			if steps[0].Outcome != adapters.OutcomeDone {
+			if steps[0].Outcome != session.OutcomeDone {
 				t.Errorf("live target: %+v", steps[0])
 			}
-			if steps[1].Outcome != adapters.OutcomeSkipped || !strings.Contains(steps[1].Detail, "reused") {
+			if steps[1].Outcome != session.OutcomeSkipped || !strings.Contains(steps[1].Detail, "reused") {
 				t.Errorf("reused pid: %+v", steps[1])
 			}
 			if r := proc.NewHost().Probe(other); r.Liveness != proc.Alive {
@@ -80,7 +80,7 @@ func TestReusedGroupLeaderNeverSignalled(t *testing.T) {
 	seen := &signalsSeen{}
 	term := &Terminator{Probe: proc.NewHost(), Signal: seen.signal, Poll: 20 * time.Millisecond}
 	tg := []Target{{ID: reused, Group: true, What: "owner and its process group (launched by sessiond)"}}
-	if p := term.Plan(tg, time.Second, false); p[0].Outcome != adapters.OutcomeSkipped {
+	if p := term.Plan(tg, time.Second, false); p[0].Outcome != session.OutcomeSkipped {
 		t.Fatalf("plan %+v", p[0])
 	}
 	for _, force := range []bool{false, true} {
@@ -88,7 +88,7 @@ func TestReusedGroupLeaderNeverSignalled(t *testing.T) {
 		if got := seen.list(); len(got) != 0 {
 			t.Fatalf("force=%v: signals %q to the group a new leader took; step %+v", force, got, steps[0])
 		}
-		if steps[0].Outcome != adapters.OutcomeSkipped || !strings.Contains(steps[0].Detail, "no process of the group is left") {
+		if steps[0].Outcome != session.OutcomeSkipped || !strings.Contains(steps[0].Detail, "no process of the group is left") {
 			t.Fatalf("force=%v: step %+v", force, steps[0])
 		}
 	}

@@ -19,8 +19,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
 )
 
 // Prober answers liveness for an identity (proc.Host).
@@ -169,8 +169,8 @@ func (t *Terminator) whole(targets []Target, idx []int, live []member) bool {
 }
 
 // Plan lists the steps Terminate would take, without signalling.
-func (t *Terminator) Plan(targets []Target, timeout time.Duration, force bool) []adapters.Step {
-	steps := make([]adapters.Step, len(targets))
+func (t *Terminator) Plan(targets []Target, timeout time.Duration, force bool) []session.Step {
+	steps := make([]session.Step, len(targets))
 	for _, u := range t.units(targets) {
 		to, note := "", ""
 		if u.pgid != 0 {
@@ -179,14 +179,14 @@ func (t *Terminator) Plan(targets []Target, timeout time.Duration, force bool) [
 		for _, i := range u.idx {
 			tg := targets[i]
 			if r := t.Probe.Probe(tg.ID); r.Liveness != proc.Alive {
-				steps[i] = adapters.Skipped("nothing to signal", target(tg), tg.What+": "+r.Reason)
+				steps[i] = session.StepSkipped("nothing to signal", target(tg), tg.What+": "+r.Reason)
 				continue
 			}
 			action := "SIGTERM" + to + ", then SIGKILL after " + timeout.String()
 			if force {
 				action = "SIGKILL" + to
 			}
-			steps[i] = adapters.Planned(action, target(tg), tg.What+note)
+			steps[i] = session.StepPlanned(action, target(tg), tg.What+note)
 		}
 	}
 	return steps
@@ -197,12 +197,12 @@ func (t *Terminator) Plan(targets []Target, timeout time.Duration, force bool) [
 // Group target counts as dead only when no process of its group is left.
 // Each signal is preceded by a probe of the exact identity. The steps are
 // one per target, in order.
-func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout time.Duration, force bool) []adapters.Step {
+func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout time.Duration, force bool) []session.Step {
 	poll := t.Poll
 	if poll <= 0 {
 		poll = 50 * time.Millisecond
 	}
-	steps := make([]adapters.Step, len(targets))
+	steps := make([]session.Step, len(targets))
 	first := syscall.SIGTERM
 	if force {
 		first = syscall.SIGKILL
@@ -212,7 +212,7 @@ func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout ti
 	for _, u := range us {
 		t.deliver(targets, u, u.idx, first, steps)
 		for _, i := range u.idx {
-			if steps[i].Outcome == adapters.OutcomeDone {
+			if steps[i].Outcome == session.OutcomeDone {
 				sent[i] = true
 			}
 		}
@@ -230,7 +230,7 @@ func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout ti
 		if targets[i].Group {
 			what = "process group"
 		}
-		steps[i].Outcome, steps[i].Error = adapters.OutcomeFailed, fmt.Sprintf("%s still alive %s after SIGKILL", what, killWait)
+		steps[i].Outcome, steps[i].Error = session.OutcomeFailed, fmt.Sprintf("%s still alive %s after SIGKILL", what, killWait)
 	}
 	return steps
 }
@@ -238,7 +238,7 @@ func (t *Terminator) Terminate(ctx context.Context, targets []Target, timeout ti
 // await waits until the targets in waiting are gone, the deadline passes
 // or ctx ends, polling every poll. Each target found gone leaves waiting,
 // its step's detail ending with note.
-func (t *Terminator) await(ctx context.Context, targets []Target, waiting map[int]bool, deadline time.Time, poll time.Duration, steps []adapters.Step, note string) {
+func (t *Terminator) await(ctx context.Context, targets []Target, waiting map[int]bool, deadline time.Time, poll time.Duration, steps []session.Step, note string) {
 	for len(waiting) > 0 {
 		for i := range waiting {
 			if gone, why := t.gone(targets[i]); gone {
@@ -256,8 +256,8 @@ func (t *Terminator) await(ctx context.Context, targets []Target, waiting map[in
 // killSurvivors SIGKILLs the targets still alive after the timeout, a
 // group's survivors together when they are still all of it, and returns
 // those the SIGKILL reached.
-func (t *Terminator) killSurvivors(targets []Target, us []unit, alive map[int]bool, timeout time.Duration, steps []adapters.Step) map[int]bool {
-	kill := make([]adapters.Step, len(targets))
+func (t *Terminator) killSurvivors(targets []Target, us []unit, alive map[int]bool, timeout time.Duration, steps []session.Step) map[int]bool {
+	kill := make([]session.Step, len(targets))
 	killed := map[int]bool{}
 	for _, u := range us {
 		var left []int
@@ -273,9 +273,9 @@ func (t *Terminator) killSurvivors(targets []Target, us []unit, alive map[int]bo
 		for _, i := range left {
 			steps[i].Action += ", SIGKILL after " + timeout.String()
 			switch kill[i].Outcome {
-			case adapters.OutcomeDone:
+			case session.OutcomeDone:
 				killed[i] = true
-			case adapters.OutcomeSkipped:
+			case session.OutcomeSkipped:
 				// It died between the last look and the SIGKILL.
 				steps[i].Detail += "; exited"
 			default:
@@ -307,7 +307,7 @@ func (t *Terminator) gone(tg Target) (bool, string) {
 // group unit is signalled as one only if a fresh look still finds every
 // live process of the group among idx, identities probed alive; otherwise
 // each target is signalled alone.
-func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Signal, steps []adapters.Step) {
+func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Signal, steps []session.Step) {
 	if u.pgid == 0 {
 		for _, i := range idx {
 			steps[i] = t.send(targets[i], sig)
@@ -329,7 +329,7 @@ func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Si
 	serr := t.signal(-u.pgid, sig)
 	for _, i := range idx {
 		tg := targets[i]
-		s := adapters.Planned(sigName(sig)+" to process group "+strconv.Itoa(u.pgid), target(tg), tg.What+wholeGroupNote)
+		s := session.StepPlanned(sigName(sig)+" to process group "+strconv.Itoa(u.pgid), target(tg), tg.What+wholeGroupNote)
 		isMember := false
 		for _, m := range live[u.pgid] {
 			isMember = isMember || (m.PID == tg.ID.PID && m.StartTicks == tg.ID.StartTicks)
@@ -352,8 +352,8 @@ func (t *Terminator) deliver(targets []Target, u unit, idx []int, sig syscall.Si
 // process. A Group target whose leader has exited is signalled while
 // processes of its group are left: the group's number cannot be given to
 // another group while one of its processes lives.
-func (t *Terminator) send(tg Target, sig syscall.Signal) adapters.Step {
-	s := adapters.Planned(sigName(sig), target(tg), tg.What)
+func (t *Terminator) send(tg Target, sig syscall.Signal) session.Step {
+	s := session.StepPlanned(sigName(sig), target(tg), tg.What)
 	pid := tg.ID.PID
 	if tg.Group {
 		pid = -pid

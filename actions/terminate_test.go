@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
 )
 
 func start(t *testing.T, setsid bool, args ...string) (*exec.Cmd, proc.Identity) {
@@ -48,10 +48,10 @@ func TestReusedPIDNeverSignalled(t *testing.T) {
 	if len(signalled) != 0 {
 		t.Fatalf("signalled %v", signalled)
 	}
-	if steps[0].Outcome != adapters.OutcomeSkipped || !strings.Contains(steps[0].Detail, "reused") {
+	if steps[0].Outcome != session.OutcomeSkipped || !strings.Contains(steps[0].Detail, "reused") {
 		t.Fatalf("step %+v", steps[0])
 	}
-	if p := term.Plan([]Target{{ID: reused}}, time.Second, false); p[0].Outcome != adapters.OutcomeSkipped {
+	if p := term.Plan([]Target{{ID: reused}}, time.Second, false); p[0].Outcome != session.OutcomeSkipped {
 		t.Fatalf("plan %+v", p[0])
 	}
 	if syscall.Kill(id.PID, 0) != nil {
@@ -66,14 +66,14 @@ func TestTerminateThenKill(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // let the shell install its trap
 	term := &Terminator{Probe: proc.NewHost()}
 	plan := term.Plan([]Target{{ID: polite}, {ID: stubborn}}, 300*time.Millisecond, false)
-	if plan[0].Outcome != adapters.OutcomePlanned || plan[1].Outcome != adapters.OutcomePlanned {
+	if plan[0].Outcome != session.OutcomePlanned || plan[1].Outcome != session.OutcomePlanned {
 		t.Fatalf("plan %+v", plan)
 	}
 	steps := term.Terminate(context.Background(), []Target{{ID: polite, What: "sleep"}, {ID: stubborn, What: "sh"}}, 300*time.Millisecond, false)
-	if steps[0].Outcome != adapters.OutcomeDone || !strings.HasSuffix(steps[0].Detail, "exited") {
+	if steps[0].Outcome != session.OutcomeDone || !strings.HasSuffix(steps[0].Detail, "exited") {
 		t.Errorf("polite: %+v", steps[0])
 	}
-	if steps[1].Outcome != adapters.OutcomeDone || !strings.Contains(steps[1].Action, "SIGKILL after") || !strings.HasSuffix(steps[1].Detail, "killed") {
+	if steps[1].Outcome != session.OutcomeDone || !strings.Contains(steps[1].Action, "SIGKILL after") || !strings.HasSuffix(steps[1].Detail, "killed") {
 		t.Errorf("stubborn: %+v", steps[1])
 	}
 	for _, id := range []proc.Identity{polite, stubborn} {
@@ -98,7 +98,7 @@ func TestTerminateGroup(t *testing.T) {
 	}
 	term := &Terminator{Probe: host}
 	steps := term.Terminate(context.Background(), []Target{{ID: leader, Group: true, What: "launched agent"}}, time.Second, false)
-	if steps[0].Outcome != adapters.OutcomeDone || steps[0].Target != "process group "+strconv.Itoa(leader.PID) {
+	if steps[0].Outcome != session.OutcomeDone || steps[0].Target != "process group "+strconv.Itoa(leader.PID) {
 		t.Fatalf("step %+v", steps[0])
 	}
 	testenv.Eventually(t, 2*time.Second, "the child dead after its group's SIGTERM", func() bool {

@@ -312,15 +312,15 @@ type RepairTarget struct {
 // first; Apply plans again and applies only what is still safe, so it is
 // idempotent: a repaired session plans nothing.
 type Repairer interface {
-	PlanRepair(ctx context.Context, t RepairTarget) ([]Step, error)
-	ApplyRepair(ctx context.Context, t RepairTarget) ([]Step, error)
+	PlanRepair(ctx context.Context, t RepairTarget) ([]session.Step, error)
+	ApplyRepair(ctx context.Context, t RepairTarget) ([]session.Step, error)
 }
 
 // Aborter is implemented by adapters whose agent can be told to stop a
 // busy turn from outside (OpenCode's server API). Abort plans and acts in
 // one go and reports each step.
 type Aborter interface {
-	Abort(ctx context.Context, t RepairTarget) ([]Step, error)
+	Abort(ctx context.Context, t RepairTarget) ([]session.Step, error)
 }
 
 // Prompter is implemented by adapters that can hand a prompt to a live,

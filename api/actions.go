@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/url"
 
-	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
 )
 
 // ActionRequest is the body of POST /v1/sessions/{id}/repair, /abort,
@@ -21,7 +21,7 @@ type ActionRequest struct {
 }
 
 // Step is one checklist item of an action.
-type Step = adapters.Step
+type Step = session.Step
 
 // ActionResult answers an action: each step with its target and outcome.
 type ActionResult struct {

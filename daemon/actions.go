@@ -64,13 +64,13 @@ func repairTarget(rec *session.Record) adapters.RepairTarget {
 }
 
 // summarize counts outcomes for the event log and the answer.
-func summarize(action string, applied bool, steps []adapters.Step) string {
+func summarize(action string, applied bool, steps []session.Step) string {
 	n := map[string]int{}
 	for _, st := range steps {
 		n[st.Outcome]++
 	}
 	var parts []string
-	for _, o := range []string{adapters.OutcomeDone, adapters.OutcomePlanned, adapters.OutcomePending, adapters.OutcomeFailed, adapters.OutcomeSkipped} {
+	for _, o := range []string{session.OutcomeDone, session.OutcomePlanned, session.OutcomePending, session.OutcomeFailed, session.OutcomeSkipped} {
 		if n[o] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n[o], o))
 		}
@@ -97,9 +97,9 @@ type actionNotRecorded struct {
 // status reflects what the action did, and answers with the session. An
 // action whose event the store refused answers 500 (api.CodeNotRecorded) with
 // its steps: it happened, and the event log does not say so.
-func (s *server) finish(w http.ResponseWriter, rec *session.Record, action string, applied bool, steps []adapters.Step) {
+func (s *server) finish(w http.ResponseWriter, rec *session.Record, action string, applied bool, steps []session.Step) {
 	if steps == nil {
-		steps = []adapters.Step{}
+		steps = []session.Step{}
 	}
 	sum := summarize(action, applied, steps)
 	var recErr error
@@ -133,7 +133,7 @@ func (s *server) repairSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("sessiond cannot repair %s sessions", rec.Agent))
 		return
 	}
-	var steps []adapters.Step
+	var steps []session.Step
 	var err error
 	if req.Apply {
 		steps, err = rp.ApplyRepair(r.Context(), repairTarget(rec))
@@ -225,14 +225,14 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, api.CodeAlreadyRunning, fmt.Sprintf("owner pid %d is alive: its tool processes are not orphans (stop the session instead)", livePID))
 		return
 	}
-	var steps []adapters.Step
+	var steps []session.Step
 	switch {
 	case len(targets) == 0:
 		detail := "no live process is attributed to this session"
 		if suspects > 0 {
 			detail += fmt.Sprintf("; %d suspect process(es) carry its marker with no proof they are its, and are never reaped (its orphan_processes problems say which)", suspects)
 		}
-		steps = []adapters.Step{adapters.Skipped("nothing to reap", rec.ID, detail)}
+		steps = []session.Step{session.StepSkipped("nothing to reap", rec.ID, detail)}
 	case req.Apply:
 		steps = s.terminator.Terminate(r.Context(), targets, timeout, req.Force)
 	default:
@@ -272,9 +272,9 @@ func (s *server) stopSession(w http.ResponseWriter, r *http.Request) {
 	// A prompt queued before the stop would resume the session its user
 	// just stopped: they go with it.
 	if n, err := s.cancelQueued(rec.ID, "cancelled: the session was stopped (sessionctl stop)"); err != nil {
-		steps = append(steps, adapters.Failed("cancel the queued prompts", rec.ID, "", err))
+		steps = append(steps, session.StepFailed("cancel the queued prompts", rec.ID, "", err))
 	} else if n > 0 {
-		steps = append(steps, adapters.Done("cancel the queued prompts", rec.ID, fmt.Sprintf("%d queued prompt(s) cancelled: a stopped session is not resumed by a prompt queued before", n)))
+		steps = append(steps, session.StepDone("cancel the queued prompts", rec.ID, fmt.Sprintf("%d queued prompt(s) cancelled: a stopped session is not resumed by a prompt queued before", n)))
 	}
 	s.finish(w, rec, "stop", true, steps)
 }

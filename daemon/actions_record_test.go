@@ -94,8 +94,8 @@ func TestActionNotRecordedAnswersErrorWithSteps(t *testing.T) {
 	}
 	// The SIGTERM first; then the cancel of the queued prompts, which the
 	// closed store refuses too (and says so).
-	if res.Action != "stop" || !res.Applied || len(res.Steps) != 2 || res.Steps[0].Outcome != adapters.OutcomeDone || res.Steps[0].Action != "SIGTERM" ||
-		res.Steps[1].Outcome != adapters.OutcomeFailed {
+	if res.Action != "stop" || !res.Applied || len(res.Steps) != 2 || res.Steps[0].Outcome != session.OutcomeDone || res.Steps[0].Action != "SIGTERM" ||
+		res.Steps[1].Outcome != session.OutcomeFailed {
 		t.Fatalf("the answer does not list the SIGTERM that was sent: %s", body)
 	}
 	select {

@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/actions"
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
 	"github.com/sessiond/sessiond/tracker"
@@ -182,7 +181,7 @@ func (a *autoRepair) repair(ctx context.Context, rec *session.Record) {
 	}
 	if !anyPlanned(plan) {
 		for _, st := range plan {
-			if st.Outcome == adapters.OutcomePending {
+			if st.Outcome == session.OutcomePending {
 				a.log.Debug("auto-repair pending; retried later", zap.String("session", rec.ID), zap.String("target", st.Target),
 					zap.String("detail", st.Detail), zap.Duration("retry", a.retry))
 			}
@@ -221,9 +220,9 @@ func (a *autoRepair) reap(ctx context.Context, rec *session.Record) {
 	a.tracker.Kick()
 }
 
-func anyPlanned(steps []adapters.Step) bool {
+func anyPlanned(steps []session.Step) bool {
 	for _, s := range steps {
-		if s.Outcome == adapters.OutcomePlanned {
+		if s.Outcome == session.OutcomePlanned {
 			return true
 		}
 	}

@@ -35,25 +35,25 @@ func (p *pendingRepairer) Discover(context.Context, *proc.Snapshot) (adapters.Ob
 }
 func (p *pendingRepairer) WatchPaths() []string { return nil }
 
-func (p *pendingRepairer) PlanRepair(_ context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (p *pendingRepairer) PlanRepair(_ context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.plans++
 	p.offline = t.OfflineOnly
 	if p.applies > 0 {
-		return []adapters.Step{{Action: "nothing in flight", Target: "ses_1", Outcome: adapters.OutcomeSkipped}}, nil
+		return []session.Step{{Action: "nothing in flight", Target: "ses_1", Outcome: session.OutcomeSkipped}}, nil
 	}
 	if p.plans <= p.pending {
-		return []adapters.Step{{Action: "repair database offline", Target: "opencode.db", Outcome: adapters.OutcomePending, Detail: "pending: held by pid 4242"}}, nil
+		return []session.Step{{Action: "repair database offline", Target: "opencode.db", Outcome: session.OutcomePending, Detail: "pending: held by pid 4242"}}, nil
 	}
-	return []adapters.Step{{Action: "mark tool part interrupted", Target: "prt_1", Outcome: adapters.OutcomePlanned}}, nil
+	return []session.Step{{Action: "mark tool part interrupted", Target: "prt_1", Outcome: session.OutcomePlanned}}, nil
 }
 
-func (p *pendingRepairer) ApplyRepair(_ context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (p *pendingRepairer) ApplyRepair(_ context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.applies++
-	return []adapters.Step{{Action: "mark tool part interrupted", Target: "prt_1", Outcome: adapters.OutcomeDone}}, nil
+	return []session.Step{{Action: "mark tool part interrupted", Target: "prt_1", Outcome: session.OutcomeDone}}, nil
 }
 
 func (p *pendingRepairer) counts() (plans, applies int, offline bool) {

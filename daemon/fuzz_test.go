@@ -75,12 +75,12 @@ func (l fuzzLauncher) Exists(ctx context.Context, cur session.ResumeCursor) (ada
 // fuzzRepairer plans and "applies" one step without touching anything.
 type fuzzRepairer struct{}
 
-func (fuzzRepairer) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
-	return []adapters.Step{{Action: "nothing", Target: t.UpstreamID, Outcome: adapters.OutcomePlanned}}, nil
+func (fuzzRepairer) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
+	return []session.Step{{Action: "nothing", Target: t.UpstreamID, Outcome: session.OutcomePlanned}}, nil
 }
 
-func (fuzzRepairer) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
-	return []adapters.Step{{Action: "nothing", Target: t.UpstreamID, Outcome: adapters.OutcomeSkipped}}, nil
+func (fuzzRepairer) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
+	return []session.Step{{Action: "nothing", Target: t.UpstreamID, Outcome: session.OutcomeSkipped}}, nil
 }
 
 // fuzzAdapter observes nothing: reap's fresh look finds no orphans.

@@ -100,7 +100,7 @@ func TestReapSparesSuspects(t *testing.T) {
 	}
 
 	res := reap(`{"apply":true,"timeout":"2s"}`)
-	if len(res.Steps) != 1 || res.Steps[0].Outcome != adapters.OutcomeDone || !strings.Contains(res.Steps[0].Target, strconv.Itoa(orphan.PID)) {
+	if len(res.Steps) != 1 || res.Steps[0].Outcome != session.OutcomeDone || !strings.Contains(res.Steps[0].Target, strconv.Itoa(orphan.PID)) {
 		t.Fatalf("reap --apply steps %+v, want the orphan %d alone", res.Steps, orphan.PID)
 	}
 	select {
@@ -116,7 +116,7 @@ func TestReapSparesSuspects(t *testing.T) {
 
 	ad.orphans = ad.orphans[1:]
 	res = reap(`{"apply":true,"timeout":"2s"}`)
-	if len(res.Steps) != 1 || res.Steps[0].Outcome != adapters.OutcomeSkipped || !strings.Contains(res.Steps[0].Detail, "1 suspect") {
+	if len(res.Steps) != 1 || res.Steps[0].Outcome != session.OutcomeSkipped || !strings.Contains(res.Steps[0].Detail, "1 suspect") {
 		t.Fatalf("reap with only a suspect: %+v", res.Steps)
 	}
 	if host.Probe(suspect).Liveness != proc.Alive {

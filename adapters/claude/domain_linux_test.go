@@ -272,7 +272,7 @@ func TestRepairKeepsWhatItCannotConfirmDead(t *testing.T) {
 		}
 	}
 	for _, s := range steps {
-		if s.Action == "keep registry entry" && s.Outcome != adapters.OutcomeSkipped {
+		if s.Action == "keep registry entry" && s.Outcome != session.OutcomeSkipped {
 			t.Errorf("step %+v", s)
 		}
 	}

@@ -118,9 +118,9 @@ func repairKeeps(t *testing.T, a *Adapter, id, root, path string) bool {
 			continue
 		}
 		switch {
-		case s.Action == "keep registry entry" && s.Outcome == adapters.OutcomeSkipped:
+		case s.Action == "keep registry entry" && s.Outcome == session.OutcomeSkipped:
 			return true
-		case s.Action == "remove registry entry" && s.Outcome == adapters.OutcomePlanned:
+		case s.Action == "remove registry entry" && s.Outcome == session.OutcomePlanned:
 			return false
 		}
 		t.Fatalf("repair step for the entry: %+v", s)

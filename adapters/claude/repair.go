@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
 )
 
 var _ adapters.Repairer = (*Adapter)(nil)
@@ -33,7 +34,7 @@ func repairRoot(t adapters.RepairTarget) string {
 // naming the session whose process is dead (and that pid's .key files,
 // found by name, never opened). Transcripts are left alone: Claude drops a
 // dangling tool call when the session is resumed.
-func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	plan, err := a.repairPlan(ctx, t)
 	return adapters.DryRun(plan), err
 }
@@ -41,7 +42,7 @@ func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]ad
 // ApplyRepair plans again and removes what is still dead, re-probing each
 // pid just before its entry is removed. A removal that fails stops the
 // rest, which are reported not attempted.
-func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	plan, err := a.repairPlan(ctx, t)
 	if err != nil {
 		return adapters.DryRun(plan), err
@@ -72,7 +73,7 @@ func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]ad
 		path := filepath.Join(dir, de.Name())
 		b, err := os.ReadFile(path)
 		if err != nil {
-			plan = append(plan, adapters.Note(adapters.Failed("remove registry entry", path, "", err)))
+			plan = append(plan, adapters.Note(session.StepFailed("remove registry entry", path, "", err)))
 			continue
 		}
 		e, err := parseRegistry(b)
@@ -81,7 +82,7 @@ func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]ad
 		}
 		dead, why := a.entryDead(&e, v)
 		if !dead {
-			plan = append(plan, adapters.Note(adapters.Skipped("keep registry entry", path, why)))
+			plan = append(plan, adapters.Note(session.StepSkipped("keep registry entry", path, why)))
 			continue
 		}
 		detail := fmt.Sprintf("%s; the entry says %q", why, e.Status)
@@ -91,7 +92,7 @@ func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]ad
 				fmt.Sprintf("belongs to dead pid %d", e.PID), a.removeIfDead(k, &e, v)))
 		}
 	}
-	plan = append(plan, adapters.Note(adapters.Skipped("leave transcript", t.UpstreamID+".jsonl",
+	plan = append(plan, adapters.Note(session.StepSkipped("leave transcript", t.UpstreamID+".jsonl",
 		"Claude drops a dangling tool call when the session is resumed; the transcript is never rewritten")))
 	return plan, nil
 }

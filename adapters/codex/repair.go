@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
 )
 
 var _ adapters.Repairer = (*Adapter)(nil)
@@ -23,16 +24,16 @@ var _ adapters.Repairer = (*Adapter)(nil)
 // a late one two different files to lock.
 
 // PlanRepair lists what a repair would do: nothing, with the reasons.
-func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	return a.repairPlan(ctx, t)
 }
 
 // ApplyRepair is PlanRepair: there is nothing to carry out.
-func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	return a.repairPlan(ctx, t)
 }
 
-func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	root := t.Root
 	if root == "" {
 		root = a.launchRoot()
@@ -41,19 +42,19 @@ func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]ad
 	if err != nil {
 		return nil, err
 	}
-	var steps []adapters.Step
+	var steps []session.Step
 	lock := filepath.Join(root, "thread-writer-locks", t.UpstreamID+".lock")
 	if _, err := os.Stat(lock); err == nil {
 		pid, _, _, err := a.lockHolder(lock, newLockTable(a.cfg.Host))
 		if pid > 0 {
-			return []adapters.Step{adapters.Skipped("repair", path,
+			return []session.Step{session.StepSkipped("repair", path,
 				fmt.Sprintf("pid %d holds the writer lock %s: the session is being written, nothing is repaired under a live writer", pid, lock))}, nil
 		}
 		if err != nil {
-			return []adapters.Step{adapters.Skipped("repair", path,
+			return []session.Step{session.StepSkipped("repair", path,
 				fmt.Sprintf("cannot tell whether a live writer holds %s (%v): nothing is repaired under what may be a live writer", lock, err))}, nil
 		}
-		steps = append(steps, adapters.Skipped("keep stale writer lock", lock,
+		steps = append(steps, session.StepSkipped("keep stale writer lock", lock,
 			"nobody holds it (its writer died); the next codex that resumes the session takes it again, and removing it could give a new writer and a late one different files to lock"))
 	}
 	tr, err := rolloutTurn(path)
@@ -65,14 +66,14 @@ func (a *Adapter) repairPlan(ctx context.Context, t adapters.RepairTarget) ([]ad
 		for _, c := range tr.Pending {
 			names = append(names, c.Name+" "+c.ID)
 		}
-		steps = append(steps, adapters.Skipped("keep tool call without output", path,
+		steps = append(steps, session.StepSkipped("keep tool call without output", path,
 			"left as written: "+strings.Join(names, ", ")+"; codex resume answers it to the model with an \"aborted\" output of its own and starts a new turn (Codex 0.169.0)"))
 	case tr.Busy:
-		steps = append(steps, adapters.Skipped("keep unfinished turn", path,
+		steps = append(steps, session.StepSkipped("keep unfinished turn", path,
 			"left as written: the turn "+tr.TurnID+" never ended; codex resume starts a new turn after it (Codex 0.169.0)"))
 	}
 	if len(steps) == 0 {
-		steps = append(steps, adapters.Skipped("repair", path, "nothing to repair: the last turn ended and no writer lock was left"))
+		steps = append(steps, session.StepSkipped("repair", path, "nothing to repair: the last turn ended and no writer lock was left"))
 	}
 	return steps, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
 )
 
 // A Codex repair writes nothing: each step is skipped and says why, the
@@ -47,7 +48,7 @@ func TestRepairPlansNothingToWrite(t *testing.T) {
 			}
 			var got []string
 			for _, s := range steps {
-				if s.Outcome != adapters.OutcomeSkipped {
+				if s.Outcome != session.OutcomeSkipped {
 					t.Errorf("%s: step %+v is not skipped", c.id, s)
 				}
 				got = append(got, s.Action)
@@ -75,7 +76,7 @@ func TestRepairLiveWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 1 || steps[0].Outcome != adapters.OutcomeSkipped || !strings.Contains(steps[0].Detail, "pid "+strconv.Itoa(holder.Process.Pid)+" holds the writer lock") {
+	if len(steps) != 1 || steps[0].Outcome != session.OutcomeSkipped || !strings.Contains(steps[0].Detail, "pid "+strconv.Itoa(holder.Process.Pid)+" holds the writer lock") {
 		t.Fatalf("steps %+v: want one skipped step naming pid %d", steps, holder.Process.Pid)
 	}
 }

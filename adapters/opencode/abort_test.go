@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/session"
 )
 
 // serve loads a session's messages and parts from the database into the
@@ -53,14 +53,14 @@ func TestRepairThroughIdleServer(t *testing.T) {
 	tg := f.target(sh.SessionID, "/w/a")
 
 	plan, err := a.PlanRepair(ctx, tg)
-	if err != nil || count(plan)[adapters.OutcomePlanned] != 1 || plan[0].Target != sh.ToolPartID || !strings.Contains(plan[0].Detail, srv.URL) {
+	if err != nil || count(plan)[session.OutcomePlanned] != 1 || plan[0].Target != sh.ToolPartID || !strings.Contains(plan[0].Detail, srv.URL) {
 		t.Fatalf("plan %+v %v", plan, err)
 	}
 	if len(requests(srv, "PATCH")) != 0 {
 		t.Fatal("a plan patched")
 	}
 	steps, err := a.ApplyRepair(ctx, tg)
-	if err != nil || count(steps)[adapters.OutcomeDone] != 1 || count(steps)[adapters.OutcomeSkipped] != 1 {
+	if err != nil || count(steps)[session.OutcomeDone] != 1 || count(steps)[session.OutcomeSkipped] != 1 {
 		t.Fatalf("apply %+v %v", steps, err)
 	}
 	if steps[1].Action != "leave assistant message open" {
@@ -78,7 +78,7 @@ func TestRepairThroughIdleServer(t *testing.T) {
 		t.Fatal("the server rung wrote the database behind the server's back")
 	}
 	again, err := a.PlanRepair(ctx, tg)
-	if err != nil || count(again)[adapters.OutcomePlanned] != 0 {
+	if err != nil || count(again)[session.OutcomePlanned] != 0 {
 		t.Fatalf("a repaired session plans %+v %v", again, err)
 	}
 }
@@ -112,12 +112,12 @@ func TestRepairServerAnswers500(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c := count(steps); c[adapters.OutcomeFailed] != 1 || c[adapters.OutcomeDone] != 0 {
+			if c := count(steps); c[session.OutcomeFailed] != 1 || c[session.OutcomeDone] != 0 {
 				t.Fatalf("steps %+v", steps)
 			}
-			var failed adapters.Step
+			var failed session.Step
 			for _, s := range steps {
-				if s.Outcome == adapters.OutcomeFailed {
+				if s.Outcome == session.OutcomeFailed {
 					failed = s
 				}
 			}
@@ -201,7 +201,7 @@ func TestAbortGoesIdleThenPatches(t *testing.T) {
 	a := f.serve(t, srv, sh.SessionID)
 	srv.SetStatus("/w/a", sh.SessionID, opencodetest.Status{Type: "busy"})
 	steps, err := a.Abort(context.Background(), f.target(sh.SessionID, "/w/a"))
-	if err != nil || count(steps)[adapters.OutcomeDone] != 3 || steps[1].Action != "wait for idle" || steps[1].Outcome != adapters.OutcomeDone {
+	if err != nil || count(steps)[session.OutcomeDone] != 3 || steps[1].Action != "wait for idle" || steps[1].Outcome != session.OutcomeDone {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	if srv.PartState(sh.SessionID, sh.ToolPartID) != "error" {
@@ -218,7 +218,7 @@ func TestRepairLeavesFreshBusySession(t *testing.T) {
 	a := f.serve(t, srv, sh.SessionID)
 	srv.SetStatus("/w/a", sh.SessionID, opencodetest.Status{Type: "busy"})
 	steps, err := a.ApplyRepair(context.Background(), f.target(sh.SessionID, "/w/a"))
-	if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomePending || !strings.Contains(steps[0].Detail, "status busy") {
+	if err != nil || len(steps) != 1 || steps[0].Outcome != session.OutcomePending || !strings.Contains(steps[0].Detail, "status busy") {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	if len(requests(srv, "POST"))+len(requests(srv, "PATCH")) != 0 {
@@ -240,8 +240,8 @@ func TestAbortServerFails(t *testing.T) {
 	srv.Fail["/session/"+sh.SessionID+"/abort"] = 500
 	srv.Unlock()
 	steps, err := a.Abort(context.Background(), f.target(sh.SessionID, "/w/a"))
-	if err != nil || len(steps) != 2 || steps[0].Outcome != adapters.OutcomeFailed || !strings.Contains(steps[0].Error, "HTTP 500") ||
-		steps[1].Outcome != adapters.OutcomeSkipped || !strings.Contains(steps[1].Detail, "not attempted") {
+	if err != nil || len(steps) != 2 || steps[0].Outcome != session.OutcomeFailed || !strings.Contains(steps[0].Error, "HTTP 500") ||
+		steps[1].Outcome != session.OutcomeSkipped || !strings.Contains(steps[1].Detail, "not attempted") {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	if len(requests(srv, "PATCH")) != 0 || !equalMaps(rows(t, f.dbPath, sh.SessionID), before) {
@@ -254,7 +254,7 @@ func TestAbortWithoutServerRepairsOffline(t *testing.T) {
 	f := newRepairFixture(t)
 	sh, _ := f.db.InterruptedMidTool("/w/a", f.now.Add(-2*time.Minute))
 	steps, err := f.adapter(nil).Abort(context.Background(), f.target(sh.SessionID, "/w/a"))
-	if err != nil || count(steps)[adapters.OutcomeDone] != 3 {
+	if err != nil || count(steps)[session.OutcomeDone] != 3 {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	checkRepaired(t, f.dbPath, sh)
@@ -271,7 +271,7 @@ func TestOfflineOnlySkipsServer(t *testing.T) {
 	tg := f.target(sh.SessionID, "/w/a")
 	tg.OfflineOnly = true
 	steps, err := a.ApplyRepair(context.Background(), tg)
-	if err != nil || count(steps)[adapters.OutcomeDone] != 3 {
+	if err != nil || count(steps)[session.OutcomeDone] != 3 {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	if len(requests(srv, "PATCH")) != 0 {
@@ -295,14 +295,14 @@ func TestRepairThroughServerHeldByAnother(t *testing.T) {
 	a := f.serve(t, srv, sh.SessionID)
 	tg := f.target(sh.SessionID, "/w/a")
 	for _, apply := range []bool{false, true} {
-		var steps []adapters.Step
+		var steps []session.Step
 		var err error
 		if apply {
 			steps, err = a.ApplyRepair(context.Background(), tg)
 		} else {
 			steps, err = a.PlanRepair(context.Background(), tg)
 		}
-		if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomePending || !strings.Contains(steps[0].Detail, "held by pid 401") {
+		if err != nil || len(steps) != 1 || steps[0].Outcome != session.OutcomePending || !strings.Contains(steps[0].Detail, "held by pid 401") {
 			t.Fatalf("apply=%v: %+v %v", apply, steps, err)
 		}
 	}
@@ -324,7 +324,7 @@ func TestRepairThroughServerHeldByAnother(t *testing.T) {
 	a2 := f2.adapter(nil)
 	mustDiscover(t, a2, opencodetest.Snapshot(f2.server(400, time.Hour, true, "/srv", srv2.Port())))
 	steps, err := a2.ApplyRepair(context.Background(), f2.target(sh2.SessionID, "/w/a"))
-	if err != nil || count(steps)[adapters.OutcomeDone] != 1 {
+	if err != nil || count(steps)[session.OutcomeDone] != 1 {
 		t.Fatalf("repair through the server that holds the database: %+v %v", steps, err)
 	}
 }

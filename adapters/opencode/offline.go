@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
 )
 
 // What OpenCode itself writes when it abandons a tool call or a turn
@@ -220,8 +221,8 @@ func interruptedState(part map[string]any, created, now int64) (map[string]any, 
 
 // offlineStep is the single step that reports why the offline repair
 // cannot run now.
-func offlineStep(dbPath, detail string) adapters.Step {
-	return adapters.Pending("repair database offline", dbPath, detail)
+func offlineStep(dbPath, detail string) session.Step {
+	return session.StepPending("repair database offline", dbPath, detail)
 }
 
 // offline is rung 2 of the ladder: no process holds the database, so
@@ -229,26 +230,26 @@ func offlineStep(dbPath, detail string) adapters.Step {
 // IMMEDIATE transaction of milliseconds marks the in-flight tool parts
 // and messages aborted, as OpenCode would have. f is the plan's read; the
 // transaction reads again and writes what the locked database shows.
-func (a *Adapter) offline(ctx context.Context, dbPath, sessionID string, f *flight, apply bool, why string) ([]adapters.Step, error) {
+func (a *Adapter) offline(ctx context.Context, dbPath, sessionID string, f *flight, apply bool, why string) ([]session.Step, error) {
 	// Holders first: a live process is the reason that lasts, and the one
 	// the user can act on.
 	if held, detail := a.held(dbPath); held {
 		if why != "" {
 			detail += "; " + why
 		}
-		return []adapters.Step{offlineStep(dbPath, "pending: "+detail+"; "+f.describe()+"; nothing written (a live OpenCode rewrites rows from memory and would undo an edit)")}, nil
+		return []session.Step{offlineStep(dbPath, "pending: "+detail+"; "+f.describe()+"; nothing written (a live OpenCode rewrites rows from memory and would undo an edit)")}, nil
 	}
 	now := a.cfg.Now()
 	if age := now.Sub(f.lastWrite); age < a.cfg.RepairGrace {
-		return []adapters.Step{offlineStep(dbPath,
+		return []session.Step{offlineStep(dbPath,
 			fmt.Sprintf("pending: %s; the session was written %s ago, and is repaired only once still for %s", f.describe(), age.Round(time.Second), a.cfg.RepairGrace))}, nil
 	}
-	backup := adapters.Planned("back up database", dbPath, "VACUUM INTO "+a.backupDir(dbPath))
+	backup := session.StepPlanned("back up database", dbPath, "VACUUM INTO "+a.backupDir(dbPath))
 	if a.cfg.BackupDir == "" {
-		return []adapters.Step{backup.Failed(errors.New("no backup directory configured: sessiond never writes OpenCode's database without a backup"))}, nil
+		return []session.Step{backup.Failed(errors.New("no backup directory configured: sessiond never writes OpenCode's database without a backup"))}, nil
 	}
 	if !apply {
-		return append([]adapters.Step{backup}, adapters.DryRun(flightPlan(f, nil))...), nil
+		return append([]session.Step{backup}, adapters.DryRun(flightPlan(f, nil))...), nil
 	}
 	return a.applyOffline(ctx, dbPath, sessionID, backup)
 }
@@ -322,7 +323,7 @@ func isBusy(err error) bool {
 
 // applyOffline backs up and writes. The write connection is its own,
 // separate from the adapter's read-only ones, and closed before return.
-func (a *Adapter) applyOffline(ctx context.Context, dbPath, sessionID string, backup adapters.Step) ([]adapters.Step, error) {
+func (a *Adapter) applyOffline(ctx context.Context, dbPath, sessionID string, backup session.Step) ([]session.Step, error) {
 	db, err := sql.Open("sqlite", writeDSN(dbPath, a.cfg.WriteBusyTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("open %s for writing: %w", dbPath, err)
@@ -338,8 +339,8 @@ func (a *Adapter) applyOffline(ctx context.Context, dbPath, sessionID string, ba
 	if _, err := checkSchema(ctx, conn, dbPath); err != nil {
 		return nil, err
 	}
-	locked := func(err error) []adapters.Step {
-		return []adapters.Step{offlineStep(dbPath,
+	locked := func(err error) []session.Step {
+		return []session.Step{offlineStep(dbPath,
 			fmt.Sprintf("pending: the database is locked by another writer past %s (%v); nothing written", a.cfg.WriteBusyTimeout, err))}
 	}
 	// Probe the write lock before the backup, so a locked database does
@@ -356,23 +357,23 @@ func (a *Adapter) applyOffline(ctx context.Context, dbPath, sessionID string, ba
 
 	path, err := a.backupTo(ctx, conn, dbPath, sessionID)
 	if err != nil {
-		return []adapters.Step{backup.Failed(err)}, nil
+		return []session.Step{backup.Failed(err)}, nil
 	}
-	backup.Outcome, backup.Detail = adapters.OutcomeDone, "to "+path
+	backup.Outcome, backup.Detail = session.OutcomeDone, "to "+path
 
 	steps, err := a.writeTx(ctx, conn, dbPath, sessionID)
 	if err != nil {
 		if isBusy(err) {
-			return append([]adapters.Step{backup}, locked(err)...), nil
+			return append([]session.Step{backup}, locked(err)...), nil
 		}
 		return nil, err
 	}
-	return append([]adapters.Step{backup}, steps...), nil
+	return append([]session.Step{backup}, steps...), nil
 }
 
 // writeTx is the one short transaction. Any failure rolls everything
 // back: a session is either fully repaired or untouched.
-func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID string) (steps []adapters.Step, err error) {
+func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID string) (steps []session.Step, err error) {
 	began := time.Now()
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return nil, err
@@ -391,11 +392,11 @@ func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID
 		return nil, err
 	}
 	if f.empty() {
-		return []adapters.Step{adapters.Skipped("nothing in flight", sessionID, "repaired meanwhile")}, nil
+		return []session.Step{session.StepSkipped("nothing in flight", sessionID, "repaired meanwhile")}, nil
 	}
 	now := a.cfg.Now()
 	if age := now.Sub(f.lastWrite); age < a.cfg.RepairGrace {
-		return []adapters.Step{offlineStep(dbPath, fmt.Sprintf("pending: written %s ago, meanwhile; nothing written", age.Round(time.Second)))}, nil
+		return []session.Step{offlineStep(dbPath, fmt.Sprintf("pending: written %s ago, meanwhile; nothing written", age.Round(time.Second)))}, nil
 	}
 	w := &rowWriter{conn: conn, nowMs: now.UnixMilli(), cutoff: now.Add(-a.cfg.RepairGrace).UnixMilli()}
 	steps, err = adapters.Apply(ctx, flightPlan(f, w))
@@ -405,7 +406,7 @@ func (a *Adapter) writeTx(ctx context.Context, conn *sql.Conn, dbPath, sessionID
 	// A process that opened the database since the plan could rewrite
 	// these rows from memory: look once more, just before committing.
 	if held, detail := a.held(dbPath); held {
-		return []adapters.Step{offlineStep(dbPath, "pending: "+detail+" (opened meanwhile); rolled back, nothing written")}, nil
+		return []session.Step{offlineStep(dbPath, "pending: "+detail+" (opened meanwhile); rolled back, nothing written")}, nil
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return nil, fmt.Errorf("commit repair of %s: %w", sessionID, err)

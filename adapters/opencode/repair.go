@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/session"
 )
 
 var (
@@ -35,13 +36,13 @@ type repairMode struct {
 // docs/agents/opencode.md: through a reachable server's API when one
 // has the session; else offline, when no process holds the database;
 // else nothing, with a pending step naming the holders.
-func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) PlanRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	return a.repair(ctx, t, repairMode{offlineOnly: t.OfflineOnly})
 }
 
 // ApplyRepair plans again and carries out what is still safe. A repaired
 // session plans nothing.
-func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	return a.repair(ctx, t, repairMode{apply: true, offlineOnly: t.OfflineOnly})
 }
 
@@ -49,11 +50,11 @@ func (a *Adapter) ApplyRepair(ctx context.Context, t adapters.RepairTarget) ([]a
 // its pending question or permission, abort the turn, wait (bounded) for
 // idle, patch the tool parts still in flight. Not busy anywhere (the owner
 // is dead, or idle with stale data): the same as ApplyRepair.
-func (a *Adapter) Abort(ctx context.Context, t adapters.RepairTarget) ([]adapters.Step, error) {
+func (a *Adapter) Abort(ctx context.Context, t adapters.RepairTarget) ([]session.Step, error) {
 	return a.repair(ctx, t, repairMode{apply: true, abort: true})
 }
 
-func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairMode) ([]adapters.Step, error) {
+func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairMode) ([]session.Step, error) {
 	id := t.UpstreamID
 	if !validID(id) {
 		return nil, fmt.Errorf("%q is not an OpenCode session id", id)
@@ -67,10 +68,10 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 	}
 	if dbPath == "" {
 		if ok, _ := legacyExists(a.legacy.root, id); ok {
-			return []adapters.Step{adapters.Skipped("leave legacy storage", a.legacy.root,
+			return []session.Step{session.StepSkipped("leave legacy storage", a.legacy.root,
 				"the session is in the JSON storage of opencode <= 1.1, which sessiond does not rewrite; OpenCode migrates it to SQLite on its next start")}, nil
 		}
-		return []adapters.Step{adapters.Skipped("find session", id,
+		return []session.Step{session.StepSkipped("find session", id,
 			"no OpenCode database in "+a.cfg.DataDir+" has this session (deleted?)")}, nil
 	}
 	f, err := a.readFlightRO(ctx, dbPath, id)
@@ -78,7 +79,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 		return nil, err
 	}
 	if !f.found {
-		return []adapters.Step{adapters.Skipped("find session", id, "no longer in "+dbPath)}, nil
+		return []session.Step{session.StepSkipped("find session", id, "no longer in "+dbPath)}, nil
 	}
 	why := ""
 	if m.offlineOnly {
@@ -86,7 +87,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 	} else {
 		sv, err := a.serverFor(ctx, id, t.Cwd)
 		if err != nil {
-			return []adapters.Step{adapters.Failed("ask OpenCode server", id,
+			return []session.Step{session.StepFailed("ask OpenCode server", id,
 				"a server has the session but answers errors; nothing written", err)}, nil
 		}
 		if sv != nil {
@@ -94,7 +95,7 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 		}
 	}
 	if f.empty() {
-		return []adapters.Step{nothingInFlight(id)}, nil
+		return []session.Step{nothingInFlight(id)}, nil
 	}
 	if why == "" {
 		why = "no reachable server has the session"
@@ -102,8 +103,8 @@ func (a *Adapter) repair(ctx context.Context, t adapters.RepairTarget, m repairM
 	return a.offline(ctx, dbPath, id, f, m.apply, why)
 }
 
-func nothingInFlight(id string) adapters.Step {
-	return adapters.Skipped("nothing in flight", id,
+func nothingInFlight(id string) session.Step {
+	return session.StepSkipped("nothing in flight", id,
 		"no tool part is pending or running and every assistant message is completed")
 }
 
@@ -283,18 +284,18 @@ func (r *rawJSON) UnmarshalJSON(b []byte) error {
 
 // viaServer is rung 1 of the ladder: everything goes through the server's
 // own API, so every OpenCode client sees it as OpenCode's own events.
-func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.RepairTarget, dbPath string, f *flight, m repairMode) []adapters.Step {
+func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.RepairTarget, dbPath string, f *flight, m repairMode) []session.Step {
 	id, dir := t.UpstreamID, t.Cwd
 	if wait := a.serverWait(sv, dbPath, f, m); wait != nil {
 		return wait
 	}
 	reqs, err := a.pendingRequests(ctx, sv.url, id, dir)
 	if err != nil {
-		return []adapters.Step{serverFailed(sv, "list pending questions and permissions", err)}
+		return []session.Step{serverFailed(sv, "list pending questions and permissions", err)}
 	}
 	parts, err := a.serverParts(ctx, sv.url, id, dir, f)
 	if err != nil {
-		return []adapters.Step{serverFailed(sv, "read in-flight tool parts", err)}
+		return []session.Step{serverFailed(sv, "read in-flight tool parts", err)}
 	}
 
 	head := a.rejectPlan(sv, dir, reqs)
@@ -303,14 +304,14 @@ func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.Repa
 	}
 	patches := a.patchPlan(sv, dir, parts)
 	if len(head) == 0 && len(patches) == 0 && len(f.msgs) == 0 {
-		return []adapters.Step{nothingInFlight(id)}
+		return []session.Step{nothingInFlight(id)}
 	}
 	if !m.apply {
 		return append(adapters.DryRun(append(head, patches...)), openMessageSteps(f)...)
 	}
 	// Checked again right before writing: the reads above take time.
 	if err := a.checkServer(sv.srv); err != nil {
-		return []adapters.Step{serverFailed(sv, "check server", err)}
+		return []session.Step{serverFailed(sv, "check server", err)}
 	}
 
 	// Apply in order; the first failure stops the rest, which are
@@ -331,20 +332,20 @@ func (a *Adapter) viaServer(ctx context.Context, sv *liveServer, t adapters.Repa
 
 // serverWait is the pending step of a server repair that must not run
 // now, nil when it may.
-func (a *Adapter) serverWait(sv *liveServer, dbPath string, f *flight, m repairMode) []adapters.Step {
+func (a *Adapter) serverWait(sv *liveServer, dbPath string, f *flight, m repairMode) []session.Step {
 	// Every server answers for every session of the database, its own or
 	// not. One that is not running this session may sit beside the process
 	// that is (an `opencode run` holds the database and opens no port):
 	// patching through the server would write behind that process's back.
 	if !sv.busy() {
 		if held, who := a.heldByOthers(dbPath); held {
-			return []adapters.Step{adapters.Pending("repair through server", sv.url,
+			return []session.Step{session.StepPending("repair through server", sv.url,
 				"pending: "+who+", not a server; the session may still be running there, so nothing is written")}
 		}
 	}
 	if !m.abort {
 		if age := a.cfg.Now().Sub(f.lastWrite); age < a.cfg.RepairGrace && (sv.busy() || !f.empty()) {
-			return []adapters.Step{adapters.Pending("repair through server", sv.url,
+			return []session.Step{session.StepPending("repair through server", sv.url,
 				fmt.Sprintf("pending: the session (server status %s) was written %s ago; it is repaired only once still for %s (sessionctl abort stops a busy turn now)",
 					orDash(sv.status.Type), age.Round(time.Second), a.cfg.RepairGrace))}
 		}
@@ -355,10 +356,10 @@ func (a *Adapter) serverWait(sv *liveServer, dbPath string, f *flight, m repairM
 // afterAbort follows an abort the server took: it waits (bounded) for
 // the session to go idle, patches the tool parts still in flight then,
 // and, when the session stayed busy, waits once more.
-func (a *Adapter) afterAbort(ctx context.Context, sv *liveServer, t adapters.RepairTarget, dbPath string, f *flight, done []adapters.Step) []adapters.Step {
+func (a *Adapter) afterAbort(ctx context.Context, sv *liveServer, t adapters.RepairTarget, dbPath string, f *flight, done []session.Step) []session.Step {
 	id, dir := t.UpstreamID, t.Cwd
 	w := a.waitIdle(ctx, sv.url, id, dir)
-	stillBusy := w.Outcome != adapters.OutcomeDone
+	stillBusy := w.Outcome != session.OutcomeDone
 	if stillBusy {
 		w.Detail += "; patching its stuck tool parts"
 	}
@@ -384,8 +385,8 @@ func (a *Adapter) afterAbort(ctx context.Context, sv *liveServer, t adapters.Rep
 	if stillBusy {
 		w := a.waitIdle(ctx, sv.url, id, dir)
 		w.Action = "session idle after patching"
-		if w.Outcome != adapters.OutcomeDone {
-			w.Outcome = adapters.OutcomeFailed
+		if w.Outcome != session.OutcomeDone {
+			w.Outcome = session.OutcomeFailed
 			w.Detail += "; stop its owner with sessionctl stop"
 		}
 		done = append(done, w)
@@ -395,8 +396,8 @@ func (a *Adapter) afterAbort(ctx context.Context, sv *liveServer, t adapters.Rep
 
 // serverFailed is a step of a server repair that failed, having written
 // nothing.
-func serverFailed(sv *liveServer, action string, err error) adapters.Step {
-	return adapters.Failed(action, sv.url, "through"+sv.on()+"; nothing written", err)
+func serverFailed(sv *liveServer, action string, err error) session.Step {
+	return session.StepFailed(action, sv.url, "through"+sv.on()+"; nothing written", err)
 }
 
 // rejectPlan rejects the session's pending questions and permissions.
@@ -433,7 +434,7 @@ func (a *Adapter) patchPlan(sv *liveServer, dir string, parts []serverPart) []ad
 
 // withOpenMessages ends a server repair's checklist with the assistant
 // messages it leaves open, as the database shows them now.
-func (a *Adapter) withOpenMessages(ctx context.Context, done []adapters.Step, dbPath, id string) []adapters.Step {
+func (a *Adapter) withOpenMessages(ctx context.Context, done []session.Step, dbPath, id string) []session.Step {
 	if g, err := a.readFlightRO(ctx, dbPath, id); err == nil {
 		done = append(done, openMessageSteps(g)...)
 	}
@@ -442,10 +443,10 @@ func (a *Adapter) withOpenMessages(ctx context.Context, done []adapters.Step, db
 
 // openMessageSteps report assistant messages the server rung cannot
 // close: OpenCode's API has no endpoint that sets time.completed.
-func openMessageSteps(f *flight) []adapters.Step {
-	var out []adapters.Step
+func openMessageSteps(f *flight) []session.Step {
+	var out []session.Step
 	for _, m := range f.msgs {
-		out = append(out, adapters.Skipped("leave assistant message open", m.ID,
+		out = append(out, session.StepSkipped("leave assistant message open", m.ID,
 			"no OpenCode endpoint sets time.completed; an offline repair sets it once no process holds the database"))
 	}
 	return out
@@ -476,7 +477,7 @@ func (a *Adapter) patchPart(ctx context.Context, base, dir string, p serverPart)
 
 // waitIdle polls the server until it no longer reports the session busy,
 // at most AbortWait.
-func (a *Adapter) waitIdle(ctx context.Context, base, id, dir string) adapters.Step {
+func (a *Adapter) waitIdle(ctx context.Context, base, id, dir string) session.Step {
 	const action = "wait for idle"
 	start := time.Now()
 	deadline := start.Add(a.cfg.AbortWait)
@@ -486,7 +487,7 @@ func (a *Adapter) waitIdle(ctx context.Context, base, id, dir string) adapters.S
 		st, err := a.sessionStatus(ctx, base, dir)
 		if err == nil {
 			if v, ok := st[id]; !ok || v.Type == "" || v.Type == "idle" {
-				return adapters.Done(action, id, fmt.Sprintf("idle after %s", time.Since(start).Round(time.Millisecond)))
+				return session.StepDone(action, id, fmt.Sprintf("idle after %s", time.Since(start).Round(time.Millisecond)))
 			}
 		}
 		if time.Now().After(deadline) {
@@ -494,11 +495,11 @@ func (a *Adapter) waitIdle(ctx context.Context, base, id, dir string) adapters.S
 			if err != nil {
 				detail = fmt.Sprintf("status unknown after %s (%v)", a.cfg.AbortWait, err)
 			}
-			return adapters.Skipped(action, id, detail)
+			return session.StepSkipped(action, id, detail)
 		}
 		select {
 		case <-ctx.Done():
-			return adapters.Failed(action, id, "", ctx.Err())
+			return session.StepFailed(action, id, "", ctx.Err())
 		case <-tick.C:
 		}
 	}

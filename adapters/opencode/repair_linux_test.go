@@ -17,6 +17,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/session"
 )
 
 // A real process holding the database open (as every OpenCode does for
@@ -33,7 +34,7 @@ func TestRepairHeldByRealProcess(t *testing.T) {
 	tg := adapters.RepairTarget{UpstreamID: sh.SessionID, Source: dbPath, Cwd: "/w/a"}
 
 	for _, apply := range []bool{false, true} {
-		var steps []adapters.Step
+		var steps []session.Step
 		var err error
 		if apply {
 			steps, err = a.ApplyRepair(context.Background(), tg)
@@ -41,7 +42,7 @@ func TestRepairHeldByRealProcess(t *testing.T) {
 			steps, err = a.PlanRepair(context.Background(), tg)
 		}
 		want := fmt.Sprintf("pending: held by pid %d", holder.Process.Pid)
-		if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomePending || !strings.Contains(steps[0].Detail, want) {
+		if err != nil || len(steps) != 1 || steps[0].Outcome != session.OutcomePending || !strings.Contains(steps[0].Detail, want) {
 			t.Fatalf("apply=%v: %+v %v; want %q", apply, steps, err, want)
 		}
 	}
@@ -53,7 +54,7 @@ func TestRepairHeldByRealProcess(t *testing.T) {
 	}
 	killAndReap(t, holder)
 	steps, err := a.ApplyRepair(context.Background(), tg)
-	if err != nil || count(steps)[adapters.OutcomeDone] != 3 {
+	if err != nil || count(steps)[session.OutcomeDone] != 3 {
 		t.Fatalf("after the holder died: %+v %v", steps, err)
 	}
 	checkRepaired(t, dbPath, sh)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/session"
 )
 
 // repairFixture is a data dir with a real OpenCode database, an empty
@@ -46,7 +47,7 @@ func (f *repairFixture) target(sessionID, dir string) adapters.RepairTarget {
 	return adapters.RepairTarget{UpstreamID: sessionID, Source: f.dbPath, Root: f.dir, Cwd: dir}
 }
 
-func count(steps []adapters.Step) map[string]int {
+func count(steps []session.Step) map[string]int {
 	n := map[string]int{}
 	for _, s := range steps {
 		n[s.Outcome]++
@@ -159,7 +160,7 @@ func TestOfflineRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := count(plan); c[adapters.OutcomePlanned] != 3 || len(plan) != 3 || plan[0].Action != "back up database" {
+	if c := count(plan); c[session.OutcomePlanned] != 3 || len(plan) != 3 || plan[0].Action != "back up database" {
 		t.Fatalf("plan %+v", plan)
 	}
 	if got := rows(t, f.dbPath, sh.SessionID); !equalMaps(got, before) {
@@ -173,7 +174,7 @@ func TestOfflineRepair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := count(done); c[adapters.OutcomeDone] != 3 || len(done) != 3 {
+	if c := count(done); c[session.OutcomeDone] != 3 || len(done) != 3 {
 		t.Fatalf("apply %+v", done)
 	}
 	checkRepaired(t, f.dbPath, sh)
@@ -182,10 +183,10 @@ func TestOfflineRepair(t *testing.T) {
 	}
 
 	again, err := a.PlanRepair(ctx, f.target(sh.SessionID, "/w/a"))
-	if err != nil || count(again)[adapters.OutcomePlanned] != 0 || again[0].Action != "nothing in flight" {
+	if err != nil || count(again)[session.OutcomePlanned] != 0 || again[0].Action != "nothing in flight" {
 		t.Fatalf("a repaired session plans %+v (%v)", again, err)
 	}
-	if again, _ := a.PlanRepair(ctx, f.target(fin.SessionID, "/w/b")); count(again)[adapters.OutcomePlanned] != 0 {
+	if again, _ := a.PlanRepair(ctx, f.target(fin.SessionID, "/w/b")); count(again)[session.OutcomePlanned] != 0 {
 		t.Fatalf("a finished session plans %+v", again)
 	}
 
@@ -247,14 +248,14 @@ func TestOfflineRepairGrace(t *testing.T) {
 	sh, _ := f.db.InterruptedMidTool("/w/a", f.now.Add(-10*time.Second))
 	before := rows(t, f.dbPath, sh.SessionID)
 	steps, err := f.adapter(nil).ApplyRepair(context.Background(), f.target(sh.SessionID, "/w/a"))
-	if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomePending || !strings.Contains(steps[0].Detail, "still for 1m0s") {
+	if err != nil || len(steps) != 1 || steps[0].Outcome != session.OutcomePending || !strings.Contains(steps[0].Detail, "still for 1m0s") {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	if !equalMaps(rows(t, f.dbPath, sh.SessionID), before) {
 		t.Fatal("written inside the grace window")
 	}
 	steps, _ = f.adapter(func(c *Config) { c.RepairGrace = 5 * time.Second }).ApplyRepair(context.Background(), f.target(sh.SessionID, "/w/a"))
-	if count(steps)[adapters.OutcomeDone] != 3 {
+	if count(steps)[session.OutcomeDone] != 3 {
 		t.Fatalf("with a 5s grace: %+v", steps)
 	}
 }
@@ -277,7 +278,7 @@ func TestOfflineRepairLocked(t *testing.T) {
 	start := time.Now()
 	steps, err := a.ApplyRepair(ctx, f.target(sh.SessionID, "/w/a"))
 	took := time.Since(start)
-	if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomePending || !strings.Contains(steps[0].Detail, "locked") {
+	if err != nil || len(steps) != 1 || steps[0].Outcome != session.OutcomePending || !strings.Contains(steps[0].Detail, "locked") {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	if took > 2*time.Second {
@@ -295,7 +296,7 @@ func TestOfflineRepairLocked(t *testing.T) {
 		t.Fatal("written while locked")
 	}
 	// Once the lock is gone the same repair goes through.
-	if steps, err := a.ApplyRepair(ctx, f.target(sh.SessionID, "/w/a")); err != nil || count(steps)[adapters.OutcomeDone] != 3 {
+	if steps, err := a.ApplyRepair(ctx, f.target(sh.SessionID, "/w/a")); err != nil || count(steps)[session.OutcomeDone] != 3 {
 		t.Fatalf("after the lock: %+v %v", steps, err)
 	}
 	checkRepaired(t, f.dbPath, sh)
@@ -330,7 +331,7 @@ func TestOfflineRepairNeedsBackupDir(t *testing.T) {
 	sh, _ := f.db.InterruptedMidTool("/w/a", f.now.Add(-2*time.Minute))
 	before := rows(t, f.dbPath, sh.SessionID)
 	steps, err := f.adapter(func(c *Config) { c.BackupDir = "" }).ApplyRepair(context.Background(), f.target(sh.SessionID, "/w/a"))
-	if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomeFailed || !strings.Contains(steps[0].Error, "backup") {
+	if err != nil || len(steps) != 1 || steps[0].Outcome != session.OutcomeFailed || !strings.Contains(steps[0].Error, "backup") {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	if !equalMaps(rows(t, f.dbPath, sh.SessionID), before) {
@@ -349,7 +350,7 @@ func TestBackupRetention(t *testing.T) {
 	}
 	for i, id := range ids {
 		f.now = f.now.Add(time.Second) // distinct backup names
-		if steps, err := a.ApplyRepair(context.Background(), f.target(id, "/w/a")); err != nil || count(steps)[adapters.OutcomeDone] != 3 {
+		if steps, err := a.ApplyRepair(context.Background(), f.target(id, "/w/a")); err != nil || count(steps)[session.OutcomeDone] != 3 {
 			t.Fatalf("repair %d: %+v %v", i, steps, err)
 		}
 	}
@@ -367,11 +368,11 @@ func TestRepairLocate(t *testing.T) {
 	sh, _ := local.InterruptedMidTool("/w/a", f.now.Add(-2*time.Minute))
 	a := f.adapter(nil)
 	steps, err := a.PlanRepair(context.Background(), adapters.RepairTarget{UpstreamID: sh.SessionID, Cwd: "/w/a"})
-	if err != nil || count(steps)[adapters.OutcomePlanned] != 3 || steps[0].Target != local.Path {
+	if err != nil || count(steps)[session.OutcomePlanned] != 3 || steps[0].Target != local.Path {
 		t.Fatalf("%+v %v", steps, err)
 	}
 	steps, err = a.PlanRepair(context.Background(), adapters.RepairTarget{UpstreamID: "ses_gone"})
-	if err != nil || len(steps) != 1 || steps[0].Outcome != adapters.OutcomeSkipped {
+	if err != nil || len(steps) != 1 || steps[0].Outcome != session.OutcomeSkipped {
 		t.Fatalf("missing session: %+v %v", steps, err)
 	}
 	if _, err := a.PlanRepair(context.Background(), adapters.RepairTarget{UpstreamID: "../x"}); err == nil {
@@ -398,7 +399,7 @@ func repairHelperMain(dbPath string) {
 			fmt.Fprintln(os.Stderr, "repair", id, err)
 			os.Exit(3)
 		}
-		if steps[len(steps)-1].Outcome != adapters.OutcomeDone {
+		if steps[len(steps)-1].Outcome != session.OutcomeDone {
 			fmt.Fprintf(os.Stderr, "repair %s: %+v\n", id, steps)
 			os.Exit(3)
 		}

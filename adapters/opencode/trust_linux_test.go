@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
+	"github.com/sessiond/sessiond/session"
 )
 
 func loopback(port int) netip.AddrPort {
@@ -158,7 +159,7 @@ func TestRepairRefusesServerNowOfAnotherUID(t *testing.T) {
 	tg := f.target(sh.SessionID, "/w/a")
 	for _, op := range []struct {
 		name string
-		do   func(context.Context, adapters.RepairTarget) ([]adapters.Step, error)
+		do   func(context.Context, adapters.RepairTarget) ([]session.Step, error)
 	}{{"plan", a.PlanRepair}, {"abort", a.Abort}, {"apply", a.ApplyRepair}} {
 		steps, err := op.do(ctx, tg)
 		t.Logf("%s: %+v %v", op.name, steps, err)
@@ -269,7 +270,7 @@ func TestRepairRechecksServerBeforeWriting(t *testing.T) {
 				t.Error("the part was patched through another user's listener")
 			}
 			last := steps[len(steps)-1]
-			if last.Action != "check server" || last.Outcome != adapters.OutcomeFailed || !strings.Contains(last.Error, "uid") {
+			if last.Action != "check server" || last.Outcome != session.OutcomeFailed || !strings.Contains(last.Error, "uid") {
 				t.Errorf("last step %+v, want the failed server check", last)
 			}
 		})

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/session"
 )
 
 // newAction builds repair, abort, reap and stop: the same request, a
@@ -60,11 +60,11 @@ func newAction(a *app, name, short, long string, dryRun, signals bool) *cobra.Co
 }
 
 var marks = map[string]string{
-	adapters.OutcomePlanned: "[ ]",
-	adapters.OutcomeDone:    "[x]",
-	adapters.OutcomeSkipped: "[-]",
-	adapters.OutcomePending: "[~]",
-	adapters.OutcomeFailed:  "[!]",
+	session.OutcomePlanned: "[ ]",
+	session.OutcomeDone:    "[x]",
+	session.OutcomeSkipped: "[-]",
+	session.OutcomePending: "[~]",
+	session.OutcomeFailed:  "[!]",
 }
 
 func printChecklist(a *app, res *api.ActionResult, dryRun bool) {

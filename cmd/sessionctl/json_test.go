@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/buildinfo"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
@@ -76,7 +75,7 @@ func TestJSONOutput(t *testing.T) {
 	}
 	res = api.ActionResult{}
 	ctlJSON(t, &res, "stop", victimID, "--timeout", "2s")
-	if res.Action != "stop" || !res.Applied || len(res.Steps) != 1 || res.Steps[0].Outcome != adapters.OutcomeDone ||
+	if res.Action != "stop" || !res.Applied || len(res.Steps) != 1 || res.Steps[0].Outcome != session.OutcomeDone ||
 		res.Session.ID != victimID || res.Session.Status != session.StatusStopped {
 		t.Errorf("stop: %+v", res)
 	}

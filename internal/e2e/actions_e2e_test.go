@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
@@ -85,14 +84,14 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	e.waitStatus(id, session.StatusInterrupted, 3*time.Second)
 
 	plan, errs, code := e.action("reap", id)
-	if code != 0 || plan.Applied || outcomes(plan.Steps)[adapters.OutcomePlanned] != 1 || !strings.Contains(plan.Steps[0].Target, fmt.Sprint(tool.PID)) {
+	if code != 0 || plan.Applied || outcomes(plan.Steps)[session.OutcomePlanned] != 1 || !strings.Contains(plan.Steps[0].Target, fmt.Sprint(tool.PID)) {
 		t.Fatalf("reap plan: exit %d %s %+v", code, errs, plan)
 	}
 	if syscall.Kill(tool.PID, 0) != nil {
 		t.Fatal("a dry run signalled")
 	}
 	done, _, code := e.action("reap", id, "--apply", "--timeout", "2s")
-	if code != 0 || !done.Applied || outcomes(done.Steps)[adapters.OutcomeDone] != 1 {
+	if code != 0 || !done.Applied || outcomes(done.Steps)[session.OutcomeDone] != 1 {
 		t.Fatalf("reap --apply: %+v", done)
 	}
 	testenv.Eventually(t, 3*time.Second, "the reaped tool gone", func() bool { return proc.NewHost().Probe(tool).Liveness == proc.Dead })
@@ -101,7 +100,7 @@ func TestClaudeReapAndRepair(t *testing.T) {
 	}
 
 	rp, _, code := e.action("repair", id)
-	if code != 0 || outcomes(rp.Steps)[adapters.OutcomePlanned] != 2 {
+	if code != 0 || outcomes(rp.Steps)[session.OutcomePlanned] != 2 {
 		t.Fatalf("repair plan: %+v", rp)
 	}
 	if _, err := os.Stat(regPath); err != nil {
@@ -117,7 +116,7 @@ func TestClaudeReapAndRepair(t *testing.T) {
 		}
 	}
 	again, _, _ := e.action("repair", id)
-	if outcomes(again.Steps)[adapters.OutcomePlanned] != 0 {
+	if outcomes(again.Steps)[session.OutcomePlanned] != 0 {
 		t.Fatalf("a repaired session plans %+v", again.Steps)
 	}
 	evs, _, _ := e.Ctl("events", "--json")
@@ -180,7 +179,7 @@ func TestStopLaunchedSessionKillsItsGroup(t *testing.T) {
 	e.waitStatus(r.Session.ID, session.StatusRunning, 5*time.Second)
 
 	res, errs, code := e.action("stop", r.Session.ID, "--timeout", "2s")
-	if code != 0 || outcomes(res.Steps)[adapters.OutcomeDone] != 1 || !strings.Contains(res.Steps[0].Target, "process group") {
+	if code != 0 || outcomes(res.Steps)[session.OutcomeDone] != 1 || !strings.Contains(res.Steps[0].Target, "process group") {
 		t.Fatalf("stop: exit %d %s %+v", code, errs, res)
 	}
 	if res.Session.Status == session.StatusRunning {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
@@ -174,11 +173,11 @@ func reapSparesSuspects(t *testing.T, agent string) {
 	}
 
 	plan, errs, code := e.action("reap", l.id)
-	if code != 0 || outcomes(plan.Steps)[adapters.OutcomePlanned] != 2 || !slices.Equal(targets(plan.Steps), want) {
+	if code != 0 || outcomes(plan.Steps)[session.OutcomePlanned] != 2 || !slices.Equal(targets(plan.Steps), want) {
 		t.Fatalf("reap plan: exit %d %s %+v; want only the orphans %v", code, errs, plan.Steps, want)
 	}
 	done, errs, code := e.action("reap", l.id, "--apply", "--timeout", "2s")
-	if code != 0 || !done.Applied || outcomes(done.Steps)[adapters.OutcomeDone] != 2 || !slices.Equal(targets(done.Steps), want) {
+	if code != 0 || !done.Applied || outcomes(done.Steps)[session.OutcomeDone] != 2 || !slices.Equal(targets(done.Steps), want) {
 		t.Fatalf("reap --apply: exit %d %s %+v", code, errs, done.Steps)
 	}
 	for what, id := range l.orphans {
@@ -191,7 +190,7 @@ func reapSparesSuspects(t *testing.T, agent string) {
 	}
 	// Nothing is left that reap would touch; the suspects stay named.
 	again, _, code := e.action("reap", l.id)
-	if code != 0 || len(again.Steps) != 1 || again.Steps[0].Outcome != adapters.OutcomeSkipped || !strings.Contains(again.Steps[0].Detail, "3 suspect") {
+	if code != 0 || len(again.Steps) != 1 || again.Steps[0].Outcome != session.OutcomeSkipped || !strings.Contains(again.Steps[0].Detail, "3 suspect") {
 		t.Errorf("reap after reap: exit %d %+v", code, again.Steps)
 	}
 }

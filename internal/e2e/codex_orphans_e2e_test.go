@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/codextest"
 	"github.com/sessiond/sessiond/internal/testkit/codextest/fakecodex"
@@ -181,11 +180,11 @@ func TestCodexReapSparesSuspects(t *testing.T) {
 	}
 
 	plan, errs, code := e.action("reap", l.id)
-	if code != 0 || len(plan.Steps) != 1 || plan.Steps[0].Outcome != adapters.OutcomePlanned || !strings.Contains(plan.Steps[0].Target, strconv.Itoa(l.orphan.PID)) {
+	if code != 0 || len(plan.Steps) != 1 || plan.Steps[0].Outcome != session.OutcomePlanned || !strings.Contains(plan.Steps[0].Target, strconv.Itoa(l.orphan.PID)) {
 		t.Fatalf("reap plan: exit %d %s %+v; want only the orphan %d", code, errs, plan.Steps, l.orphan.PID)
 	}
 	done, errs, code := e.action("reap", l.id, "--apply", "--timeout", "2s")
-	if code != 0 || !done.Applied || len(done.Steps) != 1 || done.Steps[0].Outcome != adapters.OutcomeDone {
+	if code != 0 || !done.Applied || len(done.Steps) != 1 || done.Steps[0].Outcome != session.OutcomeDone {
 		t.Fatalf("reap --apply: exit %d %s %+v", code, errs, done.Steps)
 	}
 	if alive(l.orphan) {
@@ -198,7 +197,7 @@ func TestCodexReapSparesSuspects(t *testing.T) {
 	}
 	// Nothing is left that reap would touch; the suspects stay named.
 	again, _, code := e.action("reap", l.id)
-	if code != 0 || len(again.Steps) != 1 || again.Steps[0].Outcome != adapters.OutcomeSkipped || !strings.Contains(again.Steps[0].Detail, "3 suspect") {
+	if code != 0 || len(again.Steps) != 1 || again.Steps[0].Outcome != session.OutcomeSkipped || !strings.Contains(again.Steps[0].Detail, "3 suspect") {
 		t.Errorf("reap after reap: exit %d %+v", code, again.Steps)
 	}
 }

@@ -14,7 +14,6 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/session"
@@ -128,7 +127,7 @@ func TestOpenCodeRepairAndAbort(t *testing.T) {
 	e.waitStatus(a.SessionID, session.StatusInterrupted, 5*time.Second)
 
 	plan, errs, code := e.action("repair", a.SessionID)
-	if code != 0 || plan.Applied || outcomes(plan.Steps)[adapters.OutcomePlanned] != 3 {
+	if code != 0 || plan.Applied || outcomes(plan.Steps)[session.OutcomePlanned] != 3 {
 		t.Fatalf("repair plan: exit %d %s %+v", code, errs, plan)
 	}
 	if toolStatus(t, dbPath, a.ToolPartID) != "running" {
@@ -152,7 +151,7 @@ func TestOpenCodeRepairAndAbort(t *testing.T) {
 		t.Error("the backup is not the state before the repair")
 	}
 	again, _, _ := e.action("repair", a.SessionID)
-	if outcomes(again.Steps)[adapters.OutcomePlanned] != 0 {
+	if outcomes(again.Steps)[session.OutcomePlanned] != 0 {
 		t.Fatalf("a repaired session plans %+v", again.Steps)
 	}
 	testenv.EventuallyOK(t, 5*time.Second, "no orphaned tool call after the repair", func() (bool, string) {
@@ -179,7 +178,7 @@ func TestOpenCodeRepairAndAbort(t *testing.T) {
 	// c: no server has it, and the database is held: pending, untouched.
 	held, errs, code := e.action("repair", c.SessionID, "--apply")
 	want := fmt.Sprintf("held by pid %d", holder.Process.Pid)
-	if code != 0 || len(held.Steps) != 1 || held.Steps[0].Outcome != adapters.OutcomePending || !strings.Contains(held.Steps[0].Detail, want) {
+	if code != 0 || len(held.Steps) != 1 || held.Steps[0].Outcome != session.OutcomePending || !strings.Contains(held.Steps[0].Detail, want) {
 		t.Fatalf("repair of c while held: exit %d %s %+v", code, errs, held)
 	}
 	if toolStatus(t, dbPath, c.ToolPartID) != "running" {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
@@ -94,7 +93,7 @@ func TestReusedPIDNeverSignalledE2E(t *testing.T) {
 				t.Errorf("%v: exit %d: %s", args, code, errs)
 				continue
 			}
-			if n := outcomes(res.Steps); n[adapters.OutcomeDone]+n[adapters.OutcomePlanned]+n[adapters.OutcomeFailed] != 0 {
+			if n := outcomes(res.Steps); n[session.OutcomeDone]+n[session.OutcomePlanned]+n[session.OutcomeFailed] != 0 {
 				t.Errorf("%v: steps %+v, want nothing to reap", args, res.Steps)
 			}
 		}
@@ -111,7 +110,7 @@ func TestReusedPIDNeverSignalledE2E(t *testing.T) {
 
 	// The control's stop reaches its claude: the guards above refuse
 	// another process's pid, not every pid.
-	if res, errs, code := e.action("stop", live, "--timeout", "2s"); code != 0 || outcomes(res.Steps)[adapters.OutcomeDone] != 1 {
+	if res, errs, code := e.action("stop", live, "--timeout", "2s"); code != 0 || outcomes(res.Steps)[session.OutcomeDone] != 1 {
 		t.Fatalf("stop of the control: exit %d %s %+v", code, errs, res)
 	}
 	testenv.Eventually(t, 3*time.Second, "the control's claude dead after its stop", func() bool {
