@@ -100,8 +100,7 @@ type SessionList struct {
 type Event = session.Event
 
 // AdapterHealth is one adapter's last scan: what the tracker's last pass
-// learned about it. The tracker fills it in (tracker.Stats) and GET
-// /v1/health serves it as is.
+// learned about it (tracker.Stats), as GET /v1/health serves it.
 type AdapterHealth struct {
 	Name         string    `json:"name"`
 	LastScan     time.Time `json:"last_scan"`

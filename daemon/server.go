@@ -215,7 +215,10 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range recs {
 		h.Sessions[string(rec.Status)]++
 	}
-	h.Adapters = ts.Adapters
+	for _, a := range ts.Adapters {
+		h.Adapters = append(h.Adapters, api.AdapterHealth{Name: a.Name, LastScan: a.LastScan, LastDuration: a.LastDuration.String(),
+			Sessions: a.Sessions, LastError: a.LastError, InputErrors: a.InputErrors, InputWarnings: a.InputWarnings})
+	}
 	if s.reactions != nil {
 		h.Reactions = s.reactions.rx.Health()
 	}

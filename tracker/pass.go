@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
-	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
@@ -702,7 +701,7 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot, restore 
 		name := a.Name()
 		res, err := results[i].res, results[i].err
 		o := &observation{err: err, badInputs: map[string]bool{}, byUp: make(map[string]*adapters.Observed, len(res.Sessions))}
-		h := api.AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: results[i].took.String()}
+		h := AdapterHealth{Name: name, LastScan: t.cfg.Now(), LastDuration: results[i].took}
 		if err != nil {
 			h.LastError = err.Error()
 			t.log.Warn("adapter could not look; statuses kept", zap.String("adapter", name), zap.Error(err))

@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
-	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 	"github.com/sessiond/sessiond/state"
@@ -103,7 +102,24 @@ type Stats struct {
 	// CheckpointErrors those that failed.
 	Checkpoints      uint64
 	CheckpointErrors uint64
-	Adapters         []api.AdapterHealth
+	Adapters         []AdapterHealth
+}
+
+// AdapterHealth is one adapter's last scan: what the last pass learned
+// about it (the daemon serves it in GET /v1/health).
+type AdapterHealth struct {
+	Name         string
+	LastScan     time.Time
+	LastDuration time.Duration
+	Sessions     int
+	// LastError is the error of the last pass ("" when it looked fine);
+	// InputErrors names each input that could not be read.
+	LastError   string
+	InputErrors []string
+	// InputWarnings names each input read only in part (corrupt, glued or
+	// too long lines, skipped links, unparseable entries); statuses are
+	// unaffected.
+	InputWarnings []string
 }
 
 // PassReport summarizes one pass.
@@ -150,7 +166,7 @@ type Tracker struct {
 
 	statsMu sync.Mutex
 	stats   Stats
-	health  map[string]api.AdapterHealth
+	health  map[string]AdapterHealth
 
 	// OnPass, if set before Run, is called after each successful pass (the
 	// daemon sends WATCHDOG=1 and updates metrics from it).
@@ -193,7 +209,7 @@ func New(cfg Config) *Tracker {
 		quietClaimed: map[string]*adapters.QuietSet{},
 		hint:         make(chan struct{}, 1),
 		kick:         make(chan struct{}, 1),
-		health:       map[string]api.AdapterHealth{},
+		health:       map[string]AdapterHealth{},
 	}
 }
 
@@ -311,7 +327,7 @@ func (t *Tracker) Stats() Stats {
 	for _, a := range t.cfg.Adapters {
 		h, ok := t.health[a.Name()]
 		if !ok {
-			h = api.AdapterHealth{Name: a.Name()}
+			h = AdapterHealth{Name: a.Name()}
 		}
 		s.Adapters = append(s.Adapters, h)
 	}
