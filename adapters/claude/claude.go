@@ -240,19 +240,6 @@ func cleanPath(p string) string {
 	return filepath.Clean(p)
 }
 
-// DefaultRoots are the config roots $CLAUDE_CONFIG_DIR names (a path
-// list), else ~/.claude.
-func DefaultRoots() []string {
-	if v := os.Getenv("CLAUDE_CONFIG_DIR"); v != "" {
-		return filepath.SplitList(v)
-	}
-	h, err := os.UserHomeDir()
-	if err != nil {
-		h = "."
-	}
-	return []string{filepath.Join(h, ".claude")}
-}
-
 // Name implements adapters.Adapter.
 func (a *Adapter) Name() string { return "claude" }
 

@@ -34,6 +34,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters/internal/inputlog"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
+	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -102,7 +103,7 @@ type Adapter struct {
 // New returns an adapter with cfg's defaults filled in.
 func New(cfg Config) *Adapter {
 	if len(cfg.Roots) == 0 {
-		cfg.Roots = []string{DefaultRoot()}
+		cfg.Roots = agents.Codex.DefaultRoots()
 	}
 	if cfg.Binary == "" {
 		cfg.Binary = "codex"
@@ -128,18 +129,6 @@ func New(cfg Config) *Adapter {
 		a.addRoot(filepath.Clean(r), false)
 	}
 	return a
-}
-
-// DefaultRoot is $CODEX_HOME, else ~/.codex.
-func DefaultRoot() string {
-	if v := os.Getenv("CODEX_HOME"); v != "" {
-		return v
-	}
-	h, err := os.UserHomeDir()
-	if err != nil {
-		h = "."
-	}
-	return filepath.Join(h, ".codex")
 }
 
 func (a *Adapter) addRoot(path string, learned bool) {

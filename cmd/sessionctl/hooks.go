@@ -15,8 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sessiond/sessiond/adapters/claude"
-	"github.com/sessiond/sessiond/adapters/codex"
+	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/hookinstall"
 )
@@ -46,7 +45,7 @@ process descends from that session's live owner; never as evidence that the
 session runs.`,
 		Example:   "  echo '{\"session_id\":\"…\",\"hook_event_name\":\"Stop\"}' | sessionctl hook claude --verbose",
 		Args:      exactArgs(1, "the agent whose hook this is (claude, codex)"),
-		ValidArgs: []string{"claude", "codex"},
+		ValidArgs: hookAgentNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), hookBudget)
 			defer cancel()
@@ -166,32 +165,41 @@ Both are idempotent; --dry-run shows the diff and writes nothing.`,
 }
 
 // hookRoots are the roots to act on: those given, else the agent's
-// default one and, for Claude, the roots of the sessions sessiond knows.
-func hookRoots(ctx context.Context, a *app, agent string, given []string) []string {
+// default ones and, for an agent whose hooks go into its sessions' roots
+// (Claude), the roots of the sessions sessiond knows.
+func hookRoots(ctx context.Context, a *app, ag hookinstall.Agent, given []string) []string {
 	if len(given) > 0 {
 		return given
 	}
 	var roots []string
-	switch agent {
-	case "claude":
-		roots = append(roots, claude.DefaultRoots()...)
+	if facts, ok := agents.Lookup(ag.Name); ok {
+		roots = append(roots, facts.DefaultRoots()...)
+	}
+	if ag.SessionRoots {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		if ss, err := a.client().Sessions(ctx, api.ListOptions{Agent: agent, All: true}); err == nil {
+		if ss, err := a.client().Sessions(ctx, api.ListOptions{Agent: ag.Name, All: true}); err == nil {
 			for _, s := range ss {
 				if s.Resume != nil && s.Resume.Root != "" {
 					roots = append(roots, s.Resume.Root)
 				}
 			}
 		}
-	case "codex":
-		roots = append(roots, codex.DefaultRoot())
 	}
 	for i := range roots {
 		roots[i] = filepath.Clean(roots[i])
 	}
 	slices.Sort(roots)
 	return slices.Compact(roots)
+}
+
+// hookAgentNames are the agents that run command hooks, for completion.
+func hookAgentNames() []string {
+	var out []string
+	for _, ag := range hookinstall.All() {
+		out = append(out, ag.Name)
+	}
+	return out
 }
 
 func newHooksChange(a *app, verb string) *cobra.Command {
@@ -205,7 +213,7 @@ func newHooksChange(a *app, verb string) *cobra.Command {
 		Use:       verb + " AGENT",
 		Short:     short,
 		Args:      exactArgs(1, "the agent (claude, codex)"),
-		ValidArgs: []string{"claude", "codex"},
+		ValidArgs: hookAgentNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ag, err := hookinstall.For(args[0])
 			if err != nil {
@@ -225,7 +233,7 @@ func newHooksChange(a *app, verb string) *cobra.Command {
 			}
 			var plans []*hookinstall.Plan
 			var errs []string
-			for _, root := range hookRoots(cmd.Context(), a, ag.Name, roots) {
+			for _, root := range hookRoots(cmd.Context(), a, ag, roots) {
 				var p *hookinstall.Plan
 				if verb == "install" {
 					p, err = ag.Install(root, command)
@@ -277,8 +285,8 @@ func newHooksChange(a *app, verb string) *cobra.Command {
 						fmt.Fprint(a.stdout, p.Diff())
 					}
 				}
-				if verb == "install" && ag.Name == "codex" && !dry && len(plans) > 0 {
-					fmt.Fprintln(a.stdout, "Codex runs new hooks only once trusted: start codex and choose \"Trust all and continue\" (or /hooks). 'sessionctl hooks status codex' says which are trusted.")
+				if verb == "install" && ag.Trust != "" && !dry && len(plans) > 0 {
+					fmt.Fprintln(a.stdout, ag.Trust)
 				}
 			}
 			if len(errs) > 0 {
@@ -298,19 +306,19 @@ func newHooksStatus(a *app) *cobra.Command {
 		Use:       "status [AGENT]",
 		Short:     "Show whether sessiond's hooks are in each agent's settings (and, for Codex, trusted)",
 		Args:      cobra.MaximumNArgs(1),
-		ValidArgs: []string{"claude", "codex"},
+		ValidArgs: hookAgentNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			agents := []hookinstall.Agent{hookinstall.Claude, hookinstall.Codex}
+			hookAgents := hookinstall.All()
 			if len(args) == 1 {
 				ag, err := hookinstall.For(args[0])
 				if err != nil {
 					return usageError{err}
 				}
-				agents = []hookinstall.Agent{ag}
+				hookAgents = []hookinstall.Agent{ag}
 			}
 			var all []hookinstall.Status
-			for _, ag := range agents {
-				for _, root := range hookRoots(cmd.Context(), a, ag.Name, roots) {
+			for _, ag := range hookAgents {
+				for _, root := range hookRoots(cmd.Context(), a, ag, roots) {
 					all = append(all, ag.Status(root))
 				}
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
 )
 
@@ -68,7 +69,7 @@ CLI in a detached tmux session and prints how to attach. Arguments after
 	cmd.Flags().BoolVar(&tmux, "tmux", false, "run the interactive CLI in a detached tmux session")
 	cmd.Flags().StringArrayVar(&env, "env", nil, "set KEY=VALUE in the agent's environment (repeatable)")
 	_ = cmd.RegisterFlagCompletionFunc("agent", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"claude", "opencode", "codex"}, cobra.ShellCompDirectiveNoFileComp
+		return agents.Names(), cobra.ShellCompDirectiveNoFileComp
 	})
 	return cmd
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
 	"github.com/sessiond/sessiond/adapters/opencode"
+	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
 	"github.com/sessiond/sessiond/internal/buildinfo"
@@ -221,13 +222,6 @@ func defaultHooksDir() string {
 	return filepath.Join(home(), ".config", "sessiond", "hooks.d")
 }
 
-func defaultOpenCodeDir() string {
-	if v := os.Getenv("XDG_DATA_HOME"); v != "" {
-		return filepath.Join(v, "opencode")
-	}
-	return filepath.Join(home(), ".local", "share", "opencode")
-}
-
 func parse(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("sessiond", flag.ContinueOnError)
@@ -253,12 +247,12 @@ already running on this state dir or socket.
 	stateDir := api.DefaultStateDir()
 	fs.StringVar(&o.stateDir, "state-dir", stateDir, "directory of the store `sessiond.db` ($SESSIOND_STATE_DIR)")
 	fs.StringVar(&o.socket, "socket", "", "API socket path ($SESSIOND_SOCKET; default $XDG_RUNTIME_DIR/sessiond/sessiond.sock, else <state-dir>/sessiond.sock)")
-	claude := &stringList{vals: claude.DefaultRoots()}
+	claude := &stringList{vals: agents.Claude.DefaultRoots()}
 	fs.Var(claude, "claude-dir", "Claude Code config root, repeatable (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
 	fs.StringVar(&o.claudeBin, "claude-bin", envOr("SESSIOND_CLAUDE_BIN", "claude"), "claude executable for launch and resume ($SESSIOND_CLAUDE_BIN)")
 	fs.StringVar(&o.opencodeBin, "opencode-bin", envOr("SESSIOND_OPENCODE_BIN", "opencode"), "opencode executable for launch and resume ($SESSIOND_OPENCODE_BIN)")
-	fs.StringVar(&o.opencodeDir, "opencode-dir", defaultOpenCodeDir(), "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
-	codexDirs := &stringList{vals: []string{codex.DefaultRoot()}}
+	fs.StringVar(&o.opencodeDir, "opencode-dir", agents.OpenCode.DefaultRoots()[0], "OpenCode data dir (default $XDG_DATA_HOME/opencode, else ~/.local/share/opencode)")
+	codexDirs := &stringList{vals: agents.Codex.DefaultRoots()}
 	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
 	fs.StringVar(&o.codexBin, "codex-bin", envOr("SESSIOND_CODEX_BIN", "codex"), "codex executable for launch and resume ($SESSIOND_CODEX_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}

@@ -34,55 +34,40 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/internal/shell"
 )
 
-// Agent is where and how one agent reads command hooks.
+// Agent is where and how one agent reads command hooks: its name and
+// its hooks' facts (package agents).
 type Agent struct {
 	Name string
-	// File is the hook file's name in the agent's root.
-	File string
-	// Events are the hook events sessiond takes: those that say busy,
-	// waiting (a permission request, a question), the turn's end, the
-	// session's end.
-	Events []string
-	// Matched are the events whose groups take a tool matcher; sessiond
-	// matches every tool ("*").
-	Matched map[string]bool
-	// Timeout is written with each hook, in seconds: the agent's bound on
-	// the hook (which answers within 100 ms anyway), at most what the
-	// agent accepts without a warning.
-	Timeout int
+	agents.Hooks
 }
 
-// Claude is Claude Code (2.1.328): settings.json of each config root.
-var Claude = Agent{
-	Name: "claude", File: "settings.json",
-	Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure",
-		"Notification", "Stop", "SessionEnd"},
-	Matched: map[string]bool{"PreToolUse": true, "PermissionRequest": true, "PostToolUse": true, "PostToolUseFailure": true},
-	Timeout: 5,
-}
-
-// Codex is Codex (0.169.0): hooks.json of $CODEX_HOME. Codex runs a hook
-// only once the user trusted it (it asks at the TUI's start).
-var Codex = Agent{
-	Name: "codex", File: "hooks.json",
-	Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop", "Interrupt", "SessionEnd"},
-	// Codex clamps SessionEnd's and Interrupt's hook timeouts to 3 s,
-	// with a warning in the TUI.
-	Timeout: 3,
+// All are the agents that run command hooks.
+func All() []Agent {
+	var out []Agent
+	for _, ag := range agents.WithHooks() {
+		out = append(out, Agent{ag.Name, *ag.Hooks})
+	}
+	return out
 }
 
 // For returns the agent of that name.
 func For(name string) (Agent, error) {
-	switch name {
-	case "claude":
-		return Claude, nil
-	case "codex":
-		return Codex, nil
+	var names []string
+	for _, a := range All() {
+		if a.Name == name {
+			return a, nil
+		}
+		names = append(names, a.Name)
 	}
-	return Agent{}, fmt.Errorf("no hooks for agent %q: claude and codex run command hooks", name)
+	list := strings.Join(names, ", ")
+	if i := strings.LastIndex(list, ", "); i >= 0 {
+		list = list[:i] + " and " + list[i+2:]
+	}
+	return Agent{}, fmt.Errorf("no hooks for agent %q: %s run command hooks", name, list)
 }
 
 // Command is the hook command for the agent: sessionctl at exe, talking

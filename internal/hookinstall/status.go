@@ -22,9 +22,10 @@ type Status struct {
 	// Commands are the distinct commands of sessiond's hooks.
 	Commands []string `json:"commands,omitempty"`
 	Backup   bool     `json:"backup"`
-	// Untrusted, for Codex, are the events whose sessiond hook Codex has
-	// no trust recorded for in config.toml: Codex does not run them
-	// until the user trusts them (the TUI asks at its start).
+	// Untrusted, for an agent that runs only trusted hooks (Codex), are
+	// the events whose sessiond hook it has no trust recorded for in
+	// config.toml: it does not run them until the user trusts them (the
+	// TUI asks at its start).
 	Untrusted []string `json:"untrusted,omitempty"`
 	Error     string   `json:"error,omitempty"`
 }
@@ -83,7 +84,7 @@ func (a Agent) Status(root string) Status {
 			st.Missing = append(st.Missing, ev)
 		}
 	}
-	if a.Name == Codex.Name && len(st.Events) > 0 {
+	if a.Trust != "" && len(st.Events) > 0 {
 		trusted, err := codexTrusted(root)
 		if err != nil {
 			st.Error = err.Error()

@@ -1,0 +1,151 @@
+// Package agents is what both binaries know of each agent without reading
+// its data: its name, where its data lives when no flag says, and where
+// and how it runs command hooks. It imports nothing of sessiond: sessiond
+// builds its adapters with these defaults, and sessionctl installs hooks
+// and picks roots from them without linking any adapter.
+package agents
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Agent is one agent's facts.
+type Agent struct {
+	// Name is the agent's name in the API, the store and on the command
+	// line.
+	Name string
+	// DefaultRoots are the roots of its data when none is given.
+	DefaultRoots func() []string
+	// Hooks is where and how it runs command hooks; nil when it runs
+	// none.
+	Hooks *Hooks
+}
+
+// Hooks is where and how an agent reads command hooks.
+type Hooks struct {
+	// File is the hook file's name in the agent's root.
+	File string
+	// Events are the hook events sessiond takes: those that say busy,
+	// waiting (a permission request, a question), the turn's end, the
+	// session's end.
+	Events []string
+	// Matched are the events whose groups take a tool matcher; sessiond
+	// matches every tool ("*").
+	Matched map[string]bool
+	// Timeout is written with each hook, in seconds: the agent's bound on
+	// the hook (which answers within 100 ms anyway), at most what the
+	// agent accepts without a warning.
+	Timeout int
+	// SessionRoots: the hooks go into the root of each session sessiond
+	// knows of the agent too, not only the default roots.
+	SessionRoots bool
+	// Trust is what the user does before the agent runs a new hook, said
+	// after an install; "" when it runs them as installed. (Codex records
+	// the trust in config.toml of its home.)
+	Trust string
+}
+
+// Claude is Claude Code (2.1.328): its config roots, and the hooks of
+// settings.json in each.
+var Claude = Agent{
+	Name:         "claude",
+	DefaultRoots: claudeRoots,
+	Hooks: &Hooks{
+		File: "settings.json",
+		Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure",
+			"Notification", "Stop", "SessionEnd"},
+		Matched:      map[string]bool{"PreToolUse": true, "PermissionRequest": true, "PostToolUse": true, "PostToolUseFailure": true},
+		Timeout:      5,
+		SessionRoots: true,
+	},
+}
+
+// OpenCode is OpenCode: one data dir, no command hooks.
+var OpenCode = Agent{
+	Name:         "opencode",
+	DefaultRoots: func() []string { return []string{openCodeDir()} },
+}
+
+// Codex is Codex (0.169.0): its home, and the hooks of hooks.json there.
+// Codex runs a hook only once the user trusted it (it asks at the TUI's
+// start).
+var Codex = Agent{
+	Name:         "codex",
+	DefaultRoots: func() []string { return []string{codexHome()} },
+	Hooks: &Hooks{
+		File:   "hooks.json",
+		Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "Stop", "Interrupt", "SessionEnd"},
+		// Codex clamps SessionEnd's and Interrupt's hook timeouts to 3 s,
+		// with a warning in the TUI.
+		Timeout: 3,
+		Trust:   "Codex runs new hooks only once trusted: start codex and choose \"Trust all and continue\" (or /hooks). 'sessionctl hooks status codex' says which are trusted.",
+	},
+}
+
+// All are the agents sessiond knows, in the order it names them.
+func All() []Agent { return []Agent{Claude, OpenCode, Codex} }
+
+// Names are the names of All.
+func Names() []string {
+	var out []string
+	for _, a := range All() {
+		out = append(out, a.Name)
+	}
+	return out
+}
+
+// Lookup returns the agent of that name.
+func Lookup(name string) (Agent, bool) {
+	for _, a := range All() {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Agent{}, false
+}
+
+// WithHooks are the agents that run command hooks, in the order of All.
+func WithHooks() []Agent {
+	var out []Agent
+	for _, a := range All() {
+		if a.Hooks != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// claudeRoots are the config roots $CLAUDE_CONFIG_DIR names (a path
+// list), else ~/.claude.
+func claudeRoots() []string {
+	if v := os.Getenv("CLAUDE_CONFIG_DIR"); v != "" {
+		return filepath.SplitList(v)
+	}
+	return []string{filepath.Join(home(), ".claude")}
+}
+
+// codexHome is $CODEX_HOME, else ~/.codex.
+func codexHome() string {
+	if v := os.Getenv("CODEX_HOME"); v != "" {
+		return v
+	}
+	return filepath.Join(home(), ".codex")
+}
+
+// openCodeDir is $XDG_DATA_HOME/opencode, else ~/.local/share/opencode.
+func openCodeDir() string {
+	if v := os.Getenv("XDG_DATA_HOME"); v != "" {
+		return filepath.Join(v, "opencode")
+	}
+	return filepath.Join(home(), ".local", "share", "opencode")
+}
+
+// home is the user's home, else ".".
+func home() string {
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "."
+	}
+	return h
+}
