@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sessiond/sessiond/internal/shell"
-	"github.com/sessiond/sessiond/internal/tailbuf"
+	"github.com/sessiond/sessiond/lib/shell"
+	"github.com/sessiond/sessiond/lib/tailbuf"
 )
 
 // A Host is where a sessiond runs, as sessionctl --host names it:

@@ -1,7 +1,7 @@
 package api
 
 import (
-	"github.com/sessiond/sessiond/internal/jsonenc"
+	"github.com/sessiond/sessiond/lib/jsonenc"
 	"github.com/sessiond/sessiond/session"
 )
 

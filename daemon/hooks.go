@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/printable"
+	"github.com/sessiond/sessiond/lib/printable"
 	"github.com/sessiond/sessiond/proc"
 )
 

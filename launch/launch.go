@@ -27,7 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
-	"github.com/sessiond/sessiond/internal/shell"
+	"github.com/sessiond/sessiond/lib/shell"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )

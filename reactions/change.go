@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/printable"
+	"github.com/sessiond/sessiond/lib/printable"
 	"github.com/sessiond/sessiond/session"
 )
 

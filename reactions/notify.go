@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sessiond/sessiond/internal/printable"
+	"github.com/sessiond/sessiond/lib/printable"
 	"github.com/sessiond/sessiond/session"
 )
 

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sessiond/sessiond/internal/tailbuf"
+	"github.com/sessiond/sessiond/lib/tailbuf"
 )
 
 // killAfter is how long a hook past its limit has, after SIGTERM to its

@@ -3,7 +3,7 @@ package session
 import (
 	"time"
 
-	"github.com/sessiond/sessiond/internal/jsonenc"
+	"github.com/sessiond/sessiond/lib/jsonenc"
 	"github.com/sessiond/sessiond/proc"
 )
 

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/sessiond/sessiond/internal/jsonenc/jsonenctest"
+	"github.com/sessiond/sessiond/internal/testkit/jsonenctest"
 )
 
 // TestAppendJSONIsMarshal holds the hand-written appenders to json.Marshal

@@ -8,7 +8,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 
-	"github.com/sessiond/sessiond/internal/jsonenc/jsonenctest"
+	"github.com/sessiond/sessiond/internal/testkit/jsonenctest"
 	"github.com/sessiond/sessiond/session"
 )
 

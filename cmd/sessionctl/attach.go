@@ -14,7 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/shell"
+	"github.com/sessiond/sessiond/lib/shell"
 )
 
 func newAttach(a *app) *cobra.Command {

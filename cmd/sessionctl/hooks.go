@@ -17,7 +17,7 @@ import (
 
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/hookinstall"
+	"github.com/sessiond/sessiond/cmd/sessionctl/hookinstall"
 )
 
 // hookBudget bounds `sessionctl hook` from start to exit: the agent waits

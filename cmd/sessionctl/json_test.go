@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/buildinfo"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
+	"github.com/sessiond/sessiond/lib/buildinfo"
 	"github.com/sessiond/sessiond/session"
 )
 

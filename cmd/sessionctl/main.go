@@ -22,7 +22,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/buildinfo"
+	"github.com/sessiond/sessiond/lib/buildinfo"
 )
 
 // Exit codes.

@@ -28,7 +28,7 @@ import (
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
-	"github.com/sessiond/sessiond/internal/buildinfo"
+	"github.com/sessiond/sessiond/lib/buildinfo"
 	"github.com/sessiond/sessiond/reactions"
 )
 

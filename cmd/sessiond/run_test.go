@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/buildinfo"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
+	"github.com/sessiond/sessiond/lib/buildinfo"
 )
 
 // --help prints to stderr (as the flag package does) every flag, the

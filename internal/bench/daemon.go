@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/tailbuf"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
+	"github.com/sessiond/sessiond/lib/tailbuf"
 )
 
 // Bins are the built binaries a benchmark runs.

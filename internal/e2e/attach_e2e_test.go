@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/internal/shell"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
+	"github.com/sessiond/sessiond/lib/shell"
 	"github.com/sessiond/sessiond/session"
 )
 

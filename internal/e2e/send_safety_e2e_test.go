@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
-	"github.com/sessiond/sessiond/internal/shell"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
+	"github.com/sessiond/sessiond/lib/shell"
 	"github.com/sessiond/sessiond/session"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessiond/sessiond/internal/tailbuf"
+	"github.com/sessiond/sessiond/lib/tailbuf"
 )
 
 // Server is a running sshd.

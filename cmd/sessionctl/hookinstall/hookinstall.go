@@ -35,7 +35,7 @@ import (
 	"strings"
 
 	"github.com/sessiond/sessiond/agents"
-	"github.com/sessiond/sessiond/internal/shell"
+	"github.com/sessiond/sessiond/lib/shell"
 )
 
 // Agent is where and how one agent reads command hooks: its name and

@@ -107,7 +107,7 @@ func FuzzString(f *testing.F) {
 // BenchmarkString: the strings of a realistic record (ids, paths, a
 // title, a model name, a status).
 //
-//	go test -run='^$' -bench=BenchmarkString ./internal/jsonenc/
+//	go test -run='^$' -bench=BenchmarkString ./lib/jsonenc/
 func BenchmarkString(b *testing.B) {
 	strs := []string{
 		"3fa2c81b9d0e", "claude", "running", "a1b2c3d4-e5f6-4789-abcd-0123456789ab",
