@@ -38,7 +38,7 @@ it; for a session sessiond launched with --tmux, its tmux session.
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(a.hosts) > 1 || a.client().Remote() {
+			if len(a.hostClients()) > 1 || a.client().Remote() {
 				// tmux's panes are this machine's: ssh to the host and
 				// attach there.
 				return usageError{fmt.Errorf("attach works on this machine's sessions only: run it on the host (ssh -t HOST sessionctl attach %s)", args[0])}

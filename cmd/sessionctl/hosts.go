@@ -48,39 +48,41 @@ func (a *app) resolveHosts() error {
 	return nil
 }
 
-// multi reports whether the user named hosts: listings then say which
-// host each row is on.
-func (a *app) multi() bool { return len(a.hosts) > 0 }
-
 // hostClient is one host's client, with the name its rows carry.
 type hostClient struct {
 	name string
 	c    *api.Client
 }
 
-// hostClients are the clients of every host named, or of the local
-// socket: made once, so the command's requests to a host share its
-// connections (one ssh login each).
+// hostClients are the clients of every host named or, when none is, of
+// the local socket: a list of one host without a name. Every read is
+// asked of this list, one host or many. Made once, so the command's
+// requests to a host share its connections (one ssh login each).
 func (a *app) hostClients() []hostClient {
 	if a.hcs != nil {
 		return a.hcs
 	}
-	if len(a.hosts) == 0 {
-		a.hcs = []hostClient{{"", api.NewClient(a.socket)}}
-		return a.hcs
+	hosts := a.hosts
+	if len(hosts) == 0 {
+		hosts = []api.Host{{Socket: a.socket}}
 	}
-	a.hcs = make([]hostClient, len(a.hosts))
-	for i, h := range a.hosts {
+	a.hcs = make([]hostClient, len(hosts))
+	for i, h := range hosts {
 		a.hcs[i] = hostClient{h.Name, api.NewHostClient(h)}
 	}
 	return a.hcs
 }
 
+// hostsNamed reports whether the hosts asked have names: the user named
+// them, and what is printed says which host each row is on (a HOST
+// column, a list per host). The local socket alone has none.
+func (a *app) hostsNamed() bool { return a.hostClients()[0].name != "" }
+
 // oneHost is the client of a command that acts on exactly one host, when
 // the user named at most one.
 func (a *app) oneHost(cmd *cobra.Command) (*api.Client, error) {
-	if len(a.hosts) > 1 {
-		return nil, usageError{fmt.Errorf("%s acts on one host: give one --host (got %d)", cmd.Name(), len(a.hosts))}
+	if hcs := a.hostClients(); len(hcs) > 1 {
+		return nil, usageError{fmt.Errorf("%s acts on one host: give one --host (got %d)", cmd.Name(), len(hcs))}
 	}
 	return a.client(), nil
 }
@@ -172,13 +174,13 @@ func (a *app) clientForID(ctx context.Context, ref string) (*api.Client, error) 
 }
 
 // sessionOnHosts is clientForID with the session as that host answered,
-// when it had to ask (several hosts); with one host, the session is nil
-// and the caller asks its host.
+// when it had to ask (several hosts); with one host, the session can only
+// be there: the session is nil and the caller asks its host.
 func (a *app) sessionOnHosts(ctx context.Context, ref string) (*api.Client, *api.Session, error) {
-	if len(a.hosts) <= 1 {
-		return a.client(), nil, nil
-	}
 	hcs := a.hostClients()
+	if len(hcs) == 1 {
+		return hcs[0].c, nil, nil
+	}
 	answers := askHosts(ctx, hcs, func(ctx context.Context, c *api.Client) (*api.Session, error) { return c.Session(ctx, ref) })
 	var found []int
 	var firstErr error
@@ -280,10 +282,22 @@ func hostLabel(name string) string {
 	return name
 }
 
-// lsHosts lists the sessions of every host, asked at once, merged in the
-// order the hosts were named; each row says its host. A host that fails
-// is named on stderr and the others are still listed.
-func lsHosts(ctx context.Context, a *app, opts api.ListOptions) error {
+// listSessions lists the sessions of every host, asked at once, merged
+// in the order the hosts were named; each row says its host. A host that
+// fails is named on stderr and the others are still listed. The local
+// socket alone has no host to add: with --json its bytes are printed as
+// they came (indented for a terminal only), a list of thousands not
+// decoded.
+func listSessions(ctx context.Context, a *app, opts api.ListOptions) error {
+	if a.json && !a.hostsNamed() {
+		answers := askHosts(ctx, a.hostClients(), func(ctx context.Context, c *api.Client) ([]byte, error) {
+			return c.SessionsJSON(ctx, opts)
+		})
+		if err := reportFailures(a, answers); err != nil {
+			return err
+		}
+		return a.printRawJSON(answers[0].val)
+	}
 	all, err := sessionsOfHosts(ctx, a, opts)
 	if err != nil {
 		return err
@@ -296,8 +310,9 @@ func lsHosts(ctx context.Context, a *app, opts api.ListOptions) error {
 	return nil
 }
 
-// healthHosts shows each host's health, one after the other.
-func healthHosts(ctx context.Context, a *app) error {
+// showHealth shows each host's health, one after the other: with --json
+// a list of them when hosts were named, else the local one's object.
+func showHealth(ctx context.Context, a *app) error {
 	answers := askHosts(ctx, a.hostClients(), func(ctx context.Context, c *api.Client) (*api.Health, error) {
 		return c.Health(ctx)
 	})
@@ -312,6 +327,9 @@ func healthHosts(ctx context.Context, a *app) error {
 		return err
 	}
 	if a.json {
+		if !a.hostsNamed() {
+			return a.printJSON(all[0])
+		}
 		return a.printJSON(all)
 	}
 	for i, h := range all {
@@ -325,10 +343,11 @@ func healthHosts(ctx context.Context, a *app) error {
 	return nil
 }
 
-// eventsHosts prints the events of every host as they come, each host's
-// in its own order, each line with its host. A host whose stream fails is
-// named on stderr when it fails; the others go on.
-func eventsHosts(ctx context.Context, a *app, opts api.EventsOptions) error {
+// followEvents prints the events of every host as they come, each host's
+// in its own order, each line with its host (when it has a name). A host
+// whose stream fails is named on stderr when it fails, when there are
+// others; they go on.
+func followEvents(ctx context.Context, a *app, opts api.EventsOptions) error {
 	hcs := a.hostClients()
 	var mu sync.Mutex // one event printed at a time
 	answers := askHosts(ctx, hcs, func(ctx context.Context, c *api.Client) (struct{}, error) {

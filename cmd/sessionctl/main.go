@@ -48,7 +48,7 @@ func main() {
 type app struct {
 	socket string
 	// hostFlags are the --host values; hosts what they (or
-	// SESSIOND_HOST) name, none for the local socket.
+	// SESSIOND_HOST) name, none for the local socket (hostClients).
 	hostFlags []string
 	hosts     []api.Host
 	hcs       []hostClient // hostClients, once made

@@ -24,24 +24,7 @@ func newLs(a *app) *cobra.Command {
 		Short:   "List sessions (stopped ones only with --all or --status)",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if a.multi() {
-				return lsHosts(cmd.Context(), a, opts)
-			}
-			if a.json {
-				// The daemon's bytes, passed through (indented for a
-				// terminal only): a list of thousands is not decoded.
-				raw, err := a.client().SessionsJSON(cmd.Context(), opts)
-				if err != nil {
-					return err
-				}
-				return a.printRawJSON(raw)
-			}
-			ss, err := a.client().Sessions(cmd.Context(), opts)
-			if err != nil {
-				return err
-			}
-			printTable(a, ss, time.Now())
-			return nil
+			return listSessions(cmd.Context(), a, opts)
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.All, "all", "a", false, "include stopped sessions")
@@ -55,12 +38,13 @@ func newLs(a *app) *cobra.Command {
 
 func printTable(a *app, ss []api.Session, now time.Time) {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-	if a.multi() {
+	hosts := a.hostsNamed()
+	if hosts {
 		fmt.Fprint(tw, "HOST\t")
 	}
 	fmt.Fprintln(tw, "ID\tAGENT\tSTATUS\tACTIVITY\tPID\tAGE\tCWD\tPROBLEMS")
 	for _, s := range ss {
-		if a.multi() {
+		if hosts {
 			fmt.Fprintf(tw, "%s\t", hostLabel(s.Host))
 		}
 		pid := "-"
@@ -283,17 +267,7 @@ func newHealth(a *app) *cobra.Command {
 		Short: "Show the daemon's health: store, last reconcile, each adapter's last scan",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if a.multi() {
-				return healthHosts(cmd.Context(), a)
-			}
-			h, err := a.client().Health(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(h)
-			}
-			return printHealth(a, h)
+			return showHealth(cmd.Context(), a)
 		},
 	}
 }
@@ -381,17 +355,14 @@ func printReactionsHealth(w io.Writer, r *api.ReactionsHealth) {
 	}
 }
 
-// printEvent prints one event: a line, or its JSON object (with the
-// host it came from, when hosts were named).
+// printEvent prints one event: a line, or its JSON object, each with the
+// host it came from when that has a name (the local socket has none).
 func printEvent(a *app, host string, ev api.Event) error {
 	if a.json {
-		if a.multi() {
-			return a.printJSON(struct {
-				Host string `json:"host"`
-				api.Event
-			}{host, ev})
-		}
-		return a.printJSON(ev)
+		return a.printJSON(struct {
+			Host string `json:"host,omitempty"`
+			api.Event
+		}{host, ev})
 	}
 	change := string(ev.To)
 	if ev.From != "" && ev.From != ev.To {
@@ -404,7 +375,7 @@ func printEvent(a *app, host string, ev api.Event) error {
 		change += " (" + waitingWords(ev.WaitingFor) + ")"
 	}
 	prefix := ""
-	if a.multi() {
+	if host != "" {
 		prefix = hostLabel(host) + "\t"
 	}
 	_, err := fmt.Fprintf(a.stdout, "%s%d\t%s\t%s\t%-16s\t%s\t%s\n", prefix, ev.Seq, ev.Time.Local().Format(time.RFC3339),
@@ -419,10 +390,7 @@ func newEvents(a *app) *cobra.Command {
 		Short: "Print the event log; --follow keeps printing new events",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if a.multi() {
-				return eventsHosts(cmd.Context(), a, opts)
-			}
-			return a.client().Events(cmd.Context(), opts, func(ev api.Event) error { return printEvent(a, "", ev) })
+			return followEvents(cmd.Context(), a, opts)
 		},
 	}
 	cmd.Flags().Uint64Var(&opts.Since, "since", 0, "print events after this sequence number")

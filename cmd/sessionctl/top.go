@@ -242,9 +242,10 @@ func topRowCells(s *api.Session, now time.Time, hosts bool) []string {
 // printTopTable is top's table, once, for a pipe or a file.
 func printTopTable(a *app, rows []api.Session, now time.Time) {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(topHeader(a.multi()), "\t"))
+	hosts := a.hostsNamed()
+	fmt.Fprintln(tw, strings.Join(topHeader(hosts), "\t"))
 	for i := range rows {
-		fmt.Fprintln(tw, strings.Join(topRowCells(&rows[i], now, a.multi()), "\t"))
+		fmt.Fprintln(tw, strings.Join(topRowCells(&rows[i], now, hosts), "\t"))
 	}
 	tw.Flush()
 }

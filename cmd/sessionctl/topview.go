@@ -669,11 +669,11 @@ func (m *topModel) View() string {
 		return b.String()
 	}
 	cells := make([][]string, 0, len(m.rows)+1)
-	multi := m.a.multi()
-	cells = append(cells, topHeader(multi))
+	hosts := m.a.hostsNamed()
+	cells = append(cells, topHeader(hosts))
 	end := min(len(m.rows), m.offset+m.listHeight())
 	for i := m.offset; i < end; i++ {
-		cells = append(cells, topRowCells(&m.rows[i], m.opts.now, multi))
+		cells = append(cells, topRowCells(&m.rows[i], m.opts.now, hosts))
 	}
 	widths := columnWidths(cells, m.width)
 	for i, row := range cells {

@@ -198,9 +198,7 @@ func (st *waitState) report(host string, s api.Session) (bool, error) {
 		return false, nil
 	}
 	st.done[k] = true
-	if st.a.multi() {
-		s.Host = host
-	}
+	s.Host = host
 	if err := st.a.printSessionLine(s); err != nil {
 		return false, err
 	}
