@@ -83,13 +83,13 @@ var Codex = Agent{
 	},
 }
 
-// All are the agents sessiond knows, in the order it names them.
-func All() []Agent { return []Agent{Claude, OpenCode, Codex} }
+// all are the agents sessiond knows, in the order it names them.
+func all() []Agent { return []Agent{Claude, OpenCode, Codex} }
 
-// Names are the names of All.
+// Names are the names of every agent sessiond knows, in its order.
 func Names() []string {
 	var out []string
-	for _, a := range All() {
+	for _, a := range all() {
 		out = append(out, a.Name)
 	}
 	return out
@@ -97,7 +97,7 @@ func Names() []string {
 
 // Lookup returns the agent of that name.
 func Lookup(name string) (Agent, bool) {
-	for _, a := range All() {
+	for _, a := range all() {
 		if a.Name == name {
 			return a, true
 		}
@@ -105,10 +105,10 @@ func Lookup(name string) (Agent, bool) {
 	return Agent{}, false
 }
 
-// WithHooks are the agents that run command hooks, in the order of All.
+// WithHooks are the agents that run command hooks, in that order.
 func WithHooks() []Agent {
 	var out []Agent
-	for _, a := range All() {
+	for _, a := range all() {
 		if a.Hooks != nil {
 			out = append(out, a)
 		}
