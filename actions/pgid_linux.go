@@ -20,18 +20,18 @@ import (
 var procRoot = "/proc"
 
 // statFields reads /proc/<pid>/stat through proc.ParseStat: the process
-// group, the start ticks (the identity's) and the state.
-func statFields(dir string) (pgid int, startTicks uint64, state byte, err error) {
+// group, the start ticks (the identity's) and whether it has exited.
+func statFields(dir string) (pgid int, startTicks uint64, exited bool, err error) {
 	path := filepath.Join(dir, "stat")
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("read %s: %w", path, err)
+		return 0, 0, false, fmt.Errorf("read %s: %w", path, err)
 	}
 	st, err := proc.ParseStat(b)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("%s: %w", path, err)
+		return 0, 0, false, fmt.Errorf("%s: %w", path, err)
 	}
-	return st.PGID, st.StartTicks, st.State, nil
+	return st.PGID, st.StartTicks, st.Exited(), nil
 }
 
 // pgidOf returns the process group of pid and its start ticks, so the
@@ -62,14 +62,14 @@ func groupMembers(pgids map[int]bool) (map[int][]member, error) {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		pgid, ticks, state, err := statFields(filepath.Join(procRoot, name))
+		pgid, ticks, exited, err := statFields(filepath.Join(procRoot, name))
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 				continue // exited while we looked
 			}
 			return nil, fmt.Errorf("list process groups: %w", err)
 		}
-		if pgids[pgid] && state != 'Z' && state != 'X' {
+		if pgids[pgid] && !exited {
 			out[pgid] = append(out[pgid], member{PID: pid, StartTicks: ticks})
 		}
 	}

@@ -174,10 +174,10 @@ func (l *Launcher) checkPane(run tmuxRun, p session.Pane, owner proc.Identity) e
 	if err != nil {
 		return &NotHeldError{fmt.Sprintf("the session's agent (pid %d) is gone: %v", owner.PID, err)}
 	}
-	switch st.State {
-	case 'Z', 'X', 'x':
+	switch {
+	case st.Exited(), st.State == 'x': // x: dead, as Linux 2.6.33 to 3.13 wrote it
 		return &NotHeldError{fmt.Sprintf("the session's agent (pid %d) has exited", owner.PID)}
-	case 'T', 't':
+	case st.State == 'T', st.State == 't':
 		return &NotHeldError{fmt.Sprintf("the session's agent (pid %d) is stopped (suspended): the shell has its terminal", owner.PID)}
 	}
 	if err := inTree(host, owner.PID, st.PPID, panePID); err != nil {

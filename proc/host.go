@@ -107,7 +107,7 @@ func (h *Host) Probe(id Identity) Result {
 	if st.StartTicks != id.StartTicks {
 		return Result{Dead, fmt.Sprintf("pid %d reused: start ticks %d, want %d", id.PID, st.StartTicks, id.StartTicks)}
 	}
-	if st.State == 'Z' || st.State == 'X' {
+	if st.Exited() {
 		return Result{Dead, fmt.Sprintf("pid %d is a zombie (exited, not yet reaped)", id.PID)}
 	}
 	return Result{Alive, fmt.Sprintf("pid %d is running", id.PID)}
@@ -149,6 +149,10 @@ type Stat struct {
 	// StartTicks is field 22, the start time in clock ticks since boot.
 	StartTicks uint64
 }
+
+// Exited reports whether the process had exited when its stat was read: a
+// zombie (Z) or dead (X).
+func (s *Stat) Exited() bool { return exitedState(s.State) }
 
 // Stat reads pid's stat now (not from a snapshot): what an action checks
 // right before it acts.

@@ -86,6 +86,15 @@ type Process struct {
 	Env map[string]string
 }
 
+// Exited reports whether p has exited: a zombie (Z, not yet reaped) or a
+// dead row (X). A nil p, a pid the snapshot has no row for, counts as
+// exited too.
+func (p *Process) Exited() bool { return p == nil || exitedState(p.State) }
+
+// exitedState reports whether a one-letter process state is an exited
+// process's.
+func exitedState(state byte) bool { return state == 'Z' || state == 'X' }
+
 // markerVars are the only environment variables a snapshot reads. An
 // environment holds tokens and API keys: read nothing else, log nothing.
 var markerVars = []string{
@@ -135,7 +144,7 @@ func (s *Snapshot) Children(pid int) []*Process {
 // under load; Claude Code is the same kind of native binary.)
 func (s *Snapshot) ForkedNotExeced(p *Process) bool {
 	parent := s.Procs[p.PPID]
-	if parent == nil || parent.State == 'Z' || parent.State == 'X' || len(p.Argv) == 0 {
+	if parent.Exited() || len(p.Argv) == 0 {
 		return false
 	}
 	return slices.Equal(parent.Argv, p.Argv)

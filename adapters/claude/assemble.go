@@ -534,7 +534,7 @@ func (a *Adapter) registryOwner(rf *regFile, v *procView) entryOwner {
 			p = &proc.Process{Identity: live}
 		}
 	}
-	if p == nil || dead(p) {
+	if p.Exited() {
 		return out
 	}
 	switch {

@@ -72,7 +72,7 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 	uid := os.Getuid()
 	var cands []*proc.Process
 	for _, p := range snap.Procs {
-		if !dead(p) && p.UID == uid && carries(p) && !isClaudeArgv(p.Argv) {
+		if !p.Exited() && p.UID == uid && carries(p) && !isClaudeArgv(p.Argv) {
 			cands = append(cands, p)
 		}
 	}
@@ -100,7 +100,7 @@ func (a *Adapter) orphans(v *procView, regTicks map[int][]string, live []liveOwn
 
 	claudeGroups := map[int]bool{}
 	for _, p := range snap.Procs {
-		if !dead(p) && p.PGID > 0 && isClaudeArgv(p.Argv) && !snap.ForkedNotExeced(p) {
+		if !p.Exited() && p.PGID > 0 && isClaudeArgv(p.Argv) && !snap.ForkedNotExeced(p) {
 			claudeGroups[p.PGID] = true
 		}
 	}
@@ -161,7 +161,7 @@ func (a *Adapter) judgeLeftover(v *procView, ev *lineage.Evidence, regTicks map[
 		if ownerAlive(snap, claimed, p, regTicks[claimed]) {
 			return "", adapters.Issue{}, false
 		}
-	} else if parent := snap.Procs[p.PPID]; claudeGroups[p.PGID] || (!dead(parent) && isClaudeArgv(parent.Argv)) {
+	} else if parent := snap.Procs[p.PPID]; claudeGroups[p.PGID] || (!parent.Exited() && isClaudeArgv(parent.Argv)) {
 		return "", adapters.Issue{}, false
 	}
 	pr, found := ev.Attribute(p)
@@ -229,7 +229,7 @@ func orUnknown(s string) string {
 // (else the pid was reused), and with the start the registry recorded.
 func ownerAlive(snap *proc.Snapshot, owner int, child *proc.Process, ticks []string) bool {
 	o := snap.Procs[owner]
-	if dead(o) || o.Identity.StartTicks > child.Identity.StartTicks {
+	if o.Exited() || o.Identity.StartTicks > child.Identity.StartTicks {
 		return false
 	}
 	if len(ticks) == 0 {

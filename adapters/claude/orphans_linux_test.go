@@ -116,7 +116,7 @@ func childOf(t *testing.T, ppid int, argv0 string) *proc.Process {
 	var found *proc.Process
 	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("a %s below pid %d", argv0, ppid), func() bool {
 		for _, p := range snapshot(t).Children(ppid) {
-			if !dead(p) && len(p.Argv) > 0 && p.Argv[0] == argv0 {
+			if !p.Exited() && len(p.Argv) > 0 && p.Argv[0] == argv0 {
 				found = p
 				return true
 			}
@@ -129,7 +129,7 @@ func childOf(t *testing.T, ppid int, argv0 string) *proc.Process {
 func procOf(t *testing.T, pid int) *proc.Process {
 	t.Helper()
 	p := snapshot(t).Procs[pid]
-	if dead(p) {
+	if p.Exited() {
 		t.Fatalf("pid %d is gone", pid)
 	}
 	return p

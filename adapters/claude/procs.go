@@ -58,7 +58,7 @@ func newProcView(snap *proc.Snapshot, host ProcHost, defaultRoot, home string) *
 	v.boot = snap.BootID
 	uid := os.Getuid()
 	for _, p := range snap.Procs {
-		if dead(p) || !isClaudeArgv(p.Argv) || isHelperArgv(p.Argv) || snap.ForkedNotExeced(p) {
+		if p.Exited() || !isClaudeArgv(p.Argv) || isHelperArgv(p.Argv) || snap.ForkedNotExeced(p) {
 			continue
 		}
 		if p.UID != uid {
@@ -103,9 +103,6 @@ func cleanRoot(dir, cwd string) string {
 	}
 	return filepath.Join(cwd, dir)
 }
-
-// dead reports whether a snapshot row is a process that has exited.
-func dead(p *proc.Process) bool { return p == nil || p.State == 'Z' || p.State == 'X' }
 
 // startTime is when a process started in wall time (memoized per pass);
 // ok is false when it cannot be told.

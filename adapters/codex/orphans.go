@@ -114,7 +114,7 @@ func (a *Adapter) addToolProcs(obs []adapters.Observed, snap *proc.Snapshot, unc
 	uid := os.Getuid()
 	var cands []*proc.Process
 	for _, p := range snap.Procs {
-		if _, ok := at[p.Env[threadVar]]; ok && p.UID == uid && !lineage.Dead(p) && !isCodexArgv(p.Argv) {
+		if _, ok := at[p.Env[threadVar]]; ok && p.UID == uid && !p.Exited() && !isCodexArgv(p.Argv) {
 			cands = append(cands, p)
 		}
 	}

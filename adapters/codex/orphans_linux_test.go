@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
-	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/internal/testkit/codextest/fakecodex"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
@@ -82,7 +81,7 @@ func childOf(t *testing.T, ppid int, argv0 string) *proc.Process {
 			t.Fatal(err)
 		}
 		for _, p := range snap.Children(ppid) {
-			if !lineage.Dead(p) && len(p.Argv) > 0 && p.Argv[0] == argv0 {
+			if !p.Exited() && len(p.Argv) > 0 && p.Argv[0] == argv0 {
 				found = p
 				return true
 			}
@@ -100,7 +99,7 @@ func waitGone(t *testing.T, pid int, what string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return lineage.Dead(snap.Procs[pid])
+		return snap.Procs[pid].Exited()
 	})
 }
 
@@ -235,7 +234,7 @@ func TestCodexOrphansInItsOwnGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bash := snap.Procs[c.Tools[0]]; !lineage.Dead(bash) {
+	if bash := snap.Procs[c.Tools[0]]; !bash.Exited() {
 		wantOrphan(t, got, bash, "seen below Codex pid")
 	}
 }

@@ -84,7 +84,7 @@ func (a *Adapter) orphans(snap *proc.Snapshot, procs []*ocProc) map[string][]ada
 	uid := os.Getuid()
 	var cands []*proc.Process
 	for _, p := range snap.Procs {
-		if p.Env[pidVar] == "" || lineage.Dead(p) || p.UID != uid {
+		if p.Env[pidVar] == "" || p.Exited() || p.UID != uid {
 			continue
 		}
 		if _, _, ok := commandLine(p.Argv); ok {
@@ -127,7 +127,7 @@ func (a *Adapter) judgeLeftover(snap *proc.Snapshot, ev *lineage.Evidence, p *pr
 	if err != nil || ownerPID <= 0 || ownerPID == pid {
 		return nil, adapters.Issue{}, false
 	}
-	if o := snap.Procs[ownerPID]; !lineage.Dead(o) && o.Identity.StartTicks <= p.Identity.StartTicks {
+	if o := snap.Procs[ownerPID]; !o.Exited() && o.Identity.StartTicks <= p.Identity.StartTicks {
 		if _, _, ok := commandLine(o.Argv); ok {
 			return nil, adapters.Issue{}, false // its opencode lives
 		}

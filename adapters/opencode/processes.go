@@ -199,7 +199,7 @@ func findOpenCode(snap *proc.Snapshot) []*ocProc {
 	var cands []cand
 	uid := os.Getuid()
 	for _, p := range snap.Procs {
-		if p.State == 'Z' || p.State == 'X' {
+		if p.Exited() {
 			continue
 		}
 		if p.UID != uid {

@@ -144,7 +144,7 @@ type Tree struct {
 func NewTree(snap *proc.Snapshot) *Tree {
 	t := &Tree{snap: snap, kids: map[int][]*proc.Process{}, bySID: map[int]int{}, byPGID: map[int]int{}}
 	for _, p := range snap.Procs {
-		if Dead(p) {
+		if p.Exited() {
 			continue
 		}
 		t.kids[p.PPID] = append(t.kids[p.PPID], p)
@@ -161,13 +161,10 @@ func NewTree(snap *proc.Snapshot) *Tree {
 	return t
 }
 
-// Dead: the row is no process, or one that has exited.
-func Dead(p *proc.Process) bool { return p == nil || p.State == 'Z' || p.State == 'X' }
-
 // Live reports whether id is in snap as that very process, not a zombie.
 func Live(snap *proc.Snapshot, id proc.Identity) bool {
 	p := snap.Procs[id.PID]
-	return !Dead(p) && p.Identity == id
+	return !p.Exited() && p.Identity == id
 }
 
 // Remember records, for id alive in tr, its descendants (afresh) and the
@@ -229,7 +226,7 @@ func (m *Memory) Forget(tr *Tree) {
 	snap := tr.snap
 	for id, o := range m.owners {
 		for pid, d := range o.desc {
-			if p := snap.Procs[pid]; Dead(p) || p.Identity != d.id {
+			if p := snap.Procs[pid]; p.Exited() || p.Identity != d.id {
 				delete(o.desc, pid)
 			}
 		}
@@ -340,7 +337,7 @@ func (m *Memory) Evidence(tr *Tree) *Evidence {
 		if !live {
 			slices.Sort(pids)
 			for _, pid := range pids {
-				if q := tr.snap.Procs[pid]; !Dead(q) && q.Identity == o.desc[pid].id {
+				if q := tr.snap.Procs[pid]; !q.Exited() && q.Identity == o.desc[pid].id {
 					ev.left = append(ev.left, q)
 				}
 			}
