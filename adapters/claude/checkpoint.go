@@ -234,8 +234,8 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 		return nil, errors.New("not a transcript path")
 	}
 	r := wire.NewReader(b)
-	if v := r.Byte(); r.Err() == nil && v != checkpointFormat {
-		return nil, fmt.Errorf("format %d, this build reads %d", v, checkpointFormat)
+	if r.Format(checkpointFormat); r.Err() != nil {
+		return nil, r.Err()
 	}
 	if w, m := r.Uvarint(), r.Uvarint(); r.Err() == nil && (w != uint64(window) || m != uint64(maxLine)) {
 		return nil, errOtherConfig

@@ -167,8 +167,8 @@ func decodeFileState(path string, b []byte, maxTail int64) (*fileState, error) {
 		return nil, errors.New("not a rollout path")
 	}
 	r := wire.NewReader(b)
-	if v := r.Byte(); r.Err() == nil && v != checkpointFormat {
-		return nil, fmt.Errorf("format %d, this build reads %d", v, checkpointFormat)
+	if r.Format(checkpointFormat); r.Err() != nil {
+		return nil, r.Err()
 	}
 	if mt := r.Varint(); r.Err() == nil && mt != maxTail {
 		return nil, errOtherTail

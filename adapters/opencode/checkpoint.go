@@ -266,7 +266,7 @@ func encodeCursors(c cursors) []byte {
 // used (the database is read whole); it never panics on garbage.
 func decodeCursors(b []byte) (cursors, error) {
 	r := cpReader{wire.NewReader(b)}
-	r.format()
+	r.Format(checkpointFormat)
 	var c cursors
 	c.msgRowid = r.Varint()
 	c.msgID = r.Str()
@@ -337,7 +337,7 @@ func encodeSession(s *sessionData) []byte {
 // on garbage, and it refuses what no read could have produced.
 func decodeSession(b []byte, path, id string) (*sessionData, error) {
 	r := cpReader{wire.NewReader(b)}
-	r.format()
+	r.Format(checkpointFormat)
 	s := &sessionData{ID: id, Source: path}
 	s.ProjectID = r.Str()
 	s.ParentID = r.Str()
@@ -413,19 +413,8 @@ func (w *cpWriter) time(t time.Time) {
 	w.Varint(t.UnixMilli())
 }
 
-// cpReader is wire.Reader with this adapter's format byte and time
-// encoding.
+// cpReader is wire.Reader with this adapter's time encoding.
 type cpReader struct{ wire.Reader }
-
-func (r *cpReader) format() {
-	if r.Len() == 0 {
-		r.Fail("empty entry")
-		return
-	}
-	if v := r.Byte(); v != checkpointFormat {
-		r.SetErr(fmt.Errorf("format %d, this build reads %d", v, checkpointFormat))
-	}
-}
 
 // time reads what cpWriter.time wrote, as msTime would have made it.
 func (r *cpReader) time() time.Time {

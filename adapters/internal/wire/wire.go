@@ -9,6 +9,7 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -79,6 +80,24 @@ func (r *Reader) SetErr(err error) {
 
 // Len is the number of bytes not read yet.
 func (r *Reader) Len() int { return len(r.b) }
+
+// Format reads an entry's first byte, the format it was written in, and
+// fails unless it is want. An adapter bumps its format when its layout
+// changes, or what the state it saves means (a parser fix that would
+// conclude differently from the same input): an entry of another format is
+// then not used, and its input is read again.
+func (r *Reader) Format(want byte) {
+	if r.err != nil {
+		return
+	}
+	if len(r.b) == 0 {
+		r.Fail("empty entry")
+		return
+	}
+	if v := r.Byte(); v != want {
+		r.err = fmt.Errorf("format %d, this build reads %d", v, want)
+	}
+}
 
 // End fails when bytes are left: an entry is read whole or not at all.
 func (r *Reader) End() {

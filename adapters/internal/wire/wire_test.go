@@ -69,3 +69,31 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+func TestFormat(t *testing.T) {
+	for _, tc := range []struct {
+		b    []byte
+		want string // the error, "" for none
+	}{
+		{[]byte{2, 9}, ""},
+		{[]byte{1, 9}, "format 1, this build reads 2"},
+		{[]byte{3}, "format 3, this build reads 2"},
+		{nil, "empty entry"},
+	} {
+		r := NewReader(tc.b)
+		r.Format(2)
+		got := ""
+		if r.Err() != nil {
+			got = r.Err().Error()
+		}
+		if got != tc.want {
+			t.Errorf("Format(2) of %v: error %q, want %q", tc.b, got, tc.want)
+		}
+	}
+	// An error before it sticks.
+	r := NewReader([]byte{2})
+	r.Fail("earlier")
+	if r.Format(2); r.Err().Error() != "earlier" || r.Len() != 1 {
+		t.Errorf("Format after an error: %v, %d bytes left", r.Err(), r.Len())
+	}
+}
