@@ -1,0 +1,86 @@
+// Package kit holds what sessiond's adapters share to read an agent's
+// files incrementally and to survive a restart without reading them again:
+// what a new adapter is written with.
+//
+// An adapter is a package adapters/<agent> that implements
+// adapters.Adapter: Name, WatchPaths (hints only) and Discover, which lists
+// the agent's files where they changed, reads only what changed in each,
+// and says which sessions exist, who could own them (processes the agent's
+// data names, checked against the snapshot) and what their data shows. It
+// decides no liveness: the tracker probes the owners. It is registered in
+// package agents (its name, default roots, hooks) and built in
+// cmd/sessiond. Reading incrementally, it also implements
+// adapters.Rescanner and adapters.Checkpointer with these pieces:
+//
+//   - Rescan, the full-rescan clock: Discover asks Due, RequestRescan calls
+//     Request. A pass is full (every folder listed, every file stat'ed) the
+//     first time, on request (a watcher overflowed) and every
+//     Config.FullRescan; the others trust unchanged mtimes, since change
+//     notifications are only hints.
+//   - Settled and RacyWindow: a stat taken within RacyWindow of a file's or
+//     folder's mtime does not show a change made in the same mtime tick
+//     (git's "racily clean" entries); that input is looked at again.
+//   - FileID, a file's (device, inode): a file replaced at its path (a
+//     rewrite, a restored copy) is read from its start, not continued.
+//   - Book, the checkpoint's ledger: for each entry the store holds, the
+//     version of the state it was encoded from. A state's version is a
+//     generation its reads bump (claude, codex), or the state itself when
+//     reads replace rather than change it (opencode's sessions, whose
+//     entries are also compared by content: Changes.PutSum). Checkpoint
+//     puts what changed since its save and deletes the entries of inputs
+//     gone; Commit, once the store wrote them, marks them saved.
+//   - Restored holds the entries Restore handed back until the pass that
+//     lists their inputs takes them (decoded then or at Restore); the first
+//     full pass drops those it did not take, and the next Checkpoint
+//     deletes them.
+//   - Entries are encoded with package wire, each starting with the
+//     adapter's format byte, which wire.Reader.Format checks. Bump it when
+//     the layout changes or what the saved state means (a parser fix that
+//     would conclude differently from the same input): a restart then reads
+//     those inputs again rather than trust an older build.
+//
+// The other shared packages: lineage, the process tree seen below live
+// owners (the evidence that attributes what a dead one left behind);
+// inputlog, unreadable inputs logged once per change; hookjson, hook
+// payloads; oneline, an agent's words made to fit a field; paths. The
+// codex adapter (discover.go, owners.go, checkpoint.go) is the smallest
+// complete example.
+package kit
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// RacyWindow is how long after an input's last change (its mtime) a stat
+// of it is not trusted to show the next one: a write within the same tick
+// of the file system's clock can leave mtime and size as they were. 2 s
+// covers the coarsest clocks.
+const RacyWindow = 2 * time.Second
+
+// Settled reports whether a stat taken at at, showing mtime, shows every
+// change up to at: at is RacyWindow or more after mtime. An input looked
+// at before it settled is looked at again next pass, even if its stat is
+// unchanged.
+func Settled(mtime, at time.Time) bool { return at.Sub(mtime) >= RacyWindow }
+
+// Rescan is the full-rescan clock. Request is safe from any goroutine;
+// Due is called by the pass, which passes serialize.
+type Rescan struct {
+	force atomic.Bool
+	last  time.Time
+}
+
+// Request makes the next pass a full one (adapters.Rescanner).
+func (r *Rescan) Request() { r.force.Store(true) }
+
+// Due reports whether the pass at now is full: one was requested, none
+// ran yet, or every has passed since the last. A full pass restarts the
+// clock at now.
+func (r *Rescan) Due(now time.Time, every time.Duration) bool {
+	full := r.force.Swap(false) || r.last.IsZero() || now.Sub(r.last) >= every
+	if full {
+		r.last = now
+	}
+	return full
+}
