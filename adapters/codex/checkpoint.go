@@ -37,8 +37,8 @@ const maxSavedPending = 1 << 12
 func (a *Adapter) Restore(saved map[string][]byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.restored = make(map[string]*fileState, len(saved))
-	a.saved = make(map[string]uint64, len(saved))
+	a.restored.Reset(len(saved))
+	a.book.Reset(len(saved))
 	bad := 0
 	var firstErr error
 	for path, b := range saved {
@@ -48,68 +48,39 @@ func (a *Adapter) Restore(saved map[string][]byte) {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("%s: %w", path, err)
 			}
-			a.saved[path] = 0 // deleted by the next Checkpoint unless read again
+			a.book.Saved(path, 0) // deleted by the next Checkpoint unless read again
 			continue
 		}
 		a.gen++
 		f.gen = a.gen
-		a.restored[path] = f
-		a.saved[path] = f.gen
+		a.restored.Hold(path, f)
+		a.book.Saved(path, f.gen)
 	}
-	a.log.Info("restored saved rollout state", zap.Int("rollouts", len(a.restored)), zap.Int("unusable", bad))
+	a.log.Info("restored saved rollout state", zap.Int("rollouts", len(saved)-bad), zap.Int("unusable", bad))
 	if firstErr != nil {
 		a.log.Info("some saved rollout state is not usable; those rollouts are read again", zap.Int("unusable", bad), zap.NamedError("first", firstErr))
 	}
 }
 
-// takeRestored returns the saved state of the rollout at path, once.
-func (a *Adapter) takeRestored(path string) *fileState {
-	f := a.restored[path]
-	if f != nil {
-		delete(a.restored, path)
-	}
-	return f
-}
-
 // Checkpoint implements adapters.Checkpointer: the rollouts read since
-// their last save, and the saved ones no longer listed.
+// their last save, and the saved ones no longer listed. Restored entries
+// no listing has taken yet stay until a pass ran.
 func (a *Adapter) Checkpoint() adapters.Checkpoint {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.saved == nil {
-		a.saved = map[string]uint64{}
-	}
-	cp := adapters.Checkpoint{Put: map[string][]byte{}}
-	gens := map[string]uint64{}
-	live := map[string]bool{}
+	ch := a.book.Changes()
 	for _, r := range a.roots {
 		for path, f := range r.files {
-			if !f.read {
-				continue
+			if f.read && !ch.Unchanged(path, f.gen) {
+				ch.Put(path, f.gen, encodeFileState(f, a.cfg.MaxTail))
 			}
-			live[path] = true
-			if g, ok := a.saved[path]; ok && g == f.gen {
-				continue
-			}
-			cp.Put[path] = encodeFileState(f, a.cfg.MaxTail)
-			gens[path] = f.gen
 		}
 	}
-	// Restored entries no listing has taken yet stay until a pass ran.
-	for path := range a.saved {
-		if !live[path] && a.restored[path] == nil {
-			cp.Del = append(cp.Del, path)
-		}
-	}
+	cp, commit := ch.End(a.restored.Holds)
 	cp.Commit = func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		for path, g := range gens {
-			a.saved[path] = g
-		}
-		for _, path := range cp.Del {
-			delete(a.saved, path)
-		}
+		commit()
 	}
 	return cp
 }

@@ -27,12 +27,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters/internal/inputlog"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/proc"
@@ -79,18 +79,17 @@ type Adapter struct {
 	cfg Config
 	log *zap.Logger
 
-	mu        sync.Mutex
-	roots     map[string]*rootState
-	order     []string // roots in the order they were added
-	lastFull  time.Time
-	forceFull atomic.Bool
-	inputs    *inputlog.Log
-	gen       uint64 // the last fileState.gen given
+	mu     sync.Mutex
+	roots  map[string]*rootState
+	order  []string // roots in the order they were added
+	rescan kit.Rescan
+	inputs *inputlog.Log
+	gen    uint64 // the last fileState.gen given
 
 	// restored is what Restore handed over, by path, until a listing takes
-	// it; saved is the gen of each path's last committed checkpoint entry.
-	restored map[string]*fileState
-	saved    map[string]uint64
+	// it; book the gen each path's committed checkpoint entry was made at.
+	restored kit.Restored[*fileState]
+	book     kit.Book[uint64]
 
 	// lineage is what was seen below owners while they lived, the
 	// evidence that attributes what a dead one left behind (orphans.go).
@@ -144,7 +143,7 @@ func (a *Adapter) Name() string { return "codex" }
 
 // RequestRescan implements adapters.Rescanner: the next pass stats every
 // rollout and lists every folder again.
-func (a *Adapter) RequestRescan() { a.forceFull.Store(true) }
+func (a *Adapter) RequestRescan() { a.rescan.Request() }
 
 // WatchPaths implements adapters.Adapter: each root, its sessions/ and
 // the newest day folders (where new rollouts appear), archived_sessions/

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -55,10 +56,6 @@ type fileState struct {
 	gen uint64
 }
 
-// racyWindow: a folder modified this recently is listed again next pass
-// even if its mtime looks the same (one mtime tick can hide a new file).
-const racyWindow = 2 * time.Second
-
 // rolloutName matches rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl, and the
 // compressed forms.
 var rolloutName = regexp.MustCompile(`^rollout-(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2})-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl(\.zst|\.gz)?$`)
@@ -68,10 +65,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	full := a.forceFull.Swap(false) || a.lastFull.IsZero() || now.Sub(a.lastFull) >= a.cfg.FullRescan
-	if full {
-		a.lastFull = now
-	}
+	full := a.rescan.Due(now, a.cfg.FullRescan)
 	if !a.cfg.NoLearnedRoots {
 		a.learnRoots(snap)
 	}
@@ -102,7 +96,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	if full {
 		// Every rollout was listed: a saved entry not taken by now has no
 		// rollout any more (the next Checkpoint deletes it).
-		a.restored = nil
+		a.restored.Drop()
 	}
 	a.addToolProcs(obs.Sessions, snap, table.unchecked)
 	markShared(obs.Sessions, snap)
@@ -210,7 +204,7 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 			if r.files[p] == nil {
 				m := rolloutName.FindStringSubmatch(n)
 				t, _ := time.ParseInLocation("2006-01-02T15-04-05", m[1], time.Local)
-				f := a.takeRestored(p)
+				f, _ := a.restored.Take(p)
 				if f == nil || f.id != m[2] {
 					f = &fileState{}
 				}
@@ -251,7 +245,8 @@ func isRollout(name string, e fs.DirEntry) bool {
 }
 
 // list returns the names in dir that keep passes, listing it again only
-// when its mtime changed (or within the racy window, or at a full rescan).
+// when its mtime changed (or a listing was not settled, or at a full
+// rescan: one mtime tick can hide a new file).
 // A folder that does not exist has no names; one that cannot be read is
 // an error, and its last listing stands.
 func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(string, fs.DirEntry) bool) []string {
@@ -268,7 +263,7 @@ func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs 
 		}
 		return nil
 	}
-	if d != nil && !full && fi.ModTime().Equal(d.mtime) && d.listedAt.Sub(d.mtime) >= racyWindow {
+	if d != nil && !full && fi.ModTime().Equal(d.mtime) && kit.Settled(d.mtime, d.listedAt) {
 		return d.names
 	}
 	ents, err := os.ReadDir(dir)
@@ -318,7 +313,7 @@ func (a *Adapter) refresh(f *fileState) error {
 	if err != nil {
 		return err
 	}
-	dev, ino := fileID(fi)
+	dev, ino, _ := kit.FileID(fi)
 	size, mtime := fi.Size(), fi.ModTime()
 	replaced := f.read && (dev != f.dev || ino != f.ino || size < f.size)
 	if f.read && !replaced && size == f.size && mtime.Equal(f.mtime) {
