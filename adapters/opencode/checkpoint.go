@@ -3,13 +3,13 @@ package opencode
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -59,18 +59,6 @@ type savedDB struct {
 	sessions map[string]*sessionData
 }
 
-// cpEntry is what the store holds under one key, as far as this process
-// knows (committed checkpoints and the restored entries).
-type cpEntry struct {
-	sum uint64
-	// s is the session whose encoding the store holds, so an unchanged
-	// session (the same pointer: passes reuse unchanged sessions) costs no
-	// encoding. Nil for a database entry.
-	s *sessionData
-	// bad: the entry could not be used; it is replaced or deleted.
-	bad bool
-}
-
 func dbEntryKey(path string) string { return dbKeyPrefix + path }
 
 func sessionEntryKey(path, id string) string { return sessionKeyPrefix + path + "\x00" + id }
@@ -101,7 +89,10 @@ func parseEntryKey(k string) (path, id string, session bool, err error) {
 func (a *Adapter) Restore(saved map[string][]byte) {
 	dbs := map[string]*savedDB{}
 	withCursors := map[string]bool{}
-	entries := make(map[string]cpEntry, len(saved))
+	// What the store holds by key: a session entry's version is its
+	// session (see Checkpoint), a database entry's nil.
+	var book kit.Book[*sessionData]
+	book.Reset(len(saved))
 	bad := 0
 	var firstErr error
 	for k, v := range saved {
@@ -126,10 +117,10 @@ func (a *Adapter) Restore(saved map[string][]byte) {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("%q: %w", k, err)
 			}
-			entries[k] = cpEntry{bad: true}
+			book.SavedBad(k)
 			continue
 		}
-		entries[k] = cpEntry{sum: maphash.Bytes(a.cpSeed, v), s: s}
+		book.SavedBytes(k, s, v)
 	}
 	for path := range dbs {
 		if !withCursors[path] {
@@ -141,7 +132,7 @@ func (a *Adapter) Restore(saved map[string][]byte) {
 	a.restored = dbs
 	a.passMu.Unlock()
 	a.cpMu.Lock()
-	a.cpSaved = entries
+	a.cpBook = book
 	a.cpMu.Unlock()
 
 	n := 0
@@ -183,69 +174,43 @@ func (a *Adapter) listed(keep map[string]bool) {
 // read since their last save, the cursors when they moved, and the keys
 // of sessions and databases no longer there. Before the first pass it
 // drops nothing; a database listed but not read yet (locked, say) keeps
-// its entries.
+// its entries (keepEntry).
 func (a *Adapter) Checkpoint() adapters.Checkpoint {
 	a.cpMu.Lock()
 	defer a.cpMu.Unlock()
-	if a.cpSaved == nil {
-		a.cpSaved = map[string]cpEntry{}
-	}
-	cp := adapters.Checkpoint{Put: map[string][]byte{}}
-	puts := map[string]cpEntry{}
-	current := map[string]bool{}
+	ch := a.cpBook.Changes()
 	for path, d := range a.cpDBs {
 		if d.sessions == nil {
 			continue // nothing read (no tables yet): its entries go
 		}
-		k := dbEntryKey(path)
-		current[k] = true
-		b := encodeCursors(d.cur)
-		sum := maphash.Bytes(a.cpSeed, b)
-		if e, ok := a.cpSaved[k]; !ok || e.bad || e.sum != sum {
-			cp.Put[k] = b
-			puts[k] = cpEntry{sum: sum}
-		}
+		ch.PutSum(dbEntryKey(path), nil, encodeCursors(d.cur))
 		for id, s := range d.sessions {
-			k := sessionEntryKey(path, id)
-			current[k] = true
-			e, ok := a.cpSaved[k]
-			if ok && !e.bad && e.s == s {
-				continue
+			// An unchanged session is the same pointer (passes reuse
+			// unchanged sessions): it costs no encoding. One read again
+			// (work in flight) to the same bytes is not written.
+			if k := sessionEntryKey(path, id); !ch.Unchanged(k, s) {
+				ch.PutSum(k, s, encodeSession(s))
 			}
-			b := encodeSession(s)
-			sum := maphash.Bytes(a.cpSeed, b)
-			if ok && !e.bad && e.sum == sum {
-				// Read again (work in flight), the same as saved.
-				a.cpSaved[k] = cpEntry{sum: sum, s: s}
-				continue
-			}
-			cp.Put[k] = b
-			puts[k] = cpEntry{sum: sum, s: s}
 		}
 	}
-	for k := range a.cpSaved {
-		if current[k] {
-			continue
-		}
-		path, _, _, err := parseEntryKey(k)
-		switch {
-		case a.cpListed == nil:
-			// No pass yet: nothing is known to be gone.
-		case err != nil, !a.cpListed[path], a.cpDBs[path] != nil:
-			cp.Del = append(cp.Del, k)
-		}
-	}
+	cp, commit := ch.End(a.keepEntry)
 	cp.Commit = func() {
 		a.cpMu.Lock()
 		defer a.cpMu.Unlock()
-		for k, e := range puts {
-			a.cpSaved[k] = e
-		}
-		for _, k := range cp.Del {
-			delete(a.cpSaved, k)
-		}
+		commit()
 	}
 	return cp
+}
+
+// keepEntry reports whether an entry the last pass's state does not have
+// stays saved: every entry before the first pass (nothing is known to be
+// gone), and those of a database the pass listed but could not read.
+func (a *Adapter) keepEntry(k string) bool {
+	if a.cpListed == nil {
+		return true
+	}
+	path, _, _, err := parseEntryKey(k)
+	return err == nil && a.cpListed[path] && a.cpDBs[path] == nil
 }
 
 // encodeCursors writes a database entry.

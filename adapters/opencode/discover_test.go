@@ -471,7 +471,7 @@ func TestDiscoverOddDataDirPath(t *testing.T) {
 }
 
 // A pass over a database whose files have not changed since the last read
-// (and had been still for racyWindow then) reads nothing; a write, a
+// (and had been still for kit.RacyWindow then) reads nothing; a write, a
 // recent change, or the periodic full read makes it read.
 func TestDiscoverSkipsAnUnchangedDatabase(t *testing.T) {
 	dir := t.TempDir()
@@ -511,10 +511,10 @@ func TestDiscoverSkipsAnUnchangedDatabase(t *testing.T) {
 	if o := find(t, obs, fin.SessionID); !o.LastActivity.After(at.Add(time.Minute)) {
 		t.Errorf("the new message was not seen: last activity %v", o.LastActivity)
 	}
-	// Written within racyWindow of that read: its stat is not trusted.
+	// Written within kit.RacyWindow of that read: its stat is not trusted.
 	discover(t, a)
 	if r.unchanged != 1 {
-		t.Fatal("a pass right after a write trusted a stat taken within racyWindow of it")
+		t.Fatal("a pass right after a write trusted a stat taken within kit.RacyWindow of it")
 	}
 	// Still again: one read to take a trusted stat, then skips.
 	settle()

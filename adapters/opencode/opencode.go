@@ -29,7 +29,6 @@
 package opencode
 
 import (
-	"hash/maphash"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,6 +37,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 )
@@ -137,10 +137,9 @@ type Adapter struct {
 	// last pass listed (nil before the first pass), and what the store
 	// holds by key.
 	cpMu     sync.Mutex
-	cpSeed   maphash.Seed
 	cpDBs    map[string]*savedDB
 	cpListed map[string]bool
-	cpSaved  map[string]cpEntry
+	cpBook   kit.Book[*sessionData]
 
 	// repairMu serializes repairs and aborts: one writer at a time, and a
 	// plan is never interleaved with another repair's writes.
@@ -211,7 +210,6 @@ func New(cfg Config) *Adapter {
 		host:             host,
 		dbs:              map[string]*dbReader{},
 		starts:           map[proc.Identity]time.Time{},
-		cpSeed:           maphash.MakeSeed(),
 		memo:             map[int]ownerMemo{},
 		lineage:          lineage.New(treeBounds),
 		serversChanged:   make(chan struct{}, 1),

@@ -17,6 +17,8 @@ import (
 
 	"go.uber.org/zap"
 	"modernc.org/sqlite" // pure-Go SQLite, registered as "sqlite"
+
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 )
 
 // schemaError says an OpenCode database does not have the tables or columns
@@ -181,21 +183,16 @@ func statDBFiles(path string) dbFiles {
 	return f
 }
 
-// racyWindow is how long after a file's last change its stat is not
-// trusted to show the next one: a write in the same tick of the file
-// system's clock can leave mtime and size as they were (git's "racy"
-// entries). 2 s covers the coarsest clocks.
-const racyWindow = 2 * time.Second
-
 // sameAs reports whether f shows no change since old, a stat taken
-// before a read that then succeeded, and old's files had been still for
-// racyWindow when it was taken.
+// before a read that then succeeded, and old's files had settled when it
+// was taken (kit.Settled: a write in the same tick of the file system's
+// clock can leave mtime and size as they were).
 func (f dbFiles) sameAs(old dbFiles) bool {
 	same := func(a, b os.FileInfo) bool {
 		if a == nil || b == nil {
 			return a == nil && b == nil
 		}
-		return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && old.at.Sub(b.ModTime()) >= racyWindow
+		return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime()) && kit.Settled(b.ModTime(), old.at)
 	}
 	return f.db != nil && same(f.db, old.db) && same(f.wal, old.wal)
 }
@@ -341,8 +338,15 @@ func (r *dbReader) read(ctx context.Context, now time.Time, fullEvery time.Durat
 	r.files = dbFiles{}
 	r.warning = nil
 	// The file's identity is taken before it is opened: if it is replaced
-	// in between, the next pass sees another identity and reads it whole.
-	dev, ino, idKnown := fileIdentity(r.path)
+	// in between, the next pass sees another identity and reads it whole
+	// (a restored backup is not trusted to continue where the old file's
+	// cursors stopped). Where the platform does not say, the rowid
+	// cursors alone tell a replaced database.
+	var dev, ino uint64
+	var idKnown bool
+	if fi, err := os.Stat(r.path); err == nil {
+		dev, ino, idKnown = kit.FileID(fi)
+	}
 	db, conn, err := openRO(ctx, r.path, r.busy)
 	if err != nil {
 		return err
