@@ -2,7 +2,6 @@ package claude
 
 import (
 	"context"
-	"github.com/sessiond/sessiond/adapters"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 )
 
@@ -137,7 +138,7 @@ func BenchmarkSteadyState(b *testing.B) {
 	if _, err := a.Discover(context.Background(), snap); err != nil {
 		b.Fatal(err)
 	}
-	time.Sleep(racyWindow) // let freshly written directories settle
+	time.Sleep(kit.RacyWindow) // let freshly written directories settle
 	if _, err := a.Discover(context.Background(), snap); err != nil {
 		b.Fatal(err)
 	}

@@ -39,14 +39,14 @@ func (a *Adapter) Restore(saved map[string][]byte) {
 	defer a.mu.Unlock()
 	// A copy: takeRestored deletes what it takes, and saved is the
 	// caller's.
-	a.restored = make(map[string][]byte, len(saved))
-	a.saved = make(map[string]uint64, len(saved))
+	a.restored.Reset(len(saved))
+	a.book.Reset(len(saved))
 	for path, b := range saved {
-		a.restored[path] = b
+		a.restored.Hold(path, b)
 		// A restored entry is generation 0, as a decoded fileState is:
 		// Checkpoint writes it again only once the transcript is read
 		// again (or, if it does not decode, replaced or deleted).
-		a.saved[path] = 0
+		a.book.Saved(path, 0)
 	}
 	a.restoreLog = restoreLog{entries: len(saved)}
 }
@@ -63,10 +63,7 @@ type restoreLog struct {
 // configuration, garbage).
 func (a *Adapter) takeRestored(path string) *fileState {
 	a.restoredMu.Lock() // projects are listed in parallel
-	b, ok := a.restored[path]
-	if ok {
-		delete(a.restored, path)
-	}
+	b, ok := a.restored.Take(path)
 	a.restoredMu.Unlock()
 	if !ok {
 		return nil
@@ -100,55 +97,35 @@ func (a *Adapter) logRestored() {
 
 // Checkpoint implements adapters.Checkpointer: the transcripts read since
 // their last save, and the saved ones no longer known (deleted, or never
-// found again after a restart).
+// found again after a restart). Restored entries not yet matched stay
+// until a pass has run: a Checkpoint before the first Discover must not
+// drop them.
 func (a *Adapter) Checkpoint() adapters.Checkpoint {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.saved == nil {
-		a.saved = map[string]uint64{}
-	}
 	// Nothing read, added or removed since the last committed checkpoint
 	// (and no restored entry left to drop): nothing to save, and no need
 	// to walk every transcript to find that out.
 	shape := a.shapePrint()
-	if a.cpShapeOK && shape == a.cpShape && a.restored == nil {
+	if a.cpShapeOK && shape == a.cpShape && !a.restored.Holding() {
 		return adapters.Checkpoint{Commit: func() {}}
 	}
-	cp := adapters.Checkpoint{Put: map[string][]byte{}}
-	gens := map[string]uint64{}
-	live := map[string]bool{}
+	ch := a.book.Changes()
 	for _, r := range a.roots {
 		for _, p := range r.projects {
 			for _, f := range p.files {
-				if !f.read {
-					continue
+				if f.read && !ch.Unchanged(f.path, f.gen) {
+					ch.Put(f.path, f.gen, encodeFileState(f, a.cfg.WindowBytes, a.cfg.MaxLineBytes))
 				}
-				live[f.path] = true
-				if g, ok := a.saved[f.path]; ok && g == f.gen {
-					continue
-				}
-				cp.Put[f.path] = encodeFileState(f, a.cfg.WindowBytes, a.cfg.MaxLineBytes)
-				gens[f.path] = f.gen
 			}
 		}
 	}
-	// Restored entries not yet matched stay until a pass has run: a
-	// Checkpoint before the first Discover must not drop them.
-	for path := range a.saved {
-		if !live[path] && a.restored[path] == nil {
-			cp.Del = append(cp.Del, path)
-		}
-	}
+	cp, commit := ch.End(a.restored.Holds)
 	cp.Commit = func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.cpShape, a.cpShapeOK = shape, true
-		for path, g := range gens {
-			a.saved[path] = g
-		}
-		for _, path := range cp.Del {
-			delete(a.saved, path)
-		}
+		commit()
 	}
 	return cp
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/inputlog"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 )
@@ -126,23 +127,22 @@ type Adapter struct {
 	fs   FS
 	host ProcHost
 
-	forceFull atomic.Bool
+	rescan    kit.Rescan
 	bytesRead atomic.Int64
 
-	mu       sync.Mutex // one pass at a time; guards the fields below
-	roots    []*rootState
-	lastFull time.Time
+	mu    sync.Mutex // one pass at a time; guards the fields below
+	roots []*rootState
 	// lineage is what was seen below live claudes (orphans.go).
 	lineage *lineage.Memory
 	inputs  *inputlog.Log
 	stats   stats
 	// restored holds saved transcript state (Restore), encoded, until the
-	// first pass lists each transcript; saved is the gen of each saved
-	// entry.
-	restored   map[string][]byte
+	// first pass lists each transcript; book is the gen of each saved
+	// entry's state.
+	restored   kit.Restored[[]byte]
 	restoredMu sync.Mutex // takeRestored runs on scanProjects' goroutines; guards restoreLog too
 	restoreLog restoreLog
-	saved      map[string]uint64
+	book       kit.Book[uint64]
 	// stamp is the last Observed.Stamp given out (observeFile).
 	stamp uint64
 	// quiet keeps the quiet sessions' observations between passes.
@@ -245,7 +245,7 @@ func (a *Adapter) Name() string { return "claude" }
 
 // RequestRescan makes the next pass list every directory again, as the
 // periodic full rescan does (after a watcher overflow, say).
-func (a *Adapter) RequestRescan() { a.forceFull.Store(true) }
+func (a *Adapter) RequestRescan() { a.rescan.Request() }
 
 // stats count the adapter's work; tests read them (counters, in
 // export_test.go) to check what a pass read and reused.
@@ -308,9 +308,8 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
-	full := a.forceFull.Swap(false) || a.lastFull.IsZero() || now.Sub(a.lastFull) >= a.cfg.FullRescan
+	full := a.rescan.Due(now, a.cfg.FullRescan)
 	if full {
-		a.lastFull = now
 		a.stats.FullRescans++
 	}
 	a.stats.Passes++
@@ -353,9 +352,9 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	obs.Sessions, obs.Quiet = a.assemble(view, shape)
 	// Saved state the first full pass did not find is stale: Checkpoint
 	// drops it.
-	if a.restored != nil {
+	if a.restored.Holding() {
 		a.logRestored()
-		a.restored = nil
+		a.restored.Drop()
 	}
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	a.inputs.Report(obs.Errors)

@@ -16,13 +16,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/proc"
 )
-
-// racyWindow: a directory or registry file modified this recently may
-// change again within the same mtime tick, so it is looked at again next
-// pass even if its stat looks unchanged (git's "racily clean" problem).
-const racyWindow = 2 * time.Second
 
 // rootState is what the adapter knows of one config root.
 type rootState struct {
@@ -60,9 +56,11 @@ type dirState struct {
 	mtime  time.Time
 }
 
-// needList reports whether the directory must be listed again.
+// needList reports whether the directory must be listed again: a
+// directory modified within the racy window may change again within the
+// same mtime tick, so it is listed again even if its stat looks unchanged.
 func (d *dirState) needList(fi fs.FileInfo, full bool) bool {
-	return full || !d.listed || !fi.ModTime().Equal(d.mtime) || time.Since(d.mtime) < racyWindow
+	return full || !d.listed || !fi.ModTime().Equal(d.mtime) || !kit.Settled(d.mtime, time.Now())
 }
 
 func (d *dirState) listedNow(fi fs.FileInfo) {
@@ -261,9 +259,9 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 		rf.entry = nil
 		return err
 	}
-	dev, ino, _ := fileID(fi)
+	dev, ino, _ := kit.FileID(fi)
 	same := fi.Size() == rf.size && fi.ModTime().Equal(rf.mtime) && dev == rf.dev && ino == rf.ino
-	if same && !rf.readAt.IsZero() && rf.readAt.Sub(rf.mtime) >= racyWindow {
+	if same && !rf.readAt.IsZero() && kit.Settled(rf.mtime, rf.readAt) {
 		return nil
 	}
 	rf.size, rf.mtime, rf.dev, rf.ino, rf.readAt = fi.Size(), fi.ModTime(), dev, ino, time.Now()
@@ -499,7 +497,7 @@ type job struct {
 
 // plan decides what a transcript needs from its stat alone.
 func (a *Adapter) plan(f *fileState, fi fs.FileInfo) jobKind {
-	dev, ino, hasID := fileID(fi)
+	dev, ino, hasID := kit.FileID(fi)
 	size, mtime := fi.Size(), fi.ModTime()
 	switch {
 	case !f.read:
@@ -630,7 +628,7 @@ func (a *Adapter) runJob(j *job) (counts, error) {
 	if err != nil {
 		return res.c, fmt.Errorf("read transcript: %w", err)
 	}
-	dev, ino, hasID := fileID(j.fi)
+	dev, ino, hasID := kit.FileID(j.fi)
 	f.read = true
 	f.dev, f.ino, f.hasID = dev, ino, hasID
 	f.size, f.mtime = size, j.fi.ModTime()
@@ -662,7 +660,7 @@ func (a *Adapter) warnings(shape uint64) []adapters.InputError {
 	for _, r := range a.roots {
 		out = append(out, r.skipped...)
 		for _, rf := range r.regs {
-			if rf.bad != nil && time.Since(rf.mtime) >= racyWindow {
+			if rf.bad != nil && kit.Settled(rf.mtime, time.Now()) {
 				out = append(out, adapters.InputError{Input: rf.path, Err: rf.bad})
 			}
 		}
