@@ -15,15 +15,15 @@ import (
 	"github.com/sessiond/sessiond/session"
 )
 
-// denseRoot writes n dense transcripts (every ending genDense makes: a
-// reply, a crash mid tool call, a trailing prompt, an interrupt, a torn
-// line) into a root and returns it.
+// denseRoot writes n dense transcripts (every ending claudetest.GenDense
+// makes: a reply, a crash mid tool call, a trailing prompt, an interrupt, a
+// torn line) into a root and returns it.
 func denseRoot(t *testing.T, n int, seed uint64) *claudetest.Root {
 	t.Helper()
 	r, _ := newRoot(t)
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	for i := range n {
-		data := genDense(rng, 2<<10+rng.IntN(200<<10))
+		data := claudetest.GenDense(rng, 2<<10+rng.IntN(200<<10))
 		p := filepath.Join(r.Dir, "projects", "-p"+string(rune('a'+i%5)), claudetest.NewSessionID()+".jsonl")
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)

@@ -145,8 +145,8 @@ func corpusLines() [][]byte {
 	tr.Summary("old summary").FileHistorySnapshot().System("turn_duration", "3s").CustomTitle("my title").Interrupt()
 	tr.APIRequestBlob(300)
 	out := append([][]byte(nil), tr.Lines()...)
-	for _, d := range denseLines() {
-		out = append(out, d.line)
+	for _, d := range claudetest.DenseLines() {
+		out = append(out, d.Line)
 	}
 	n := len(out)
 	for i := 0; i < n; i++ {

@@ -2,7 +2,6 @@ package claude
 
 import (
 	"bytes"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -12,99 +11,6 @@ import (
 
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 )
-
-// sidechain turns a conversation line into a subagent's (sidechain) line.
-func sidechain(l []byte) []byte {
-	return bytes.Replace(l, []byte(`"isSidechain":false`), []byte(`"isSidechain":true`), 1)
-}
-
-// genDense builds a dense transcript from rng: whole turns (short and
-// dense, with tool_use/tool_result pairs and long outputs), crashes mid
-// tool call, interrupts, sidechain lines, custom titles, corrupt, glued,
-// empty and long lines, and an ending chosen among a reply, a crash mid
-// tool call, a trailing prompt without reply, a sidechain tail and a torn
-// last line.
-func genDense(rng *rand.Rand, target int) []byte {
-	start := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(rng.IntN(1000)) * time.Hour)
-	tr := claudetest.NewTranscript(claudetest.NewSessionID(), fmt.Sprintf("/home/u/src/p%d", rng.IntN(50)), start)
-	dense := denseLines()
-	size := func() int {
-		n := 0
-		for _, l := range tr.Lines() {
-			n += len(l) + 1
-		}
-		return n
-	}
-	if rng.IntN(4) == 0 {
-		tr.FileHistorySnapshot() // a first line that is not a message
-	}
-	if rng.IntN(6) == 0 {
-		tr.Add(tr.LongUserLine(rng.IntN(80 << 10))) // a long first line
-	}
-	for size() < target {
-		switch k := rng.IntN(20); {
-		case k < 6:
-			tr.Turn(fmt.Sprintf("prompt %d", rng.IntN(1000)), "ls", denseTestOutput(rng.IntN(20000)), denseProse(rng.IntN(3000)))
-		case k < 10:
-			// A dense turn: the 2.1.328 line shapes, with fresh ids.
-			id := claudetest.ToolID()
-			tr.QueueOperation("enqueue", "go")
-			tr.User(denseProse(rng.IntN(4000)))
-			tr.AssistantThinking(denseProse(rng.IntN(2000)))
-			tr.AssistantToolUse(id, "Read", map[string]any{"file_path": "/x.go"})
-			if rng.IntN(5) > 0 {
-				tr.ToolResult(id, denseSource(rng.IntN(400)))
-			}
-			tr.AssistantText(denseProse(rng.IntN(2500)))
-		case k < 12:
-			for _, d := range dense[rng.IntN(len(dense)):] {
-				tr.Add(d.line)
-			}
-		case k == 12:
-			tr.CrashMidTool("slow", "python3 slow.py")
-		case k == 13:
-			tr.Interrupt()
-		case k == 14:
-			// A subagent's turn in the main file.
-			id := claudetest.ToolID()
-			tr.Add(sidechain(tr.UserLine("sub prompt")))
-			tr.AssistantToolUse(id, "Bash", map[string]any{"command": "ls"})
-			ls := tr.Lines()
-			ls[len(ls)-1] = sidechain(ls[len(ls)-1])
-		case k == 15:
-			tr.CustomTitle(fmt.Sprintf("title %d", rng.IntN(100)))
-		case k == 16:
-			switch rng.IntN(4) {
-			case 0:
-				tr.Add([]byte(`{"type":"user","message":{"content":"broken`))
-			case 1:
-				a, b := tr.UserLine("a"), tr.UserLine("b")
-				tr.Add(claudetest.Glue(a, b, rng.IntN(len(a))))
-			case 2:
-				tr.Add(nil) // an empty line
-			case 3:
-				tr.Add(tr.LongUserLine(rng.IntN(100 << 10)))
-			}
-		default:
-			tr.APIRequest().AtisLatch().CostState()
-		}
-	}
-	switch rng.IntN(6) {
-	case 0:
-		tr.CrashMidTool("run the tests", "go test ./...")
-	case 1:
-		tr.User("a trailing prompt without a reply")
-	case 2:
-		tr.Add(sidechain(tr.UserLine("a sidechain prompt")))
-	case 3:
-		tr.Interrupt()
-	}
-	b := tr.Bytes()
-	if rng.IntN(5) == 0 {
-		b = b[:len(b)-1-rng.IntN(min(len(b), 300))] // a torn last line
-	}
-	return b
-}
 
 type readCount struct {
 	r *bytes.Reader
@@ -183,7 +89,7 @@ func TestChunkedReadMatchesWholeWindows(t *testing.T) {
 	for i := range n {
 		// Sizes from a few bytes to 2 MB, log-uniform.
 		target := int(10 * math.Pow(2, rng.Float64()*18))
-		data := genDense(rng, target)
+		data := claudetest.GenDense(rng, target)
 		for _, window := range []int{defaultWindowBytes, 4 << 10, 1000, 97} {
 			g, w := compareReads(t, data, window)
 			if window == defaultWindowBytes {
@@ -207,7 +113,7 @@ func TestChunkedReadMatchesWholeWindows(t *testing.T) {
 func FuzzChunkedRead(f *testing.F) {
 	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/home/u/proj", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 	tr.Turn("hello", "ls", "a b", "two files")
-	tr.Add(sidechain(tr.UserLine("side")))
+	tr.Add(claudetest.Sidechain(tr.UserLine("side")))
 	tr.CrashMidTool("run the tests", "go test ./...")
 	good := tr.Bytes()
 	f.Add(good, uint16(300), uint8(5), uint8(9))
