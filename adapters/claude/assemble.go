@@ -307,7 +307,7 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 	// Source is the most specific input the session lives in (its project
 	// dir), so an unreadable project dir flags exactly its own sessions.
 	o := adapters.Observed{UpstreamID: b.id, Source: b.root.path, Root: b.root.path}
-	var sum *summary
+	var sum *Summary
 	if b.file != nil {
 		o.Source = b.file.dir
 		if o.Source == "" {
@@ -355,7 +355,7 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 			o.Cwd = e.Cwd
 		}
 		if o.Title == "" && e.Name != "" {
-			o.Title = shorten(e.Name, titleMax)
+			o.Title = Shorten(e.Name, TitleMax)
 		}
 		if b.file == nil {
 			for _, t := range []time.Time{e.UpdatedAt, e.StatusUpdatedAt, e.StartedAt} {
@@ -428,7 +428,7 @@ func observeArgv(o *adapters.Observed, b *sessBuild, live []liveOwner) []liveOwn
 // inferCwdOwners is for a session no process names: a live claude in its
 // cwd that started before its last write may own it. One that started
 // after is no evidence (an old session in the same directory).
-func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *summary, live []liveOwner) []liveOwner {
+func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *Summary, live []liveOwner) []liveOwner {
 	last := sum.Last
 	if last.IsZero() {
 		last = b.file.mtime
@@ -451,7 +451,7 @@ func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *summar
 
 // transcriptActivity is the activity of a session no registry status
 // gives: the transcript's tail while an owner lives.
-func transcriptActivity(o *adapters.Observed, sum *summary, live []liveOwner) {
+func transcriptActivity(o *adapters.Observed, sum *Summary, live []liveOwner) {
 	anyLive := len(live) > 0
 	for _, ow := range o.Owners {
 		anyLive = anyLive || ow.Inferred // inferred owners come from the snapshot: alive
@@ -597,26 +597,26 @@ func registryActivity(status string) (session.Activity, bool) {
 // pendingQuestion is the newest call of the last turn still waiting for
 // its result if it is an AskUserQuestion (its Input holds the question),
 // else nil.
-func pendingQuestion(s *summary) *toolCall {
-	if s.state != turnAssistant || len(s.Pending) == 0 {
+func pendingQuestion(s *Summary) *ToolCall {
+	if s.State != TurnAssistant || len(s.Pending) == 0 {
 		return nil
 	}
-	if tc := &s.Pending[len(s.Pending)-1]; tc.Name == askUserQuestion {
+	if tc := &s.Pending[len(s.Pending)-1]; tc.Name == AskUserQuestion {
 		return tc
 	}
 	return nil
 }
 
-func tailActivity(s *summary) session.Activity {
-	switch s.state {
-	case turnPrompt, turnToolResult:
+func tailActivity(s *Summary) session.Activity {
+	switch s.State {
+	case TurnPrompt, TurnToolResult:
 		return session.ActivityBusy
-	case turnAssistant:
+	case TurnAssistant:
 		if len(s.Pending) > 0 {
 			return session.ActivityBusy
 		}
 		return session.ActivityIdle
-	case turnInterrupted:
+	case TurnInterrupted:
 		return session.ActivityIdle
 	}
 	return session.ActivityUnknown
@@ -628,7 +628,7 @@ const maxNamedToolCalls = 5
 
 // inFlight lists the last turn's unfinished work: tool calls without
 // results, a prompt without a reply, tool results the model never answered.
-func inFlight(s *summary) []adapters.Issue {
+func inFlight(s *Summary) []adapters.Issue {
 	var out []adapters.Issue
 	// Name the newest few; one problem counts the rest, so a transcript
 	// with dozens of unanswered calls does not bury the session's list.
@@ -636,13 +636,13 @@ func inFlight(s *summary) []adapters.Issue {
 	if len(named) > maxNamedToolCalls {
 		named = named[len(named)-maxNamedToolCalls:]
 	}
-	if rest := s.Pending[:len(s.Pending)-len(named)]; len(rest) > 0 || s.pendingDropped > 0 {
-		n := len(rest) + s.pendingDropped
+	if rest := s.Pending[:len(s.Pending)-len(named)]; len(rest) > 0 || s.PendingDropped > 0 {
+		n := len(rest) + s.PendingDropped
 		is := adapters.Issue{Kind: session.ProblemOrphanedToolCall, Key: "more",
 			Detail: fmt.Sprintf("%d more tool calls without results", n)}
 		if len(rest) > 0 {
 			is.Since = rest[0].At
-			if s.pendingDropped == 0 {
+			if s.PendingDropped == 0 {
 				is.Detail += fmt.Sprintf(", the oldest %s", rest[0].Name)
 			}
 		}
@@ -655,14 +655,14 @@ func inFlight(s *summary) []adapters.Issue {
 		}
 		out = append(out, adapters.Issue{Kind: session.ProblemOrphanedToolCall, Key: tc.ID, Detail: d + " (no result)", Since: tc.At})
 	}
-	switch s.state {
-	case turnPrompt:
+	switch s.State {
+	case TurnPrompt:
 		if s.Prompt != nil {
 			out = append(out, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "prompt:" + s.Prompt.UUID, Detail: "prompt got no reply: " + s.Prompt.Prompt, Since: s.Prompt.Time})
 		}
-	case turnToolResult:
+	case TurnToolResult:
 		if len(s.Pending) == 0 {
-			out = append(out, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "reply:" + s.stateUUID, Detail: "tool results were sent; the assistant's reply never came", Since: s.stateAt})
+			out = append(out, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "reply:" + s.StateUUID, Detail: "tool results were sent; the assistant's reply never came", Since: s.StateAt})
 		}
 	}
 	return out

@@ -145,7 +145,7 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 	if f.skipPartial {
 		flags |= 2
 	}
-	if f.sum.customTitle {
+	if f.sum.CustomTitle {
 		flags |= 4
 	}
 	w.Byte(flags)
@@ -170,7 +170,7 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 		w.Str(tc.Input)
 		w.Time(tc.At)
 	}
-	w.Uvarint(uint64(s.pendingDropped))
+	w.Uvarint(uint64(s.PendingDropped))
 	if p := s.Prompt; p == nil {
 		w.Byte(0)
 	} else {
@@ -188,12 +188,12 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 		w.Str(p.StopReason)
 		w.Str(p.Title)
 	}
-	w.Uvarint(uint64(s.state))
-	w.Time(s.stateAt)
-	w.Str(s.stateUUID)
-	w.Str(s.stopReason)
+	w.Uvarint(uint64(s.State))
+	w.Time(s.StateAt)
+	w.Str(s.StateUUID)
+	w.Str(s.StopReason)
 
-	for _, n := range []int64{f.bad.lines, f.bad.tooLong, f.bad.corrupt, f.bad.glued, f.bad.longHead} {
+	for _, n := range []int64{f.bad.Lines, f.bad.TooLong, f.bad.Corrupt, f.bad.Glued, f.bad.LongHead} {
 		w.Varint(n)
 	}
 	return w.B
@@ -207,7 +207,7 @@ var errOtherConfig = errors.New("saved with another window or line limit")
 // entry is not used (the transcript is read again); it never panics on
 // garbage.
 func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, error) {
-	if !isTranscriptName(filepath.Base(path)) || !filepath.IsAbs(path) {
+	if !IsName(filepath.Base(path)) || !filepath.IsAbs(path) {
 		return nil, errors.New("not a transcript path")
 	}
 	r := wire.NewReader(b)
@@ -219,7 +219,7 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	}
 	f := &fileState{path: path, id: strings.TrimSuffix(filepath.Base(path), ".jsonl"), read: true}
 	flags := r.Byte()
-	f.hasID, f.skipPartial, f.sum.customTitle = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	f.hasID, f.skipPartial, f.sum.CustomTitle = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	f.dev = r.Uvarint()
 	f.ino = r.Uvarint()
 	f.size = r.Varint()
@@ -235,17 +235,17 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	s.First = r.Time()
 	s.Last = r.Time()
 	n := r.Uvarint()
-	if n > maxPending {
+	if n > MaxPending {
 		r.Fail("more pending tool calls than are kept")
 	}
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
-		s.Pending = append(s.Pending, toolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.Time()})
+		s.Pending = append(s.Pending, ToolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.Time()})
 	}
-	s.pendingDropped = int(r.Uvarint())
+	s.PendingDropped = int(r.Uvarint())
 	switch r.Byte() {
 	case 0:
 	case 1:
-		p := &line{}
+		p := &Line{}
 		p.Type = r.Str()
 		p.UUID = r.Str()
 		p.SessionID = r.Str()
@@ -254,29 +254,29 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 		p.GitBranch = r.Str()
 		p.Time = r.Time()
 		p.Sidechain = r.Bool()
-		p.Kind = lineKind(r.Uvarint())
+		p.Kind = Kind(r.Uvarint())
 		p.Prompt = r.Str()
 		p.StopReason = r.Str()
 		p.Title = r.Str()
-		if p.Kind > kindAssistant {
+		if p.Kind > KindAssistant {
 			r.Fail("unknown line kind")
 		}
 		s.Prompt = p
 	default:
 		r.Fail("bad prompt flag")
 	}
-	s.state = turnState(r.Uvarint())
-	if s.state > turnInterrupted {
+	s.State = TurnState(r.Uvarint())
+	if s.State > TurnInterrupted {
 		r.Fail("unknown turn state")
 	}
-	s.stateAt = r.Time()
-	s.stateUUID = r.Str()
-	s.stopReason = r.Str()
-	for _, p := range []*int64{&f.bad.lines, &f.bad.tooLong, &f.bad.corrupt, &f.bad.glued, &f.bad.longHead} {
+	s.StateAt = r.Time()
+	s.StateUUID = r.Str()
+	s.StopReason = r.Str()
+	for _, p := range []*int64{&f.bad.Lines, &f.bad.TooLong, &f.bad.Corrupt, &f.bad.Glued, &f.bad.LongHead} {
 		*p = r.Varint()
 	}
 	r.End()
-	if r.Err() == nil && (f.size < 0 || f.offset < 0 || f.offset > f.size || s.pendingDropped < 0) {
+	if r.Err() == nil && (f.size < 0 || f.offset < 0 || f.offset > f.size || s.PendingDropped < 0) {
 		r.Fail("offsets out of range")
 	}
 	if r.Err() != nil {

@@ -59,7 +59,7 @@ func TestCheckpointCodecRoundTrip(t *testing.T) {
 	if len(files) != 60 {
 		t.Fatalf("%d transcripts read, want 60", len(files))
 	}
-	states := map[turnState]int{}
+	states := map[TurnState]int{}
 	for path, f := range files {
 		b := encodeFileState(f, a.cfg.WindowBytes, a.cfg.MaxLineBytes)
 		got, err := decodeFileState(path, b, a.cfg.WindowBytes, a.cfg.MaxLineBytes)
@@ -80,7 +80,7 @@ func TestCheckpointCodecRoundTrip(t *testing.T) {
 		if again := encodeFileState(got, a.cfg.WindowBytes, a.cfg.MaxLineBytes); !bytes.Equal(again, b) {
 			t.Fatalf("%s: re-encoding differs", path)
 		}
-		states[f.sum.state]++
+		states[f.sum.State]++
 	}
 	// The data covers what is saved: several turn states, pending calls.
 	if len(states) < 3 {
@@ -291,13 +291,13 @@ func sameSessions(t *testing.T, got, want adapters.Observation) {
 func FuzzDecodeCheckpoint(f *testing.F) {
 	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/home/u/proj", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 	tr.CrashMidTool("run the tests", "go test ./...")
-	var s summary
-	if _, err := list(bytes.NewReader(tr.Bytes()), int64(len(tr.Bytes())), defaultWindowBytes, &s); err != nil {
+	var s Summary
+	if _, err := List(bytes.NewReader(tr.Bytes()), int64(len(tr.Bytes())), defaultWindowBytes, &s); err != nil {
 		f.Fatal(err)
 	}
 	fs := &fileState{path: "/r/projects/p/x.jsonl", id: "x", read: true, size: 9, offset: 9, sum: s, hasID: true, dev: 3, ino: 4}
 	f.Add(encodeFileState(fs, defaultWindowBytes, defaultMaxLineBytes))
-	s.Prompt = &line{UUID: "u", Prompt: "p", Kind: kindPrompt, Time: time.Unix(5, 6)}
+	s.Prompt = &Line{UUID: "u", Prompt: "p", Kind: KindPrompt, Time: time.Unix(5, 6)}
 	fs.sum = s
 	f.Add(encodeFileState(fs, defaultWindowBytes, defaultMaxLineBytes))
 	f.Add([]byte{checkpointFormat})

@@ -202,7 +202,7 @@ func splitDomain(s string) (machine, ns string, linux bool) {
 func describeDomain(raw, machine string, linux bool) string {
 	switch {
 	case !linux:
-		return fmt.Sprintf("pidDomain %q, as Claude Code writes it on macOS", shorten(raw, 40))
+		return fmt.Sprintf("pidDomain %q, as Claude Code writes it on macOS", Shorten(raw, 40))
 	case machine == "":
 		return "a machine without a readable machine id"
 	}

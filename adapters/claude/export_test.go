@@ -17,7 +17,7 @@ type transcriptInfo struct {
 	Root string
 	Path string
 	Size int64
-	summary
+	Summary
 }
 
 // lookup returns what the last pass knew of the transcript of upstreamID.
@@ -34,7 +34,7 @@ func (a *Adapter) lookup(upstreamID string) (transcriptInfo, bool) {
 				if f.id != upstreamID || !f.read {
 					continue
 				}
-				info := transcriptInfo{Root: r.path, Path: f.path, Size: f.size, summary: f.sum}
+				info := transcriptInfo{Root: r.path, Path: f.path, Size: f.size, Summary: f.sum}
 				if !found || info.Last.After(best.Last) {
 					best, found = info, true
 				}

@@ -40,10 +40,10 @@ func FuzzParseLine(f *testing.F) {
 			}
 		}
 		for _, l := range ls {
-			if l.Kind == kindPrompt && l.Prompt == "" {
+			if l.Kind == KindPrompt && l.Prompt == "" {
 				t.Fatal("prompt without text")
 			}
-			var s summary
+			var s Summary
 			s.meta(&l)
 			s.turn(&l)
 		}

@@ -40,35 +40,35 @@ func FuzzTranscriptRead(f *testing.F) {
 				t.Fatalf("%s: offset %d is inside a line", what, off)
 			}
 		}
-		var s summary
-		res, err := list(bytes.NewReader(data), size, win, &s)
+		var s Summary
+		res, err := List(bytes.NewReader(data), size, win, &s)
 		if err != nil {
 			t.Fatalf("list: %v", err)
 		}
-		atLineStart("list", res.offset, res.skipPartial)
-		if len(s.Pending) > maxPending {
+		atLineStart("list", res.Offset, res.SkipPartial)
+		if len(s.Pending) > MaxPending {
 			t.Fatalf("%d pending tool calls", len(s.Pending))
 		}
 
 		// The file as a first read saw it, then grown to its full size.
 		cut := min(int64(split), size)
-		var s2 summary
-		res, err = list(bytes.NewReader(data[:cut]), cut, win, &s2)
+		var s2 Summary
+		res, err = List(bytes.NewReader(data[:cut]), cut, win, &s2)
 		if err != nil {
 			t.Fatalf("list prefix: %v", err)
 		}
-		atLineStart("list prefix", res.offset, res.skipPartial)
-		res, err = appendRead(bytes.NewReader(data), res.offset, size, res.skipPartial, maxLine, &s2)
+		atLineStart("list prefix", res.Offset, res.SkipPartial)
+		res, err = ReadAppended(bytes.NewReader(data), res.Offset, size, res.SkipPartial, maxLine, &s2)
 		if err != nil {
 			t.Fatalf("append: %v", err)
 		}
-		atLineStart("append", res.offset, res.skipPartial)
+		atLineStart("append", res.Offset, res.SkipPartial)
 
-		var res3 listResult
-		s2.resetTurn()
-		if err := tail(bytes.NewReader(data), size, win, &s2, &res3); err != nil {
+		var res3 Result
+		s2.ResetTurn()
+		if err := Tail(bytes.NewReader(data), size, win, &s2, &res3); err != nil {
 			t.Fatalf("tail: %v", err)
 		}
-		atLineStart("tail", res3.offset, res3.skipPartial)
+		atLineStart("tail", res3.Offset, res3.SkipPartial)
 	})
 }

@@ -11,33 +11,33 @@ import (
 	"unicode/utf8"
 )
 
-// lineKind is what a transcript line means for the conversation's state.
-type lineKind int
+// Kind is what a transcript line means for the conversation's state.
+type Kind int
 
-// lineKind values. Everything Claude Code writes that is not a conversation turn
+// Kind values. Everything Claude Code writes that is not a conversation turn
 // (queue-operation, attachment, atis-latch, api-request-*, tools-used,
 // last-prompt, cost-state, summary, system, file-history-snapshot, and any
-// type not known yet) is kindOther: read for its metadata, never for state.
+// type not known yet) is KindOther: read for its metadata, never for state.
 const (
-	kindOther lineKind = iota
-	// kindPrompt is a real user prompt: it starts a turn and expects a reply.
-	kindPrompt
-	// kindToolResult is a user line carrying tool_result blocks.
-	kindToolResult
-	// kindUserOther is a user line that expects no reply (meta lines, local
+	KindOther Kind = iota
+	// KindPrompt is a real user prompt: it starts a turn and expects a reply.
+	KindPrompt
+	// KindToolResult is a user line carrying tool_result blocks.
+	KindToolResult
+	// KindUserOther is a user line that expects no reply (meta lines, local
 	// slash-command echoes, shell-mode input, compaction summaries).
-	kindUserOther
-	// kindInterrupt is the "[Request interrupted by user]" marker: the turn
+	KindUserOther
+	// KindInterrupt is the "[Request interrupted by user]" marker: the turn
 	// ended on the user's request.
-	kindInterrupt
-	// kindAssistant is an assistant line (text, thinking or tool_use blocks).
-	kindAssistant
+	KindInterrupt
+	// KindAssistant is an assistant line (text, thinking or tool_use blocks).
+	KindAssistant
 )
 
-// line is what sessiond keeps of one transcript line. The big parts (tool
+// Line is what sessiond keeps of one transcript line. The big parts (tool
 // outputs, file contents, thinking) are skipped by the decoder and never
 // copied.
-type line struct {
+type Line struct {
 	Type      string
 	UUID      string
 	SessionID string
@@ -46,11 +46,11 @@ type line struct {
 	GitBranch string
 	Time      time.Time
 	Sidechain bool
-	Kind      lineKind
+	Kind      Kind
 	// Prompt is the text of a kindPrompt line.
 	Prompt string
 	// ToolUses are the tool calls an assistant line starts.
-	ToolUses []toolCall
+	ToolUses []ToolCall
 	// ToolResults are the tool_use ids a user line answers.
 	ToolResults []string
 	// StopReason of an assistant message, "" when the line has none (Claude
@@ -60,8 +60,8 @@ type line struct {
 	Title string
 }
 
-// toolCall is a tool call started by an assistant line.
-type toolCall struct {
+// ToolCall is a tool call started by an assistant line.
+type ToolCall struct {
 	ID   string
 	Name string
 	// Input is a short, one-line summary of the call's input (the command
@@ -91,13 +91,13 @@ const maxGlued = 8
 // the last duplicate winning, a field of the wrong type failing its
 // object): ref_line_test.go keeps that decoder, and the differential tests
 // hold the scanner to it.
-func parseLine(b []byte) ([]line, error) {
+func parseLine(b []byte) ([]Line, error) {
 	return parseLineAppend(nil, b)
 }
 
 // parseLineAppend is parseLine appending the records to dst (see
 // lineArena).
-func parseLineAppend(dst []line, b []byte) ([]line, error) {
+func parseLineAppend(dst []Line, b []byte) ([]Line, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return dst, nil
@@ -120,7 +120,7 @@ func parseLineAppend(dst []line, b []byte) ([]line, error) {
 // it reads one value at a time and, after a value that fails, resumes at
 // the next place that looks like the start of a record. It appends them
 // to out.
-func parseGlued(out []line, b []byte) ([]line, error) {
+func parseGlued(out []Line, b []byte) ([]Line, error) {
 	first := len(out)
 	lost := 0
 	p := 0
@@ -188,9 +188,9 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 var lineTypes = [...]string{"user", "assistant", "queue-operation", "attachment", "atis-latch", "api-request-shape", "api-request-blob", "api-request", "tools-used", "last-prompt", "cost-state", "summary", "system", "file-history-snapshot", "custom-title"}
 
 // line turns the scan into a line.
-func (s *lineScan) line() line {
+func (s *lineScan) line() Line {
 	b := s.b
-	l := line{
+	l := Line{
 		UUID:      s.field(lkUUID),
 		SessionID: s.field(lkSessionID),
 		Cwd:       s.field(lkCwd),
@@ -218,7 +218,7 @@ func (s *lineScan) line() line {
 	}
 	switch l.Type {
 	case "custom-title":
-		l.Title = shorten(s.field(lkCustomTitle), titleMax)
+		l.Title = Shorten(s.field(lkCustomTitle), TitleMax)
 	case "user":
 		s.user(&l)
 	case "assistant":
@@ -249,8 +249,8 @@ func (m *msgScan) usable() []blockScan {
 	return m.blocks
 }
 
-func (s *lineScan) user(l *line) {
-	l.Kind = kindUserOther
+func (s *lineScan) user(l *Line) {
+	l.Kind = KindUserOther
 	m := &s.msg
 	if !s.hasMsg || m.bad {
 		return
@@ -271,7 +271,7 @@ func (s *lineScan) user(l *line) {
 	}
 	switch {
 	case len(l.ToolResults) > 0:
-		l.Kind = kindToolResult
+		l.Kind = KindToolResult
 		return
 	case s.meta || s.compactSummary:
 		return
@@ -298,14 +298,14 @@ func (s *lineScan) user(l *line) {
 	t := strings.TrimSpace(text)
 	switch {
 	case strings.HasPrefix(t, "[Request interrupted by user"):
-		l.Kind = kindInterrupt
+		l.Kind = KindInterrupt
 	case t == "" && images:
-		l.Kind = kindPrompt
+		l.Kind = KindPrompt
 		l.Prompt = "[image]"
 	case t == "" || noReplyExpected(t):
-		l.Kind = kindUserOther
+		l.Kind = KindUserOther
 	default:
-		l.Kind = kindPrompt
+		l.Kind = KindPrompt
 		l.Prompt = t
 	}
 }
@@ -323,8 +323,8 @@ func noReplyExpected(t string) bool {
 	return false
 }
 
-func (s *lineScan) assistant(l *line) {
-	l.Kind = kindAssistant
+func (s *lineScan) assistant(l *Line) {
+	l.Kind = KindAssistant
 	m := &s.msg
 	if !s.hasMsg || m.bad {
 		return
@@ -340,29 +340,29 @@ func (s *lineScan) assistant(l *line) {
 		if id.end == id.start || !eqString(b, bl.str[bkType], "tool_use") {
 			continue
 		}
-		tc := toolCall{ID: str(b, id), Input: summarizeInput(b, &bl.input), At: l.Time}
+		tc := ToolCall{ID: str(b, id), Input: summarizeInput(b, &bl.input), At: l.Time}
 		if n := bl.str[bkName]; n.end > n.start {
 			tc.Name = str(b, n)
 		}
-		if tc.Name == askUserQuestion {
+		if tc.Name == AskUserQuestion {
 			if q := hookjson.QuestionText(b[bl.input.start:bl.input.end]); q != "" {
-				tc.Input = shorten(q, inputMax)
+				tc.Input = Shorten(q, InputMax)
 			}
 		}
 		l.ToolUses = append(l.ToolUses, tc)
 	}
 }
 
-// askUserQuestion is Claude Code's tool that puts questions to the user
+// AskUserQuestion is Claude Code's tool that puts questions to the user
 // and waits for the answers. Its input (2.1.328) is {"questions":
 // [{"question", "header", "options", "multiSelect"}]}.
-const askUserQuestion = "AskUserQuestion"
+const AskUserQuestion = "AskUserQuestion"
 
 // inputKeys are the input fields that say best what a tool call does, in
 // order of preference.
 var inputKeys = [...]string{"command", "file_path", "path", "pattern", "url", "query", "description", "prompt", "notebook_path"}
 
-const inputMax = 120
+const InputMax = 120
 
 // summarizeInput makes a one-line summary of a tool call's input: the
 // first of inputKeys that is a non-empty string, else the input's JSON
@@ -373,17 +373,17 @@ func summarizeInput(b []byte, in *inputScan) string {
 	}
 	for _, sp := range in.keys {
 		if sp.end > sp.start {
-			return shorten(str(b, sp), inputMax)
+			return Shorten(str(b, sp), InputMax)
 		}
 	}
-	return shortenCompact(b[in.start:in.end], inputMax)
+	return shortenCompact(b[in.start:in.end], InputMax)
 }
 
-const titleMax = 80
+const TitleMax = 80
 
-// shorten makes s one line of at most max runes: whitespace runs become a
+// Shorten makes s one line of at most max runes: whitespace runs become a
 // space, control characters are dropped, and a cut is marked with "…".
-func shorten(s string, max int) string {
+func Shorten(s string, max int) string {
 	if max <= 0 {
 		return ""
 	}
@@ -396,7 +396,7 @@ func shorten(s string, max int) string {
 	return sh.String()
 }
 
-// shortenCompact is shorten of checked JSON with the spaces between its
+// shortenCompact is Shorten of checked JSON with the spaces between its
 // tokens removed (json.Compact), without making that copy.
 func shortenCompact(raw []byte, max int) string {
 	if max <= 0 {
@@ -432,7 +432,7 @@ func shortenCompact(raw []byte, max int) string {
 	return sh.String()
 }
 
-// shortener collects the runes of shorten's result.
+// shortener collects the runes of Shorten's result.
 type shortener struct {
 	out   []rune
 	max   int

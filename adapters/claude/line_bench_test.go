@@ -17,7 +17,7 @@ func BenchmarkParseLine(b *testing.B) {
 	lines := claudetest.DenseLines()
 	impls := []struct {
 		name  string
-		parse func([]byte) ([]line, error)
+		parse func([]byte) ([]Line, error)
 	}{{"scan", parseLine}, {"json", refParseLine}}
 	cases := append([]claudetest.DenseLine(nil), lines...)
 	var turn []byte
@@ -66,9 +66,9 @@ func BenchmarkListDense(b *testing.B) {
 	b.ReportAllocs()
 	var read int64
 	for b.Loop() {
-		var s summary
-		res, err := list(countingReaderAt{r, &read}, int64(len(file)), defaultWindowBytes, &s)
-		if err != nil || res.c.corrupt != 0 || s.SessionID == "" {
+		var s Summary
+		res, err := List(countingReaderAt{r, &read}, int64(len(file)), defaultWindowBytes, &s)
+		if err != nil || res.Counts.Corrupt != 0 || s.SessionID == "" {
 			b.Fatalf("list: %+v %v", res, err)
 		}
 	}

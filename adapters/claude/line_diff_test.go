@@ -172,7 +172,7 @@ func TestParseLineMatchesReference(t *testing.T) {
 }
 
 // TestShortenCompactMatchesCompact: the summary of an input without the
-// named keys is shorten of json.Compact of it.
+// named keys is Shorten of json.Compact of it.
 func TestShortenCompactMatchesCompact(t *testing.T) {
 	for _, in := range []string{`{}`, `null`, `[ 1 , 2 ]`, `{ "a" : "x  y" , "b" : [ true , null ] }`, `"\u00e9 \" \\ "`,
 		`{"k":"` + strings.Repeat("é ", 200) + `"}`, `{"k":"a\u0000b\u001fc\ud800d"}`, "{\"k\":\"\xff\xfe\"}"} {

@@ -18,7 +18,7 @@ func TestParseLineTypes(t *testing.T) {
 	tr.Summary("old summary").FileHistorySnapshot().System("turn_duration", "3s").CustomTitle("my title").Interrupt()
 	tr.Add([]byte(`{"type":"some-future-type","sessionId":"` + id + `","payload":{"x":[1,2,3]}}`))
 
-	kinds := map[string]lineKind{}
+	kinds := map[string]Kind{}
 	var toolUse, toolResult string
 	for _, raw := range tr.Lines() {
 		ls, err := parseLine(raw)
@@ -26,7 +26,7 @@ func TestParseLineTypes(t *testing.T) {
 			t.Fatalf("parseLine(%s) = %v, %v", raw, ls, err)
 		}
 		l := ls[0]
-		if l.Kind != kindOther || kinds[l.Type] == 0 {
+		if l.Kind != KindOther || kinds[l.Type] == 0 {
 			kinds[l.Type] = l.Kind
 		}
 		if len(l.ToolUses) == 1 {
@@ -38,7 +38,7 @@ func TestParseLineTypes(t *testing.T) {
 		if len(l.ToolResults) == 1 {
 			toolResult = l.ToolResults[0]
 		}
-		if l.Type == "user" && l.Kind == kindPrompt && (l.Prompt != "list the files" || l.Cwd != cwd || l.SessionID != id || l.Version != claudetest.Version || l.GitBranch != "main") {
+		if l.Type == "user" && l.Kind == KindPrompt && (l.Prompt != "list the files" || l.Cwd != cwd || l.SessionID != id || l.Version != claudetest.Version || l.GitBranch != "main") {
 			t.Fatalf("prompt line = %+v", l)
 		}
 		if l.Type == "custom-title" && l.Title != "my title" {
@@ -46,11 +46,11 @@ func TestParseLineTypes(t *testing.T) {
 		}
 	}
 	for _, typ := range []string{"queue-operation", "attachment", "atis-latch", "api-request-shape", "api-request", "tools-used", "last-prompt", "cost-state", "summary", "file-history-snapshot", "system", "custom-title", "some-future-type"} {
-		if k, ok := kinds[typ]; !ok || k != kindOther {
+		if k, ok := kinds[typ]; !ok || k != KindOther {
 			t.Errorf("type %s: kind %v (seen %v)", typ, k, ok)
 		}
 	}
-	if kinds["assistant"] != kindAssistant {
+	if kinds["assistant"] != KindAssistant {
 		t.Errorf("assistant kind %v", kinds["assistant"])
 	}
 	if toolUse == "" || toolUse != toolResult {
@@ -61,19 +61,19 @@ func TestParseLineTypes(t *testing.T) {
 func TestParseLineUserKinds(t *testing.T) {
 	cases := []struct {
 		line string
-		kind lineKind
+		kind Kind
 	}{
-		{`{"type":"user","message":{"role":"user","content":"hello"}}`, kindPrompt},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"hello"}]}}`, kindPrompt},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}`, kindPrompt},
-		{`{"type":"user","isMeta":true,"message":{"role":"user","content":"Caveat: x"}}`, kindUserOther},
-		{`{"type":"user","message":{"role":"user","content":"<command-name>/clear</command-name>"}}`, kindUserOther},
-		{`{"type":"user","message":{"role":"user","content":"<local-command-stdout></local-command-stdout>"}}`, kindUserOther},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user for tool use]"}]}}`, kindInterrupt},
-		{`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}}`, kindToolResult},
-		{`{"type":"user","message":"not an object"}`, kindUserOther},
-		{`{"type":"user"}`, kindUserOther},
-		{`{"type":"assistant","message":{"content":"odd"}}`, kindAssistant},
+		{`{"type":"user","message":{"role":"user","content":"hello"}}`, KindPrompt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"hello"}]}}`, KindPrompt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"image","source":{}}]}}`, KindPrompt},
+		{`{"type":"user","isMeta":true,"message":{"role":"user","content":"Caveat: x"}}`, KindUserOther},
+		{`{"type":"user","message":{"role":"user","content":"<command-name>/clear</command-name>"}}`, KindUserOther},
+		{`{"type":"user","message":{"role":"user","content":"<local-command-stdout></local-command-stdout>"}}`, KindUserOther},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user for tool use]"}]}}`, KindInterrupt},
+		{`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"x"}]}}`, KindToolResult},
+		{`{"type":"user","message":"not an object"}`, KindUserOther},
+		{`{"type":"user"}`, KindUserOther},
+		{`{"type":"assistant","message":{"content":"odd"}}`, KindAssistant},
 	}
 	for _, c := range cases {
 		ls, err := parseLine([]byte(c.line))
@@ -128,8 +128,8 @@ func TestLineArenaKeepsEachLine(t *testing.T) {
 		}
 	}
 	a := getArena()
-	var c counts
-	got := make([][]line, len(raw))
+	var c Counts
+	got := make([][]Line, len(raw))
 	for i, b := range raw {
 		got[i] = a.parse(b, &c)
 	}
@@ -144,7 +144,7 @@ func TestLineArenaKeepsEachLine(t *testing.T) {
 			}
 		}
 	}
-	if c.lines != int64(len(raw)) || c.glued == 0 || c.corrupt == 0 {
+	if c.Lines != int64(len(raw)) || c.Glued == 0 || c.Corrupt == 0 {
 		t.Fatalf("counted %+v over %d lines", c, len(raw))
 	}
 	putArena(a)
@@ -177,12 +177,12 @@ func TestShorten(t *testing.T) {
 		{"x", 0, ""},
 	}
 	for _, c := range cases {
-		if got := shorten(c.in, c.max); got != c.want {
-			t.Errorf("shorten(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		if got := Shorten(c.in, c.max); got != c.want {
+			t.Errorf("Shorten(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
 		}
 	}
 	long := strings.Repeat("ab ", 1000)
-	if got := shorten(long, 80); utf8.RuneCountInString(got) != 80 {
+	if got := Shorten(long, 80); utf8.RuneCountInString(got) != 80 {
 		t.Fatalf("len %d", utf8.RuneCountInString(got))
 	}
 }

@@ -206,7 +206,7 @@ func (a *Adapter) judgeLeftover(v *procView, ev *lineage.Evidence, regTicks map[
 func carried(p *proc.Process) string {
 	var vs []string
 	if s := p.Env[pidVar]; s != "" {
-		vs = append(vs, pidVar+"="+shorten(s, 20))
+		vs = append(vs, pidVar+"="+Shorten(s, 20))
 	}
 	if p.Env[sessionVar] != "" {
 		vs = append(vs, sessionVar)

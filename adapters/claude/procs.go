@@ -207,5 +207,5 @@ func argvSession(argv []string) (id, flag string) {
 
 // shortArgv renders argv on one short line for a problem's detail.
 func shortArgv(argv []string) string {
-	return shorten(strings.Join(argv, " "), inputMax)
+	return Shorten(strings.Join(argv, " "), InputMax)
 }

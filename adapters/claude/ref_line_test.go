@@ -54,14 +54,14 @@ type refRawBlock struct {
 // crash, then the next record) are split and both returned, with an error
 // wrapping errCorruptLine when some bytes could not be recovered. Unknown
 // types come back as kindOther. refParseLine never panics on any input.
-func refParseLine(b []byte) ([]line, error) {
+func refParseLine(b []byte) ([]Line, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return nil, nil
 	}
 	var r refRawLine
 	if err := json.Unmarshal(b, &r); err == nil {
-		return []line{refDigest(&r)}, nil
+		return []Line{refDigest(&r)}, nil
 	} else if b[0] != '{' {
 		return nil, fmt.Errorf("%w: %v", errCorruptLine, err)
 	}
@@ -71,8 +71,8 @@ func refParseLine(b []byte) ([]line, error) {
 // refParseGlued recovers the records of a line that is not one JSON object:
 // it decodes one value at a time and, after a value that fails, resumes at
 // the next place that looks like the start of a record.
-func refParseGlued(b []byte) ([]line, error) {
-	var out []line
+func refParseGlued(b []byte) ([]Line, error) {
+	var out []Line
 	lost := 0
 	p := 0
 	for attempts := 0; p < len(b) && attempts < maxGlued; attempts++ {
@@ -131,8 +131,8 @@ func refNextRecordStart(b []byte, from int) int {
 }
 
 // refDigest turns a decoded line into a line.
-func refDigest(r *refRawLine) line {
-	l := line{
+func refDigest(r *refRawLine) Line {
+	l := Line{
 		Type:      r.Type,
 		UUID:      r.UUID,
 		SessionID: r.SessionID,
@@ -148,7 +148,7 @@ func refDigest(r *refRawLine) line {
 	}
 	switch r.Type {
 	case "custom-title":
-		l.Title = refShorten(r.CustomTitle, titleMax)
+		l.Title = refShorten(r.CustomTitle, TitleMax)
 	case "user":
 		refDigestUser(&l, r)
 	case "assistant":
@@ -157,8 +157,8 @@ func refDigest(r *refRawLine) line {
 	return l
 }
 
-func refDigestUser(l *line, r *refRawLine) {
-	l.Kind = kindUserOther
+func refDigestUser(l *Line, r *refRawLine) {
+	l.Kind = KindUserOther
 	var m refRawMessage
 	if len(r.Message) == 0 || json.Unmarshal(r.Message, &m) != nil {
 		return
@@ -183,21 +183,21 @@ func refDigestUser(l *line, r *refRawLine) {
 	}
 	switch {
 	case len(l.ToolResults) > 0:
-		l.Kind = kindToolResult
+		l.Kind = KindToolResult
 	case r.IsMeta || r.IsCompactSummary:
-		l.Kind = kindUserOther
+		l.Kind = KindUserOther
 	default:
 		t := strings.TrimSpace(text)
 		switch {
 		case strings.HasPrefix(t, "[Request interrupted by user"):
-			l.Kind = kindInterrupt
+			l.Kind = KindInterrupt
 		case t == "" && images:
-			l.Kind = kindPrompt
+			l.Kind = KindPrompt
 			l.Prompt = "[image]"
 		case t == "" || refNoReplyExpected(t):
-			l.Kind = kindUserOther
+			l.Kind = KindUserOther
 		default:
-			l.Kind = kindPrompt
+			l.Kind = KindPrompt
 			l.Prompt = t
 		}
 	}
@@ -216,8 +216,8 @@ func refNoReplyExpected(t string) bool {
 	return false
 }
 
-func refDigestAssistant(l *line, r *refRawLine) {
-	l.Kind = kindAssistant
+func refDigestAssistant(l *Line, r *refRawLine) {
+	l.Kind = KindAssistant
 	var m refRawMessage
 	if len(r.Message) == 0 || json.Unmarshal(r.Message, &m) != nil {
 		return
@@ -228,7 +228,7 @@ func refDigestAssistant(l *line, r *refRawLine) {
 	_, blocks := refContent(m.Content)
 	for _, b := range blocks {
 		if b.Type == "tool_use" && b.ID != "" {
-			l.ToolUses = append(l.ToolUses, toolCall{ID: b.ID, Name: b.Name, Input: refSummarizeInput(b.Input), At: l.Time})
+			l.ToolUses = append(l.ToolUses, ToolCall{ID: b.ID, Name: b.Name, Input: refSummarizeInput(b.Input), At: l.Time})
 		}
 	}
 }
@@ -272,13 +272,13 @@ func refSummarizeInput(raw json.RawMessage) string {
 			}
 			var s string
 			if json.Unmarshal(v, &s) == nil && s != "" {
-				return refShorten(s, inputMax)
+				return refShorten(s, InputMax)
 			}
 		}
 	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) == nil {
-		return refShorten(buf.String(), inputMax)
+		return refShorten(buf.String(), InputMax)
 	}
 	return ""
 }

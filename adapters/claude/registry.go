@@ -82,11 +82,11 @@ func parseRegistry(b []byte) (registryEntry, error) {
 	e.StatusUpdatedAt = flexTime(raw["statusUpdatedAt"])
 	if w := raw["waitingFor"]; len(w) > 0 {
 		if s := flexString(w); s != "" {
-			e.WaitingFor = shorten(s, inputMax)
+			e.WaitingFor = Shorten(s, InputMax)
 		} else {
 			var buf bytes.Buffer
 			if json.Compact(&buf, w) == nil && buf.String() != "null" {
-				e.WaitingFor = shorten(buf.String(), inputMax)
+				e.WaitingFor = Shorten(buf.String(), InputMax)
 			}
 		}
 	}

@@ -69,8 +69,8 @@ func TestRegistryNames(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]bool{"3ab8568e-0000-4000-8000-000000000001.jsonl": true, "agent-1234.jsonl": false, "3ab8568e-0000-4000-8000-000000000001.json": false} {
-		if isTranscriptName(name) != want {
-			t.Errorf("isTranscriptName(%q) != %v", name, want)
+		if IsName(name) != want {
+			t.Errorf("IsName(%q) != %v", name, want)
 		}
 	}
 }

@@ -106,10 +106,10 @@ type fileState struct {
 	mtime       time.Time
 	offset      int64
 	skipPartial bool
-	sum         summary
+	sum         Summary
 	// bad counts the lines skipped or repaired since the file was last
 	// listed from its start: named in health as a warning.
-	bad counts
+	bad Counts
 	// gen counts the reads that changed this state, so Checkpoint saves
 	// only what changed since the last save (see checkpoint.go).
 	gen uint64
@@ -275,7 +275,7 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 	}
 	defer f.Close()
 	buf := make([]byte, fi.Size())
-	n, err := readAtFull(countingFile{f, &a.bytesRead}, buf, 0)
+	n, err := ReadAtFull(countingFile{f, &a.bytesRead}, buf, 0)
 	if err != nil {
 		return err
 	}
@@ -416,7 +416,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot, reads *readPoo
 		p.skipped = nil
 		for _, e := range ents {
 			name := e.Name()
-			if !isTranscriptName(name) {
+			if !IsName(name) {
 				continue
 			}
 			if e.Type()&fs.ModeSymlink != 0 {
@@ -532,7 +532,7 @@ type readPool struct {
 
 	mu    sync.Mutex
 	jobs  int
-	total counts
+	total Counts
 	kinds [jobRetail + 1]uint64
 	errs  []adapters.InputError
 }
@@ -555,7 +555,7 @@ func (p *readPool) submit(j *job) {
 
 func (p *readPool) work() {
 	defer p.wg.Done()
-	var c counts
+	var c Counts
 	var kinds [jobRetail + 1]uint64
 	var errs []adapters.InputError
 	n := 0
@@ -565,7 +565,7 @@ func (p *readPool) work() {
 			continue // wait reports the context's error
 		}
 		jc, err := p.a.runJob(j)
-		c.add(jc)
+		c.Add(jc)
 		kinds[j.kind]++
 		if err != nil {
 			errs = append(errs, adapters.InputError{Input: j.f.path, Err: err})
@@ -574,7 +574,7 @@ func (p *readPool) work() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.jobs += n
-	p.total.add(c)
+	p.total.Add(c)
 	for k, v := range kinds {
 		p.kinds[k] += v
 	}
@@ -588,10 +588,10 @@ func (p *readPool) wait() ([]adapters.InputError, int, error) {
 	close(p.ch)
 	p.wg.Wait()
 	a := p.a
-	a.stats.LinesRead += p.total.lines
-	a.stats.LinesTooLong += p.total.tooLong
-	a.stats.LinesCorrupt += p.total.corrupt
-	a.stats.LinesGlued += p.total.glued
+	a.stats.LinesRead += p.total.Lines
+	a.stats.LinesTooLong += p.total.TooLong
+	a.stats.LinesCorrupt += p.total.Corrupt
+	a.stats.LinesGlued += p.total.Glued
 	a.stats.FilesListed += p.kinds[jobList] + p.kinds[jobRestart]
 	a.stats.FilesRestarted += p.kinds[jobRestart]
 	a.stats.FilesAppended += p.kinds[jobAppend]
@@ -603,43 +603,43 @@ func (p *readPool) wait() ([]adapters.InputError, int, error) {
 }
 
 // runJob reads one transcript. On error the file keeps its last state.
-func (a *Adapter) runJob(j *job) (counts, error) {
+func (a *Adapter) runJob(j *job) (Counts, error) {
 	f := j.f
 	file, err := a.fs.Open(f.path)
 	if err != nil {
-		return counts{}, err
+		return Counts{}, err
 	}
 	defer file.Close()
 	r := countingFile{file, &a.bytesRead}
 	size := j.fi.Size()
-	var res listResult
+	var res Result
 	sum := f.sum
 	switch j.kind {
 	case jobList, jobRestart:
-		sum = summary{}
-		res, err = list(r, size, a.cfg.WindowBytes, &sum)
+		sum = Summary{}
+		res, err = List(r, size, a.cfg.WindowBytes, &sum)
 	case jobRetail:
-		sum.resetTurn()
-		err = tail(r, size, a.cfg.WindowBytes, &sum, &res)
+		sum.ResetTurn()
+		err = Tail(r, size, a.cfg.WindowBytes, &sum, &res)
 	case jobAppend:
-		sum.Pending = append([]toolCall(nil), sum.Pending...)
-		res, err = appendRead(r, f.offset, size, f.skipPartial, a.cfg.MaxLineBytes, &sum)
+		sum.Pending = append([]ToolCall(nil), sum.Pending...)
+		res, err = ReadAppended(r, f.offset, size, f.skipPartial, a.cfg.MaxLineBytes, &sum)
 	}
 	if err != nil {
-		return res.c, fmt.Errorf("read transcript: %w", err)
+		return res.Counts, fmt.Errorf("read transcript: %w", err)
 	}
 	dev, ino, hasID := kit.FileID(j.fi)
 	f.read = true
 	f.dev, f.ino, f.hasID = dev, ino, hasID
 	f.size, f.mtime = size, j.fi.ModTime()
-	f.offset, f.skipPartial = res.offset, res.skipPartial
+	f.offset, f.skipPartial = res.Offset, res.SkipPartial
 	f.sum = sum
 	if j.kind == jobList || j.kind == jobRestart {
-		f.bad = counts{}
+		f.bad = Counts{}
 	}
-	f.bad.add(res.c)
+	f.bad.Add(res.Counts)
 	f.gen++
-	return res.c, nil
+	return res.Counts, nil
 }
 
 // skippedLink names a symbolic link the scan does not follow, with why
@@ -675,7 +675,7 @@ func (a *Adapter) warnings(shape uint64) []adapters.InputError {
 		for _, r := range a.roots {
 			for _, p := range r.projects {
 				for _, f := range p.files {
-					if msg := f.bad.describe(a.cfg.MaxLineBytes, a.cfg.WindowBytes); msg != "" {
+					if msg := f.bad.Describe(a.cfg.MaxLineBytes, a.cfg.WindowBytes); msg != "" {
 						a.fileWarn = append(a.fileWarn, adapters.InputError{Input: f.path, Err: errors.New(msg)})
 					}
 				}

@@ -13,12 +13,12 @@ import (
 	"time"
 )
 
-// isTranscriptName reports whether a file name in a project folder is a
+// IsName reports whether a file name in a project folder is a
 // session transcript, <uuid>.jsonl; subagent files (agent-*.jsonl) and the
 // <uuid>/subagents/ folders are not sessions. It is checked by hand, since
 // every listing asks it of every file (a regexp was 6 % of a restart); the
 // tests hold it to that regexp (transcriptName).
-func isTranscriptName(name string) bool {
+func IsName(name string) bool {
 	const uuidLen = 36
 	if len(name) != uuidLen+len(".jsonl") || name[uuidLen:] != ".jsonl" {
 		return false
@@ -39,21 +39,21 @@ func isTranscriptName(name string) bool {
 	return true
 }
 
-// turnState is where the last turn of a transcript stands.
-type turnState int
+// TurnState is where the last turn of a transcript stands.
+type TurnState int
 
 const (
-	turnNone        turnState = iota
-	turnPrompt                // a real prompt, no reply yet
-	turnToolResult            // tool results sent, no assistant reply yet
-	turnAssistant             // the assistant wrote last
-	turnInterrupted           // the user interrupted the turn
+	TurnNone        TurnState = iota
+	TurnPrompt                // a real prompt, no reply yet
+	TurnToolResult            // tool results sent, no assistant reply yet
+	TurnAssistant             // the assistant wrote last
+	TurnInterrupted           // the user interrupted the turn
 )
 
-// summary is what a transcript shows, kept per file and updated as the
+// Summary is what a transcript shows, kept per file and updated as the
 // file grows. Only the last turn's state is kept: work left unfinished in
 // an earlier turn was abandoned when the next prompt came.
-type summary struct {
+type Summary struct {
 	SessionID string
 	Cwd       string
 	Version   string
@@ -62,38 +62,38 @@ type summary struct {
 	First     time.Time
 	Last      time.Time
 	// Pending are tool calls of the last turn that have no result yet,
-	// the newest maxPending of them.
-	Pending []toolCall
-	// pendingDropped counts older calls without results that did not fit.
-	pendingDropped int
+	// the newest MaxPending of them.
+	Pending []ToolCall
+	// PendingDropped counts older calls without results that did not fit.
+	PendingDropped int
 	// Prompt is the last turn's prompt while it has no reply.
-	Prompt *line
+	Prompt *Line
 
-	customTitle bool
-	state       turnState
-	stateAt     time.Time
-	stateUUID   string
-	stopReason  string
+	CustomTitle bool
+	State       TurnState
+	StateAt     time.Time
+	StateUUID   string
+	StopReason  string
 }
 
-// counts are a read's line counters.
-type counts struct {
-	lines, tooLong, corrupt, glued int64
-	// longHead: the first line is longer than the head window, so the
+// Counts are a read's line counters.
+type Counts struct {
+	Lines, TooLong, Corrupt, Glued int64
+	// LongHead: the first line is longer than the head window, so the
 	// listing could not read it (nor the session's metadata in it).
-	longHead int64
+	LongHead int64
 }
 
-func (c *counts) add(o counts) {
-	c.lines += o.lines
-	c.tooLong += o.tooLong
-	c.corrupt += o.corrupt
-	c.glued += o.glued
-	c.longHead += o.longHead
+func (c *Counts) Add(o Counts) {
+	c.Lines += o.Lines
+	c.TooLong += o.TooLong
+	c.Corrupt += o.Corrupt
+	c.Glued += o.Glued
+	c.LongHead += o.LongHead
 }
 
-// describe says what was wrong with a transcript's lines, "" if nothing.
-func (c counts) describe(maxLine, window int) string {
+// Describe says what was wrong with a transcript's lines, "" if nothing.
+func (c Counts) Describe(maxLine, window int) string {
 	var parts []string
 	plural := func(n int64, what string) string {
 		if n == 1 {
@@ -101,16 +101,16 @@ func (c counts) describe(maxLine, window int) string {
 		}
 		return fmt.Sprintf("%d %ss", n, what)
 	}
-	if c.corrupt > 0 {
-		parts = append(parts, plural(c.corrupt, "corrupt line")+" skipped")
+	if c.Corrupt > 0 {
+		parts = append(parts, plural(c.Corrupt, "corrupt line")+" skipped")
 	}
-	if c.glued > 0 {
-		parts = append(parts, plural(c.glued, "glued line")+" split into records")
+	if c.Glued > 0 {
+		parts = append(parts, plural(c.Glued, "glued line")+" split into records")
 	}
-	if c.tooLong > 0 {
-		parts = append(parts, plural(c.tooLong, "line")+fmt.Sprintf(" longer than %d bytes skipped", maxLine))
+	if c.TooLong > 0 {
+		parts = append(parts, plural(c.TooLong, "line")+fmt.Sprintf(" longer than %d bytes skipped", maxLine))
 	}
-	if c.longHead > 0 {
+	if c.LongHead > 0 {
 		parts = append(parts, fmt.Sprintf("first line longer than the %d byte head window: not read", window))
 	}
 	if len(parts) == 0 {
@@ -121,13 +121,13 @@ func (c counts) describe(maxLine, window int) string {
 
 // headDone reports whether the head of a file has told everything the head
 // is read for.
-func (s *summary) headDone() bool {
+func (s *Summary) headDone() bool {
 	return s.SessionID != "" && s.Cwd != "" && s.Title != "" && !s.First.IsZero()
 }
 
 // meta takes a line's metadata. Applied in file order: the latest version
 // and branch win, the first cwd and prompt stay.
-func (s *summary) meta(l *line) {
+func (s *Summary) meta(l *Line) {
 	if s.SessionID == "" {
 		s.SessionID = l.SessionID
 	}
@@ -150,62 +150,62 @@ func (s *summary) meta(l *line) {
 	}
 	if l.Title != "" {
 		s.Title = l.Title
-		s.customTitle = true
+		s.CustomTitle = true
 	}
-	if l.Kind == kindPrompt && !l.Sidechain && s.Title == "" {
-		s.Title = shorten(l.Prompt, titleMax)
+	if l.Kind == KindPrompt && !l.Sidechain && s.Title == "" {
+		s.Title = Shorten(l.Prompt, TitleMax)
 	}
 }
 
 // turn moves the last turn's state by one line, in file order.
-func (s *summary) turn(l *line) {
+func (s *Summary) turn(l *Line) {
 	if l.Sidechain {
 		return
 	}
 	switch l.Kind {
-	case kindPrompt:
-		s.Pending, s.pendingDropped = nil, 0
+	case KindPrompt:
+		s.Pending, s.PendingDropped = nil, 0
 		p := *l
-		p.Prompt = shorten(l.Prompt, inputMax)
+		p.Prompt = Shorten(l.Prompt, InputMax)
 		p.ToolUses, p.ToolResults = nil, nil
 		s.Prompt = &p
-		s.set(turnPrompt, l)
-	case kindToolResult:
+		s.set(TurnPrompt, l)
+	case KindToolResult:
 		for _, id := range l.ToolResults {
 			s.resolve(id)
 		}
 		s.Prompt = nil
-		s.set(turnToolResult, l)
-	case kindInterrupt:
-		s.Pending, s.pendingDropped = nil, 0
+		s.set(TurnToolResult, l)
+	case KindInterrupt:
+		s.Pending, s.PendingDropped = nil, 0
 		s.Prompt = nil
-		s.set(turnInterrupted, l)
-	case kindAssistant:
+		s.set(TurnInterrupted, l)
+	case KindAssistant:
 		for _, tc := range l.ToolUses {
 			s.resolve(tc.ID) // one call written twice counts once
-			if len(s.Pending) == maxPending {
+			if len(s.Pending) == MaxPending {
 				// Keep the newest: drop the oldest, and count it.
 				s.Pending = append(s.Pending[:0], s.Pending[1:]...)
-				s.pendingDropped++
+				s.PendingDropped++
 			}
 			s.Pending = append(s.Pending, tc)
 		}
 		s.Prompt = nil
-		s.stopReason = l.StopReason
-		s.set(turnAssistant, l)
+		s.StopReason = l.StopReason
+		s.set(TurnAssistant, l)
 	}
 }
 
-// maxPending bounds the tool calls remembered per session.
-const maxPending = 64
+// MaxPending bounds the tool calls remembered per session.
+const MaxPending = 64
 
-func (s *summary) set(st turnState, l *line) {
-	s.state = st
-	s.stateAt = l.Time
-	s.stateUUID = l.UUID
+func (s *Summary) set(st TurnState, l *Line) {
+	s.State = st
+	s.StateAt = l.Time
+	s.StateUUID = l.UUID
 }
 
-func (s *summary) resolve(id string) {
+func (s *Summary) resolve(id string) {
 	for i, tc := range s.Pending {
 		if tc.ID == id {
 			s.Pending = append(s.Pending[:i:i], s.Pending[i+1:]...)
@@ -214,14 +214,14 @@ func (s *summary) resolve(id string) {
 	}
 }
 
-// resetTurn forgets the turn state (before a tail is read again).
-func (s *summary) resetTurn() {
-	s.Pending, s.pendingDropped = nil, 0
+// ResetTurn forgets the turn state (before a tail is read again).
+func (s *Summary) ResetTurn() {
+	s.Pending, s.PendingDropped = nil, 0
 	s.Prompt = nil
-	s.state = turnNone
-	s.stateAt = time.Time{}
-	s.stateUUID = ""
-	s.stopReason = ""
+	s.State = TurnNone
+	s.StateAt = time.Time{}
+	s.StateUUID = ""
+	s.StopReason = ""
 }
 
 // parsedLines parses the lines of a window at most once each and counts
@@ -229,15 +229,15 @@ func (s *summary) resetTurn() {
 type parsedLines struct {
 	raw    [][]byte
 	done   []bool
-	parsed [][]line
-	c      counts
+	parsed [][]Line
+	c      Counts
 }
 
 func newParsed(raw [][]byte) *parsedLines {
-	return &parsedLines{raw: raw, done: make([]bool, len(raw)), parsed: make([][]line, len(raw))}
+	return &parsedLines{raw: raw, done: make([]bool, len(raw)), parsed: make([][]Line, len(raw))}
 }
 
-func (p *parsedLines) get(i int) []line {
+func (p *parsedLines) get(i int) []Line {
 	if !p.done[i] {
 		p.done[i] = true
 		p.parsed[i] = parseCounted(nil, p.raw[i], &p.c)
@@ -247,15 +247,15 @@ func (p *parsedLines) get(i int) []line {
 
 // parseCounted parses one line, appending its records to dst, and counts
 // corrupt and glued lines.
-func parseCounted(dst []line, b []byte, c *counts) []line {
-	c.lines++
+func parseCounted(dst []Line, b []byte, c *Counts) []Line {
+	c.Lines++
 	n := len(dst)
 	dst, err := parseLineAppend(dst, b)
 	if err != nil {
-		c.corrupt++
+		c.Corrupt++
 	}
 	if len(dst)-n > 1 {
-		c.glued++
+		c.Glued++
 	}
 	return dst
 }
@@ -267,10 +267,10 @@ func parseCounted(dst []line, b []byte, c *counts) []line {
 // collector run. Nothing may keep a record, or a slice of them, past
 // putArena: the summary copies what it keeps.
 type lineArena struct {
-	buf []line
+	buf []Line
 	// The tail's scratch, used again as buf is: the lines it holds back
 	// (newest first) and the newlines it found.
-	back [][]line
+	back [][]Line
 	nl   []int64
 }
 
@@ -296,7 +296,7 @@ func putArena(a *lineArena) {
 // parse parses line b (see parseCounted) into the arena and returns its
 // records. They stay valid while more lines are parsed: an array that
 // fills is left to the slices already handed out, and a larger one begun.
-func (a *lineArena) parse(b []byte, c *counts) []line {
+func (a *lineArena) parse(b []byte, c *Counts) []Line {
 	if a == nil {
 		return parseCounted(nil, b, c)
 	}
@@ -324,7 +324,7 @@ func splitLines(buf []byte) (lines [][]byte, rest int) {
 // readHead applies the metadata of the first lines until the head has told
 // everything (session id, cwd, first time, title) or the lines run out. It
 // returns how many lines it looked at.
-func readHead(s *summary, p *parsedLines) int {
+func readHead(s *Summary, p *parsedLines) int {
 	for i := range p.raw {
 		for _, l := range p.get(i) {
 			s.meta(&l)
@@ -338,7 +338,7 @@ func readHead(s *summary, p *parsedLines) int {
 
 // readTail reads the last turn: it walks back from the end to the last real
 // prompt (or the window's start), then applies those lines in order.
-func readTail(s *summary, p *parsedLines, from int) {
+func readTail(s *Summary, p *parsedLines, from int) {
 	start := from
 	for i := len(p.raw) - 1; i >= from; i-- {
 		start = i
@@ -354,17 +354,17 @@ func readTail(s *summary, p *parsedLines, from int) {
 	}
 }
 
-func isTurnStart(ls []line) bool {
+func isTurnStart(ls []Line) bool {
 	for _, l := range ls {
-		if l.Kind == kindPrompt && !l.Sidechain {
+		if l.Kind == KindPrompt && !l.Sidechain {
 			return true
 		}
 	}
 	return false
 }
 
-// readAtFull reads len(buf) bytes at off, or fewer at the end of the file.
-func readAtFull(r io.ReaderAt, buf []byte, off int64) (int, error) {
+// ReadAtFull reads len(buf) bytes at off, or fewer at the end of the file.
+func ReadAtFull(r io.ReaderAt, buf []byte, off int64) (int, error) {
 	n, err := r.ReadAt(buf, off)
 	if errors.Is(err, io.EOF) {
 		err = nil
@@ -372,11 +372,11 @@ func readAtFull(r io.ReaderAt, buf []byte, off int64) (int, error) {
 	return n, err
 }
 
-// listResult is the outcome of reading (part of) a transcript.
-type listResult struct {
-	offset      int64 // end of the last complete line consumed
-	skipPartial bool  // offset is inside a line: skip to its end first
-	c           counts
+// Result is the outcome of reading (part of) a transcript.
+type Result struct {
+	Offset      int64 // end of the last complete line consumed
+	SkipPartial bool  // offset is inside a line: skip to its end first
+	Counts      Counts
 }
 
 // headChunk and tailChunk are the first reads of a transcript's head and
@@ -389,13 +389,13 @@ var (
 	tailChunk int64 = 8 << 10
 )
 
-// list reads a transcript the first time (or after a restart): its first
+// List reads a transcript the first time (or after a restart): its first
 // lines until the head has told everything, and its last lines back to the
 // last turn's start, each read in growing chunks and at most the first and
 // the last window bytes. A file up to two windows is treated as one window.
 // The result is what listWhole gives; if the file changes under the reads
-// (a read comes back short), list does what listWhole does.
-func list(r io.ReaderAt, size int64, window int, s *summary) (listResult, error) {
+// (a read comes back short), List does what listWhole does.
+func List(r io.ReaderAt, size int64, window int, s *Summary) (Result, error) {
 	saved := *s
 	res, ok, err := listChunked(r, size, window, s)
 	if err != nil || ok {
@@ -405,11 +405,11 @@ func list(r io.ReaderAt, size int64, window int, s *summary) (listResult, error)
 	return listWhole(r, size, window, s)
 }
 
-// tail reads the last window of a file into the turn state (which the
+// Tail reads the last window of a file into the turn state (which the
 // caller has reset), from the end back to the last turn's start only, and
 // sets the offset at the window's end. The result is what tailWhole gives;
-// if the file changes under the reads, tail does what tailWhole does.
-func tail(r io.ReaderAt, size int64, window int, s *summary, res *listResult) error {
+// if the file changes under the reads, Tail does what tailWhole does.
+func Tail(r io.ReaderAt, size int64, window int, s *Summary, res *Result) error {
 	ok, err := tailChunked(r, size, window, s, res)
 	if err != nil || ok {
 		return err
@@ -417,9 +417,9 @@ func tail(r io.ReaderAt, size int64, window int, s *summary, res *listResult) er
 	return tailWhole(r, size, window, s, res)
 }
 
-// tailChunked is tail without the fallback: ok is false if the file
+// tailChunked is Tail without the fallback: ok is false if the file
 // changed under the reads (s and res are then untouched).
-func tailChunked(r io.ReaderAt, size int64, window int, s *summary, res *listResult) (bool, error) {
+func tailChunked(r io.ReaderAt, size int64, window int, s *Summary, res *Result) (bool, error) {
 	bp := getBuf(min(window+1, int(size)))
 	defer putBuf(bp)
 	a := getArena()
@@ -447,7 +447,7 @@ func (v *view) load(from, to int64) (bool, error) {
 	if from >= to {
 		return true, nil
 	}
-	n, err := readAtFull(v.r, v.buf[from-v.base:to-v.base], from)
+	n, err := ReadAtFull(v.r, v.buf[from-v.base:to-v.base], from)
 	if err != nil {
 		return false, err
 	}
@@ -459,12 +459,12 @@ func (v *view) bytes(from, to int64) []byte { return v.buf[from-v.base : to-v.ba
 // headLine is a line the head parsed, by its start in the file.
 type headLine struct {
 	start int64
-	ls    []line
+	ls    []Line
 }
 
-// listChunked is list without the fallback: ok is false if the file
+// listChunked is List without the fallback: ok is false if the file
 // changed under the reads (s is then partly updated).
-func listChunked(r io.ReaderAt, size int64, window int, s *summary) (res listResult, ok bool, err error) {
+func listChunked(r io.ReaderAt, size int64, window int, s *Summary) (res Result, ok bool, err error) {
 	if size <= 2*int64(window) {
 		// One window: head and tail share the bytes, and a line both
 		// look at is parsed (and counted) once.
@@ -473,7 +473,7 @@ func listChunked(r io.ReaderAt, size int64, window int, s *summary) (res listRes
 		a := getArena()
 		defer putArena(a)
 		v := view{r: r, buf: (*bp)[:size], lines: a}
-		h, ok, err := readHeadChunked(&v, size, s, &res.c)
+		h, ok, err := readHeadChunked(&v, size, s, &res.Counts)
 		if err != nil || !ok {
 			return res, false, err
 		}
@@ -484,14 +484,14 @@ func listChunked(r io.ReaderAt, size int64, window int, s *summary) (res listRes
 	bp := getBuf(window)
 	a := getArena()
 	v := view{r: r, buf: (*bp)[:window], lines: a}
-	h, ok, err := readHeadChunked(&v, int64(window), s, &res.c)
+	h, ok, err := readHeadChunked(&v, int64(window), s, &res.Counts)
 	putArena(a) // h.lines are not used past here
 	putBuf(bp)
 	if err != nil || !ok {
 		return res, false, err
 	}
 	if h.hi == int64(window) && !h.newline {
-		res.c.longHead++
+		res.Counts.LongHead++
 	}
 	ok, err = tailChunked(r, size, window, s, &res)
 	return res, ok, err
@@ -507,7 +507,7 @@ type headRead struct {
 // readHeadChunked applies the metadata of the first complete lines within
 // limit bytes, as readHead does, reading them in growing chunks only until
 // the head has told everything. ok is false if the file ended before limit.
-func readHeadChunked(v *view, limit int64, s *summary, c *counts) (h headRead, ok bool, err error) {
+func readHeadChunked(v *view, limit int64, s *Summary, c *Counts) (h headRead, ok bool, err error) {
 	pos := int64(0) // start of the next line
 	for {
 		to := min(limit, max(headChunk, 2*h.hi))
@@ -549,9 +549,9 @@ func readHeadChunked(v *view, limit int64, s *summary, c *counts) (h headRead, o
 // needs. head holds lines already parsed at the file's start (a small
 // file's head, v.have bytes), reused rather than parsed again. ok is false
 // if the file ended before size (s is then untouched).
-func readTailChunked(v *view, size, ws int64, head []headLine, s *summary, res *listResult) (ok bool, err error) {
-	var c counts
-	var lines [][]line // newest first
+func readTailChunked(v *view, size, ws int64, head []headLine, s *Summary, res *Result) (ok bool, err error) {
+	var c Counts
+	var lines [][]Line // newest first
 	var nl []int64     // the newlines in [lo, size), newest first
 	lo := size         // bytes [lo, size) are read
 	i := 0             // nl[i] ends the next line back
@@ -605,16 +605,16 @@ func readTailChunked(v *view, size, ws int64, head []headLine, s *summary, res *
 			s.turn(&l)
 		}
 	}
-	res.c.add(c)
+	res.Counts.Add(c)
 	switch {
 	case len(nl) > 0:
-		res.offset = nl[0] + 1
+		res.Offset = nl[0] + 1
 	case ws > 0:
 		// No newline in the window: it is all inside one line.
-		res.offset = size
-		res.skipPartial = true
+		res.Offset = size
+		res.SkipPartial = true
 	default:
-		res.offset = 0
+		res.Offset = 0
 	}
 	return true, nil
 }
@@ -642,7 +642,7 @@ func appendNewlinesBackwards(nl []int64, v *view, from, to int64) []int64 {
 }
 
 // headParsed is the line the head parsed at start, if it did.
-func headParsed(head []headLine, have, start int64) ([]line, bool) {
+func headParsed(head []headLine, have, start int64) ([]Line, bool) {
 	if start >= have {
 		return nil, false
 	}
@@ -655,15 +655,15 @@ func headParsed(head []headLine, have, start int64) ([]line, bool) {
 
 // listWhole reads a transcript the first time (or after a restart): the
 // whole first and last window bytes. A file up to two windows is read
-// whole. It is what list does when the file changes under a chunked read,
-// and the reference list is held to.
-func listWhole(r io.ReaderAt, size int64, window int, s *summary) (listResult, error) {
-	var res listResult
+// whole. It is what List does when the file changes under a chunked read,
+// and the reference List is held to.
+func listWhole(r io.ReaderAt, size int64, window int, s *Summary) (Result, error) {
+	var res Result
 	if size <= 2*int64(window) {
 		bp := getBuf(int(size))
 		defer putBuf(bp)
 		buf := (*bp)[:size]
-		n, err := readAtFull(r, buf, 0)
+		n, err := ReadAtFull(r, buf, 0)
 		if err != nil {
 			return res, err
 		}
@@ -672,34 +672,34 @@ func listWhole(r io.ReaderAt, size int64, window int, s *summary) (listResult, e
 		p := newParsed(lines)
 		readHead(s, p)
 		readTail(s, p, 0)
-		res.offset = int64(n - rest)
-		res.c = p.c
+		res.Offset = int64(n - rest)
+		res.Counts = p.c
 		return res, nil
 	}
 	bp := getBuf(window)
 	head := (*bp)[:window]
-	n, err := readAtFull(r, head, 0)
+	n, err := ReadAtFull(r, head, 0)
 	if err != nil {
 		putBuf(bp)
 		return res, err
 	}
 	hl, _ := splitLines(head[:n])
 	if n == window && bytes.IndexByte(head[:n], '\n') < 0 {
-		res.c.longHead++
+		res.Counts.LongHead++
 	}
 	hp := newParsed(hl)
 	readHead(s, hp)
 	putBuf(bp)
-	res.c.add(hp.c)
+	res.Counts.Add(hp.c)
 	err = tailWhole(r, size, window, s, &res)
 	return res, err
 }
 
 // tailWhole reads the whole last window of a file into the turn state
 // (which the caller has reset) and sets the offset at the window's end.
-// It is what tail does when the file changes under a chunked read, and the
-// reference tail is held to.
-func tailWhole(r io.ReaderAt, size int64, window int, s *summary, res *listResult) error {
+// It is what Tail does when the file changes under a chunked read, and the
+// reference Tail is held to.
+func tailWhole(r io.ReaderAt, size int64, window int, s *Summary, res *Result) error {
 	start := size - int64(window) - 1 // one byte more: is the window at a line start?
 	if start < 0 {
 		start = 0
@@ -707,7 +707,7 @@ func tailWhole(r io.ReaderAt, size int64, window int, s *summary, res *listResul
 	bp := getBuf(int(size - start))
 	defer putBuf(bp)
 	buf := (*bp)[:size-start]
-	n, err := readAtFull(r, buf, start)
+	n, err := ReadAtFull(r, buf, start)
 	if err != nil {
 		return err
 	}
@@ -717,8 +717,8 @@ func tailWhole(r io.ReaderAt, size int64, window int, s *summary, res *listResul
 		// window: not a whole line.
 		i := bytes.IndexByte(buf, '\n')
 		if i < 0 {
-			res.offset = start + int64(n)
-			res.skipPartial = true
+			res.Offset = start + int64(n)
+			res.SkipPartial = true
 			return nil
 		}
 		buf = buf[i+1:]
@@ -727,29 +727,29 @@ func tailWhole(r io.ReaderAt, size int64, window int, s *summary, res *listResul
 	lines, rest := splitLines(buf)
 	p := newParsed(lines)
 	readTail(s, p, 0)
-	res.c.add(p.c)
-	res.offset = start + int64(len(buf)-rest)
+	res.Counts.Add(p.c)
+	res.Offset = start + int64(len(buf)-rest)
 	return nil
 }
 
-// appendRead reads the bytes appended since offset, line by line, with
+// ReadAppended reads the bytes appended since offset, line by line, with
 // lines longer than maxLine skipped and counted.
-func appendRead(r io.ReaderAt, offset, size int64, skipPartial bool, maxLine int, s *summary) (listResult, error) {
-	res := listResult{offset: offset, skipPartial: skipPartial}
+func ReadAppended(r io.ReaderAt, offset, size int64, skipPartial bool, maxLine int, s *Summary) (Result, error) {
+	res := Result{Offset: offset, SkipPartial: skipPartial}
 	br := bufio.NewReaderSize(io.NewSectionReader(r, offset, size-offset), 64<<10)
 	var buf []byte
-	var parsed []line // one line's records, used up before the next
+	var parsed []Line // one line's records, used up before the next
 	for {
 		line, n, tooLong, complete, err := readLine(br, maxLine, buf[:0])
 		buf = line
 		switch {
-		case complete && res.skipPartial:
-			res.skipPartial = false
+		case complete && res.SkipPartial:
+			res.SkipPartial = false
 		case complete && tooLong:
-			res.c.lines++
-			res.c.tooLong++
+			res.Counts.Lines++
+			res.Counts.TooLong++
 		case complete:
-			parsed = parseCounted(parsed[:0], line, &res.c)
+			parsed = parseCounted(parsed[:0], line, &res.Counts)
 			for _, l := range parsed {
 				s.meta(&l)
 				s.turn(&l)
@@ -757,16 +757,16 @@ func appendRead(r io.ReaderAt, offset, size int64, skipPartial bool, maxLine int
 		case tooLong:
 			// An unfinished line already past the cap: consume it now so it
 			// is never re-read, and skip its end when it comes.
-			if !res.skipPartial {
-				res.c.lines++
-				res.c.tooLong++
+			if !res.SkipPartial {
+				res.Counts.Lines++
+				res.Counts.TooLong++
 			}
-			res.skipPartial = true
+			res.SkipPartial = true
 		default:
 			// An unfinished line: leave it for the next read.
 			n = 0
 		}
-		res.offset += int64(n)
+		res.Offset += int64(n)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return res, nil

@@ -23,15 +23,15 @@ func (c *readCount) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// compareReads holds list and tail (chunked) to listWhole and tailWhole
+// compareReads holds List and Tail (chunked) to listWhole and tailWhole
 // (the whole windows) on one file: the same summary, counts, offset and
 // skipPartial, never more bytes read. It returns the bytes each read.
 func compareReads(t *testing.T, data []byte, window int) (got, want int64) {
 	t.Helper()
 	size := int64(len(data))
-	var s1, s2 summary
+	var s1, s2 Summary
 	r1, r2 := &readCount{r: bytes.NewReader(data)}, &readCount{r: bytes.NewReader(data)}
-	// listChunked, not list: a fallback to listWhole must not hide a
+	// listChunked, not List: a fallback to listWhole must not hide a
 	// difference (a bytes.Reader never comes back short).
 	res1, ok, err1 := listChunked(r1, size, window, &s1)
 	res2, err2 := listWhole(r2, size, window, &s2)
@@ -46,9 +46,9 @@ func compareReads(t *testing.T, data []byte, window int) (got, want int64) {
 	}
 	// A retail: the turn state again from the tail alone.
 	t1, t2 := s1, s2
-	t1.resetTurn()
-	t2.resetTurn()
-	var tr1, tr2 listResult
+	t1.ResetTurn()
+	t2.ResetTurn()
+	var tr1, tr2 Result
 	q1, q2 := &readCount{r: bytes.NewReader(data)}, &readCount{r: bytes.NewReader(data)}
 	if ok, err := tailChunked(q1, size, window, &t1, &tr1); err != nil || !ok {
 		t.Fatal(ok, err)
@@ -74,7 +74,7 @@ func withChunks(head, tail int64, f func()) {
 	f()
 }
 
-// The chunked first reading of a transcript (list, tail) gives exactly
+// The chunked first reading of a transcript (List, Tail) gives exactly
 // what reading the whole head and tail windows gives — summary, line
 // counts, offset, skipPartial — on many generated dense transcripts, with
 // the default chunks and with tiny ones (so that every line boundary falls
@@ -108,7 +108,7 @@ func TestChunkedReadMatchesWholeWindows(t *testing.T) {
 	t.Logf("%d files, default window: chunked reads %d B/file, whole windows %d B/file", n, got/int64(n), want/int64(n))
 }
 
-// FuzzChunkedRead: on any content, window and chunk sizes, list and tail
+// FuzzChunkedRead: on any content, window and chunk sizes, List and Tail
 // read in chunks agree with the whole-window reads.
 func FuzzChunkedRead(f *testing.F) {
 	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/home/u/proj", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))

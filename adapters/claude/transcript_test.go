@@ -317,10 +317,10 @@ func TestColdTranscriptsCheckedAtFullRescan(t *testing.T) {
 	}
 }
 
-// transcriptName is what isTranscriptName checks by hand: <uuid>.jsonl.
+// transcriptName is what IsName checks by hand: <uuid>.jsonl.
 var transcriptName = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\.jsonl$`)
 
-// isTranscriptName is a hand-written transcriptName: they agree.
+// IsName is a hand-written transcriptName: they agree.
 func FuzzIsTranscriptName(f *testing.F) {
 	for _, s := range []string{"3f2a9c1e-1234-4abc-8def-0123456789ab.jsonl", "3F2A9C1E-1234-4ABC-8DEF-0123456789AB.jsonl",
 		"agent-3f2a9c1e.jsonl", "3f2a9c1e-1234-4abc-8def-0123456789ab.json", "3f2a9c1e_1234-4abc-8def-0123456789ab.jsonl",
@@ -328,8 +328,8 @@ func FuzzIsTranscriptName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if got, want := isTranscriptName(name), transcriptName.MatchString(name); got != want {
-			t.Fatalf("isTranscriptName(%q) = %v, the pattern says %v", name, got, want)
+		if got, want := IsName(name), transcriptName.MatchString(name); got != want {
+			t.Fatalf("IsName(%q) = %v, the pattern says %v", name, got, want)
 		}
 	})
 }
