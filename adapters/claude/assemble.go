@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -307,7 +308,7 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 	// Source is the most specific input the session lives in (its project
 	// dir), so an unreadable project dir flags exactly its own sessions.
 	o := adapters.Observed{UpstreamID: b.id, Source: b.root.path, Root: b.root.path}
-	var sum *Summary
+	var sum *transcript.Summary
 	if b.file != nil {
 		o.Source = b.file.dir
 		if o.Source == "" {
@@ -355,7 +356,7 @@ func (a *Adapter) observeEntries(o *adapters.Observed, b *sessBuild, v *procView
 			o.Cwd = e.Cwd
 		}
 		if o.Title == "" && e.Name != "" {
-			o.Title = Shorten(e.Name, TitleMax)
+			o.Title = transcript.Shorten(e.Name, transcript.TitleMax)
 		}
 		if b.file == nil {
 			for _, t := range []time.Time{e.UpdatedAt, e.StatusUpdatedAt, e.StartedAt} {
@@ -428,7 +429,7 @@ func observeArgv(o *adapters.Observed, b *sessBuild, live []liveOwner) []liveOwn
 // inferCwdOwners is for a session no process names: a live claude in its
 // cwd that started before its last write may own it. One that started
 // after is no evidence (an old session in the same directory).
-func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *Summary, live []liveOwner) []liveOwner {
+func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *transcript.Summary, live []liveOwner) []liveOwner {
 	last := sum.Last
 	if last.IsZero() {
 		last = b.file.mtime
@@ -451,7 +452,7 @@ func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *Summar
 
 // transcriptActivity is the activity of a session no registry status
 // gives: the transcript's tail while an owner lives.
-func transcriptActivity(o *adapters.Observed, sum *Summary, live []liveOwner) {
+func transcriptActivity(o *adapters.Observed, sum *transcript.Summary, live []liveOwner) {
 	anyLive := len(live) > 0
 	for _, ow := range o.Owners {
 		anyLive = anyLive || ow.Inferred // inferred owners come from the snapshot: alive
@@ -597,26 +598,26 @@ func registryActivity(status string) (session.Activity, bool) {
 // pendingQuestion is the newest call of the last turn still waiting for
 // its result if it is an AskUserQuestion (its Input holds the question),
 // else nil.
-func pendingQuestion(s *Summary) *ToolCall {
-	if s.State != TurnAssistant || len(s.Pending) == 0 {
+func pendingQuestion(s *transcript.Summary) *transcript.ToolCall {
+	if s.State != transcript.TurnAssistant || len(s.Pending) == 0 {
 		return nil
 	}
-	if tc := &s.Pending[len(s.Pending)-1]; tc.Name == AskUserQuestion {
+	if tc := &s.Pending[len(s.Pending)-1]; tc.Name == transcript.AskUserQuestion {
 		return tc
 	}
 	return nil
 }
 
-func tailActivity(s *Summary) session.Activity {
+func tailActivity(s *transcript.Summary) session.Activity {
 	switch s.State {
-	case TurnPrompt, TurnToolResult:
+	case transcript.TurnPrompt, transcript.TurnToolResult:
 		return session.ActivityBusy
-	case TurnAssistant:
+	case transcript.TurnAssistant:
 		if len(s.Pending) > 0 {
 			return session.ActivityBusy
 		}
 		return session.ActivityIdle
-	case TurnInterrupted:
+	case transcript.TurnInterrupted:
 		return session.ActivityIdle
 	}
 	return session.ActivityUnknown
@@ -628,7 +629,7 @@ const maxNamedToolCalls = 5
 
 // inFlight lists the last turn's unfinished work: tool calls without
 // results, a prompt without a reply, tool results the model never answered.
-func inFlight(s *Summary) []adapters.Issue {
+func inFlight(s *transcript.Summary) []adapters.Issue {
 	var out []adapters.Issue
 	// Name the newest few; one problem counts the rest, so a transcript
 	// with dozens of unanswered calls does not bury the session's list.
@@ -656,11 +657,11 @@ func inFlight(s *Summary) []adapters.Issue {
 		out = append(out, adapters.Issue{Kind: session.ProblemOrphanedToolCall, Key: tc.ID, Detail: d + " (no result)", Since: tc.At})
 	}
 	switch s.State {
-	case TurnPrompt:
+	case transcript.TurnPrompt:
 		if s.Prompt != nil {
 			out = append(out, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "prompt:" + s.Prompt.UUID, Detail: "prompt got no reply: " + s.Prompt.Prompt, Since: s.Prompt.Time})
 		}
-	case TurnToolResult:
+	case transcript.TurnToolResult:
 		if len(s.Pending) == 0 {
 			out = append(out, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "reply:" + s.StateUUID, Detail: "tool results were sent; the assistant's reply never came", Since: s.StateAt})
 		}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -207,7 +208,7 @@ var errOtherConfig = errors.New("saved with another window or line limit")
 // entry is not used (the transcript is read again); it never panics on
 // garbage.
 func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, error) {
-	if !IsName(filepath.Base(path)) || !filepath.IsAbs(path) {
+	if !transcript.IsName(filepath.Base(path)) || !filepath.IsAbs(path) {
 		return nil, errors.New("not a transcript path")
 	}
 	r := wire.NewReader(b)
@@ -235,17 +236,17 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	s.First = r.Time()
 	s.Last = r.Time()
 	n := r.Uvarint()
-	if n > MaxPending {
+	if n > transcript.MaxPending {
 		r.Fail("more pending tool calls than are kept")
 	}
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
-		s.Pending = append(s.Pending, ToolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.Time()})
+		s.Pending = append(s.Pending, transcript.ToolCall{ID: r.Str(), Name: r.Str(), Input: r.Str(), At: r.Time()})
 	}
 	s.PendingDropped = int(r.Uvarint())
 	switch r.Byte() {
 	case 0:
 	case 1:
-		p := &Line{}
+		p := &transcript.Line{}
 		p.Type = r.Str()
 		p.UUID = r.Str()
 		p.SessionID = r.Str()
@@ -254,19 +255,19 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 		p.GitBranch = r.Str()
 		p.Time = r.Time()
 		p.Sidechain = r.Bool()
-		p.Kind = Kind(r.Uvarint())
+		p.Kind = transcript.Kind(r.Uvarint())
 		p.Prompt = r.Str()
 		p.StopReason = r.Str()
 		p.Title = r.Str()
-		if p.Kind > KindAssistant {
+		if p.Kind > transcript.KindAssistant {
 			r.Fail("unknown line kind")
 		}
 		s.Prompt = p
 	default:
 		r.Fail("bad prompt flag")
 	}
-	s.State = TurnState(r.Uvarint())
-	if s.State > TurnInterrupted {
+	s.State = transcript.TurnState(r.Uvarint())
+	if s.State > transcript.TurnInterrupted {
 		r.Fail("unknown turn state")
 	}
 	s.StateAt = r.Time()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
 	"github.com/sessiond/sessiond/session"
 )
@@ -59,7 +60,7 @@ func TestCheckpointCodecRoundTrip(t *testing.T) {
 	if len(files) != 60 {
 		t.Fatalf("%d transcripts read, want 60", len(files))
 	}
-	states := map[TurnState]int{}
+	states := map[transcript.TurnState]int{}
 	for path, f := range files {
 		b := encodeFileState(f, a.cfg.WindowBytes, a.cfg.MaxLineBytes)
 		got, err := decodeFileState(path, b, a.cfg.WindowBytes, a.cfg.MaxLineBytes)
@@ -291,13 +292,13 @@ func sameSessions(t *testing.T, got, want adapters.Observation) {
 func FuzzDecodeCheckpoint(f *testing.F) {
 	tr := claudetest.NewTranscript(claudetest.NewSessionID(), "/home/u/proj", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 	tr.CrashMidTool("run the tests", "go test ./...")
-	var s Summary
-	if _, err := List(bytes.NewReader(tr.Bytes()), int64(len(tr.Bytes())), defaultWindowBytes, &s); err != nil {
+	var s transcript.Summary
+	if _, err := transcript.List(bytes.NewReader(tr.Bytes()), int64(len(tr.Bytes())), defaultWindowBytes, &s); err != nil {
 		f.Fatal(err)
 	}
 	fs := &fileState{path: "/r/projects/p/x.jsonl", id: "x", read: true, size: 9, offset: 9, sum: s, hasID: true, dev: 3, ino: 4}
 	f.Add(encodeFileState(fs, defaultWindowBytes, defaultMaxLineBytes))
-	s.Prompt = &Line{UUID: "u", Prompt: "p", Kind: KindPrompt, Time: time.Unix(5, 6)}
+	s.Prompt = &transcript.Line{UUID: "u", Prompt: "p", Kind: transcript.KindPrompt, Time: time.Unix(5, 6)}
 	fs.sum = s
 	f.Add(encodeFileState(fs, defaultWindowBytes, defaultMaxLineBytes))
 	f.Add([]byte{checkpointFormat})

@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/adapters/internal/inputlog"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
@@ -111,7 +112,7 @@ type ProcHost interface {
 const (
 	defaultFullRescan     = 60 * time.Second
 	defaultMaxLineBytes   = 8 << 20
-	defaultWindowBytes    = 64 << 10
+	defaultWindowBytes    = transcript.DefaultWindow
 	defaultMaxAppendBytes = 16 << 20
 	defaultMaxWatches     = 512
 	defaultColdAfter      = 10 * time.Minute

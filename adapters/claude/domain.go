@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -202,7 +203,7 @@ func splitDomain(s string) (machine, ns string, linux bool) {
 func describeDomain(raw, machine string, linux bool) string {
 	switch {
 	case !linux:
-		return fmt.Sprintf("pidDomain %q, as Claude Code writes it on macOS", Shorten(raw, 40))
+		return fmt.Sprintf("pidDomain %q, as Claude Code writes it on macOS", transcript.Shorten(raw, 40))
 	case machine == "":
 		return "a machine without a readable machine id"
 	}

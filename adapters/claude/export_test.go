@@ -1,5 +1,7 @@
 package claude
 
+import "github.com/sessiond/sessiond/adapters/claude/transcript"
+
 // Used only by tests.
 
 // counters returns the counters so far.
@@ -17,7 +19,7 @@ type transcriptInfo struct {
 	Root string
 	Path string
 	Size int64
-	Summary
+	transcript.Summary
 }
 
 // lookup returns what the last pass knew of the transcript of upstreamID.

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
@@ -206,7 +207,7 @@ func (a *Adapter) judgeLeftover(v *procView, ev *lineage.Evidence, regTicks map[
 func carried(p *proc.Process) string {
 	var vs []string
 	if s := p.Env[pidVar]; s != "" {
-		vs = append(vs, pidVar+"="+Shorten(s, 20))
+		vs = append(vs, pidVar+"="+transcript.Shorten(s, 20))
 	}
 	if p.Env[sessionVar] != "" {
 		vs = append(vs, sessionVar)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/proc"
 
 	"github.com/sessiond/sessiond/adapters/internal/paths"
@@ -207,5 +208,5 @@ func argvSession(argv []string) (id, flag string) {
 
 // shortArgv renders argv on one short line for a problem's detail.
 func shortArgv(argv []string) string {
-	return Shorten(strings.Join(argv, " "), InputMax)
+	return transcript.Shorten(strings.Join(argv, " "), transcript.InputMax)
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 )
 
 // registryEntry is one <root>/sessions/<pid>.json file: what a top-level
@@ -82,11 +84,11 @@ func parseRegistry(b []byte) (registryEntry, error) {
 	e.StatusUpdatedAt = flexTime(raw["statusUpdatedAt"])
 	if w := raw["waitingFor"]; len(w) > 0 {
 		if s := flexString(w); s != "" {
-			e.WaitingFor = Shorten(s, InputMax)
+			e.WaitingFor = transcript.Shorten(s, transcript.InputMax)
 		} else {
 			var buf bytes.Buffer
 			if json.Compact(&buf, w) == nil && buf.String() != "null" {
-				e.WaitingFor = Shorten(buf.String(), InputMax)
+				e.WaitingFor = transcript.Shorten(buf.String(), transcript.InputMax)
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 )
 
 // The entry shown in docs/agents/claude.md, as 2.1.328 writes it.
@@ -69,7 +71,7 @@ func TestRegistryNames(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]bool{"3ab8568e-0000-4000-8000-000000000001.jsonl": true, "agent-1234.jsonl": false, "3ab8568e-0000-4000-8000-000000000001.json": false} {
-		if IsName(name) != want {
+		if transcript.IsName(name) != want {
 			t.Errorf("IsName(%q) != %v", name, want)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/proc"
 )
@@ -106,10 +107,10 @@ type fileState struct {
 	mtime       time.Time
 	offset      int64
 	skipPartial bool
-	sum         Summary
+	sum         transcript.Summary
 	// bad counts the lines skipped or repaired since the file was last
 	// listed from its start: named in health as a warning.
-	bad Counts
+	bad transcript.Counts
 	// gen counts the reads that changed this state, so Checkpoint saves
 	// only what changed since the last save (see checkpoint.go).
 	gen uint64
@@ -275,7 +276,7 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 	}
 	defer f.Close()
 	buf := make([]byte, fi.Size())
-	n, err := ReadAtFull(countingFile{f, &a.bytesRead}, buf, 0)
+	n, err := transcript.ReadAtFull(countingFile{f, &a.bytesRead}, buf, 0)
 	if err != nil {
 		return err
 	}
@@ -416,7 +417,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot, reads *readPoo
 		p.skipped = nil
 		for _, e := range ents {
 			name := e.Name()
-			if !IsName(name) {
+			if !transcript.IsName(name) {
 				continue
 			}
 			if e.Type()&fs.ModeSymlink != 0 {
@@ -532,7 +533,7 @@ type readPool struct {
 
 	mu    sync.Mutex
 	jobs  int
-	total Counts
+	total transcript.Counts
 	kinds [jobRetail + 1]uint64
 	errs  []adapters.InputError
 }
@@ -555,7 +556,7 @@ func (p *readPool) submit(j *job) {
 
 func (p *readPool) work() {
 	defer p.wg.Done()
-	var c Counts
+	var c transcript.Counts
 	var kinds [jobRetail + 1]uint64
 	var errs []adapters.InputError
 	n := 0
@@ -603,27 +604,27 @@ func (p *readPool) wait() ([]adapters.InputError, int, error) {
 }
 
 // runJob reads one transcript. On error the file keeps its last state.
-func (a *Adapter) runJob(j *job) (Counts, error) {
+func (a *Adapter) runJob(j *job) (transcript.Counts, error) {
 	f := j.f
 	file, err := a.fs.Open(f.path)
 	if err != nil {
-		return Counts{}, err
+		return transcript.Counts{}, err
 	}
 	defer file.Close()
 	r := countingFile{file, &a.bytesRead}
 	size := j.fi.Size()
-	var res Result
+	var res transcript.Result
 	sum := f.sum
 	switch j.kind {
 	case jobList, jobRestart:
-		sum = Summary{}
-		res, err = List(r, size, a.cfg.WindowBytes, &sum)
+		sum = transcript.Summary{}
+		res, err = transcript.List(r, size, a.cfg.WindowBytes, &sum)
 	case jobRetail:
 		sum.ResetTurn()
-		err = Tail(r, size, a.cfg.WindowBytes, &sum, &res)
+		err = transcript.Tail(r, size, a.cfg.WindowBytes, &sum, &res)
 	case jobAppend:
-		sum.Pending = append([]ToolCall(nil), sum.Pending...)
-		res, err = ReadAppended(r, f.offset, size, f.skipPartial, a.cfg.MaxLineBytes, &sum)
+		sum.Pending = append([]transcript.ToolCall(nil), sum.Pending...)
+		res, err = transcript.ReadAppended(r, f.offset, size, f.skipPartial, a.cfg.MaxLineBytes, &sum)
 	}
 	if err != nil {
 		return res.Counts, fmt.Errorf("read transcript: %w", err)
@@ -635,7 +636,7 @@ func (a *Adapter) runJob(j *job) (Counts, error) {
 	f.offset, f.skipPartial = res.Offset, res.SkipPartial
 	f.sum = sum
 	if j.kind == jobList || j.kind == jobRestart {
-		f.bad = Counts{}
+		f.bad = transcript.Counts{}
 	}
 	f.bad.Add(res.Counts)
 	f.gen++

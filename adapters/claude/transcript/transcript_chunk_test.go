@@ -1,4 +1,4 @@
-package claude
+package transcript
 
 import (
 	"bytes"
@@ -90,9 +90,9 @@ func TestChunkedReadMatchesWholeWindows(t *testing.T) {
 		// Sizes from a few bytes to 2 MB, log-uniform.
 		target := int(10 * math.Pow(2, rng.Float64()*18))
 		data := claudetest.GenDense(rng, target)
-		for _, window := range []int{defaultWindowBytes, 4 << 10, 1000, 97} {
+		for _, window := range []int{DefaultWindow, 4 << 10, 1000, 97} {
 			g, w := compareReads(t, data, window)
-			if window == defaultWindowBytes {
+			if window == DefaultWindow {
 				got += g
 				want += w
 			}
@@ -100,7 +100,7 @@ func TestChunkedReadMatchesWholeWindows(t *testing.T) {
 		chunks := [][2]int64{{1, 1}, {7, 13}, {100, 64}, {1 << 10, 3 << 10}}
 		c := chunks[i%len(chunks)]
 		withChunks(c[0], c[1], func() {
-			for _, window := range []int{defaultWindowBytes, 16 << 10, 333} {
+			for _, window := range []int{DefaultWindow, 16 << 10, 333} {
 				compareReads(t, data, window)
 			}
 		})

@@ -1,4 +1,15 @@
-package claude
+// Package transcript reads Claude Code's session transcripts,
+// <root>/projects/<dir>/<uuid>.jsonl, into a Summary: the session's
+// metadata and where its last turn stands, brought up to date by each read.
+//
+// List reads a transcript the first time: its head for the metadata and
+// its tail back to the last turn's start, in growing chunks within a
+// window. ReadAppended reads what was appended since the last read ended
+// (Result.Offset); Tail reads a tail again after a growth too large to
+// read. Lines are parsed by a one-pass scanner (line.go, linescan.go);
+// corrupt, glued and overlong lines are skipped and counted (Counts), never
+// fatal.
+package transcript
 
 import (
 	"bufio"
@@ -12,6 +23,11 @@ import (
 	"sync"
 	"time"
 )
+
+// DefaultWindow is the head and tail window a listing reads unless told
+// otherwise (the claude adapter's default Config.WindowBytes); read
+// buffers are pooled at its size.
+const DefaultWindow = 64 << 10
 
 // IsName reports whether a file name in a project folder is a
 // session transcript, <uuid>.jsonl; subagent files (agent-*.jsonl) and the
@@ -818,12 +834,12 @@ func getBuf(n int) *[]byte {
 	if p, ok := bufPool.Get().(*[]byte); ok && cap(*p) >= n {
 		return p
 	}
-	b := make([]byte, max(n, 2*defaultWindowBytes+1))
+	b := make([]byte, max(n, 2*DefaultWindow+1))
 	return &b
 }
 
 func putBuf(p *[]byte) {
-	if cap(*p) <= 4*defaultWindowBytes+1 {
+	if cap(*p) <= 4*DefaultWindow+1 {
 		bufPool.Put(p)
 	}
 }

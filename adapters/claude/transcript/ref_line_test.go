@@ -1,4 +1,4 @@
-package claude
+package transcript
 
 // This file keeps the transcript line parser as it was before the one-pass
 // scanner (line.go): encoding/json decoding the line, then the message, then

@@ -1,4 +1,4 @@
-package claude
+package transcript
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 // dense 2.1.328 lines, one sub-benchmark per line shape and one for a whole
 // turn. Run:
 //
-//	go test -run='^$' -bench=BenchmarkParseLine -benchmem -count=5 ./adapters/claude/
+//	go test -run='^$' -bench=BenchmarkParseLine -benchmem -count=5 ./adapters/claude/transcript/
 func BenchmarkParseLine(b *testing.B) {
 	lines := claudetest.DenseLines()
 	impls := []struct {
@@ -52,7 +52,7 @@ func BenchmarkParseLine(b *testing.B) {
 // tail windows, every line in them parsed) of about 2 MB made of dense
 // turns, so both 64 KiB windows are full of real lines. Run:
 //
-//	go test -run='^$' -bench=BenchmarkListDense -benchmem -count=5 ./adapters/claude/
+//	go test -run='^$' -bench=BenchmarkListDense -benchmem -count=5 ./adapters/claude/transcript/
 func BenchmarkListDense(b *testing.B) {
 	var file []byte
 	for _, l := range claudetest.DenseLines() {
@@ -67,7 +67,7 @@ func BenchmarkListDense(b *testing.B) {
 	var read int64
 	for b.Loop() {
 		var s Summary
-		res, err := List(countingReaderAt{r, &read}, int64(len(file)), defaultWindowBytes, &s)
+		res, err := List(countingReaderAt{r, &read}, int64(len(file)), DefaultWindow, &s)
 		if err != nil || res.Counts.Corrupt != 0 || s.SessionID == "" {
 			b.Fatalf("list: %+v %v", res, err)
 		}

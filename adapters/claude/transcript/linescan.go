@@ -1,4 +1,4 @@
-package claude
+package transcript
 
 // The line scanner: one forward pass over a transcript line that checks it
 // is JSON exactly as encoding/json would, and notes where the few fields
