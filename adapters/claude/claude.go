@@ -17,12 +17,15 @@
 // and last 64 KB, later passes read only appended bytes, and a pass over
 // unchanged files only stats them. A full rescan of the directories runs
 // periodically (default 60 s), because change notifications are hints.
+//
+// The pass is discover.go: roots.go and registry.go keep what each root
+// and registry entry was at its last look, package transcript reads the
+// transcripts, owners.go names each session's owners and assemble.go
+// builds the observations. checkpoint.go saves what was read, so a
+// restart does not read it again.
 package claude
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -231,16 +234,6 @@ func New(cfg Config) *Adapter {
 	return a
 }
 
-func cleanPath(p string) string {
-	if p == "" {
-		return ""
-	}
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return filepath.Clean(p)
-}
-
 // Name implements adapters.Adapter.
 func (a *Adapter) Name() string { return "claude" }
 
@@ -301,112 +294,6 @@ func (a *Adapter) WatchPaths() []string {
 		}
 	}
 	return out
-}
-
-// Discover implements adapters.Adapter. See the package comment; snap may
-// be nil (then no owner is inferred and no orphan is looked for).
-func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.Observation, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := time.Now()
-	full := a.rescan.Due(now, a.cfg.FullRescan)
-	if full {
-		a.stats.FullRescans++
-	}
-	a.stats.Passes++
-
-	view := newProcView(snap, a.host, a.cfg.DefaultRoot, a.cfg.Home)
-	if !a.cfg.NoLearnedRoots {
-		a.learnRoots(view)
-	}
-
-	var obs adapters.Observation
-	reads := a.newReadPool(ctx)
-	looked := 0
-	var rootErrs []error
-	for _, r := range a.roots {
-		if ctx.Err() != nil {
-			break // reads.wait reports it
-		}
-		errs, ok := a.scanRoot(r, full, view, reads)
-		obs.Errors = append(obs.Errors, errs...)
-		if ok {
-			looked++
-		} else {
-			for _, e := range errs {
-				rootErrs = append(rootErrs, e)
-			}
-		}
-	}
-	readErrs, nreads, err := reads.wait()
-	if err != nil {
-		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
-	}
-	if len(a.roots) > 0 && looked == 0 {
-		a.inputs.Report(obs.Errors)
-		return adapters.Observation{}, fmt.Errorf("claude: no config root could be read: %w", errors.Join(rootErrs...))
-	}
-	obs.Errors = append(obs.Errors, readErrs...)
-	shape := a.shapePrint()
-	obs.Warnings = a.warnings(shape)
-
-	obs.Sessions, obs.Quiet = a.assemble(view, shape)
-	// Saved state the first full pass did not find is stale: Checkpoint
-	// drops it.
-	if a.restored.Holding() {
-		a.logRestored()
-		a.restored.Drop()
-	}
-	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
-	a.inputs.Report(obs.Errors)
-	// The watch list ranks projects by their newest write: it changes only
-	// with what shapePrint covers, or a directory listed again.
-	if full || shape != a.watchShape {
-		a.updateWatch()
-		a.watchShape = shape
-	}
-	a.countState()
-	a.log.Debug("claude pass",
-		zap.Bool("full", full), zap.Int("sessions", obs.Len()), zap.Int("reads", nreads),
-		zap.Int("errors", len(obs.Errors)), zap.Int64("bytes_read_total", a.bytesRead.Load()))
-	return obs, nil
-}
-
-// learnRoots adds the config roots of live claude processes of this user.
-func (a *Adapter) learnRoots(v *procView) {
-	uid := os.Getuid()
-	have := map[string]bool{}
-	learned := 0
-	for _, r := range a.roots {
-		have[r.path] = true
-		if r.learned {
-			learned++
-		}
-	}
-	for _, cp := range v.claude {
-		if cp.root == "" || have[cp.root] || cp.p.UID != uid || cp.p.Env["CLAUDE_CONFIG_DIR"] == "" {
-			continue
-		}
-		if learned >= maxLearnedRoots {
-			a.log.Warn("too many learned Claude config roots; ignoring", zap.String("root", cp.root))
-			return
-		}
-		have[cp.root] = true
-		learned++
-		a.roots = append(a.roots, newRootState(cp.root, true))
-		a.log.Info("learned Claude config root from a live process", zap.String("root", cp.root), zap.Int("pid", cp.p.Identity.PID))
-	}
-}
-
-func (a *Adapter) countState() {
-	t, r := 0, 0
-	for _, rs := range a.roots {
-		for _, p := range rs.projects {
-			t += len(p.files)
-		}
-		r += len(rs.regs)
-	}
-	a.stats.Transcripts, a.stats.RegistryEntries, a.stats.Roots = t, r, len(a.roots)
 }
 
 // updateWatch recomputes WatchPaths after a pass.

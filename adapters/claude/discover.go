@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,73 +20,84 @@ import (
 	"github.com/sessiond/sessiond/proc"
 )
 
-// rootState is what the adapter knows of one config root.
-type rootState struct {
-	serial  uint64 // tells this state apart from any other (shapePrint)
-	path    string
-	learned bool
-	// present: the root exists; ok: it could be looked at this pass.
-	present, ok bool
+// Discover implements adapters.Adapter. See the package comment; snap may
+// be nil (then no owner is inferred and no orphan is looked for).
+func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.Observation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	full := a.rescan.Due(now, a.cfg.FullRescan)
+	if full {
+		a.stats.FullRescans++
+	}
+	a.stats.Passes++
 
-	sessionsDir dirState
-	regsOK      bool
-	regs        map[string]*regFile
+	view := newProcView(snap, a.host, a.cfg.DefaultRoot, a.cfg.Home)
+	if !a.cfg.NoLearnedRoots {
+		a.learnRoots(view)
+	}
 
-	projectsDir dirState
-	projects    map[string]*projectState
-	// skipped are entries of projects/ not read (symlinks), as of the
-	// last listing: named in health as warnings.
-	skipped []adapters.InputError
+	var obs adapters.Observation
+	reads := a.newReadPool(ctx)
+	looked := 0
+	var rootErrs []error
+	for _, r := range a.roots {
+		if ctx.Err() != nil {
+			break // reads.wait reports it
+		}
+		errs, ok := a.scanRoot(r, full, view, reads)
+		obs.Errors = append(obs.Errors, errs...)
+		if ok {
+			looked++
+		} else {
+			for _, e := range errs {
+				rootErrs = append(rootErrs, e)
+			}
+		}
+	}
+	readErrs, nreads, err := reads.wait()
+	if err != nil {
+		return adapters.Observation{}, fmt.Errorf("claude discover: %w", err)
+	}
+	if len(a.roots) > 0 && looked == 0 {
+		a.inputs.Report(obs.Errors)
+		return adapters.Observation{}, fmt.Errorf("claude: no config root could be read: %w", errors.Join(rootErrs...))
+	}
+	obs.Errors = append(obs.Errors, readErrs...)
+	shape := a.shapePrint()
+	obs.Warnings = a.warnings(shape)
+
+	obs.Sessions, obs.Quiet = a.assemble(view, shape)
+	// Saved state the first full pass did not find is stale: Checkpoint
+	// drops it.
+	if a.restored.Holding() {
+		a.logRestored()
+		a.restored.Drop()
+	}
+	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
+	a.inputs.Report(obs.Errors)
+	// The watch list ranks projects by their newest write: it changes only
+	// with what shapePrint covers, or a directory listed again.
+	if full || shape != a.watchShape {
+		a.updateWatch()
+		a.watchShape = shape
+	}
+	a.countState()
+	a.log.Debug("claude pass",
+		zap.Bool("full", full), zap.Int("sessions", obs.Len()), zap.Int("reads", nreads),
+		zap.Int("errors", len(obs.Errors)), zap.Int64("bytes_read_total", a.bytesRead.Load()))
+	return obs, nil
 }
 
-func newRootState(path string, learned bool) *rootState {
-	return &rootState{serial: nextSerial(), path: path, learned: learned, regs: map[string]*regFile{}, projects: map[string]*projectState{}}
-}
-
-// serials numbers every root, project and transcript state ever made, so
-// shapePrint can tell a new one from an old one at the same address.
-var serials atomic.Uint64
-
-func nextSerial() uint64 { return serials.Add(1) }
-
-// dirState remembers a directory's mtime at its last listing.
-type dirState struct {
-	exists bool
-	listed bool
-	mtime  time.Time
-}
-
-// needList reports whether the directory must be listed again: a
-// directory modified within the racy window may change again within the
-// same mtime tick, so it is listed again even if its stat looks unchanged.
-func (d *dirState) needList(fi fs.FileInfo, full bool) bool {
-	return full || !d.listed || !fi.ModTime().Equal(d.mtime) || !kit.Settled(d.mtime, time.Now())
-}
-
-func (d *dirState) listedNow(fi fs.FileInfo) {
-	d.listed = true
-	d.mtime = fi.ModTime()
-}
-
-type projectState struct {
-	serial uint64
-	path   string
-	dir    dirState
-	ok     bool
-	files  map[string]*fileState
-	// skipped are transcript-named entries not read (symlinks, not
-	// regular files), as of the last listing.
-	skipped []adapters.InputError
-	hot     hotIndex // which files a steady pass stats (hot.go)
-	// shapeSum is fileShape's last sum, valid while shapeOK.
-	shapeSum uint64
-	shapeOK  bool
-}
-
-// filesChanged marks what the project keeps about its set of files
-// stale: the hot index and the shape's sum.
-func (p *projectState) filesChanged() {
-	p.hot.built, p.shapeOK = false, false
+func (a *Adapter) countState() {
+	t, r := 0, 0
+	for _, rs := range a.roots {
+		for _, p := range rs.projects {
+			t += len(p.files)
+		}
+		r += len(rs.regs)
+	}
+	a.stats.Transcripts, a.stats.RegistryEntries, a.stats.Roots = t, r, len(a.roots)
 }
 
 // fileState is one transcript as last read: the read position, keyed on
@@ -136,50 +146,6 @@ func (f *fileState) cwdKey() string {
 	return f.cwd
 }
 
-// regFile is one registry entry file as last read.
-type regFile struct {
-	path   string
-	size   int64
-	mtime  time.Time
-	dev    uint64
-	ino    uint64
-	readAt time.Time
-	entry  *registryEntry
-	// bad is why the content was not used (unparseable, names another
-	// pid), nil when it was.
-	bad error
-	// host is the host process an entry of another PID namespace was
-	// validated at, and hostFor the entry's process as the entry names
-	// it: kept across the file's rewrites while it names that process.
-	host    proc.Identity
-	hostFor entryProcess
-}
-
-// entryProcess is the process a registry entry names, as it names it.
-type entryProcess struct {
-	pid       int
-	domain    string
-	procStart string
-	startedAt int64
-}
-
-func processOf(e *registryEntry) entryProcess {
-	return entryProcess{pid: e.PID, domain: e.PIDDomain, procStart: e.ProcStart, startedAt: e.StartedAt.UnixMilli()}
-}
-
-// hostOf is the host identity e's process was found at, zero when it was
-// not (or the file now names another process).
-func (rf *regFile) hostOf(e *registryEntry) proc.Identity {
-	if rf.host.IsZero() || rf.hostFor != processOf(e) {
-		return proc.Identity{}
-	}
-	return rf.host
-}
-
-func (rf *regFile) setHost(e *registryEntry, id proc.Identity) {
-	rf.host, rf.hostFor = id, processOf(e)
-}
-
 // scanRoot stats and lists one root and hands the transcripts to read to
 // reads. ok is false when the root itself could not be looked at.
 func (a *Adapter) scanRoot(r *rootState, full bool, v *procView, reads *readPool) (errs []adapters.InputError, ok bool) {
@@ -199,102 +165,6 @@ func (a *Adapter) scanRoot(r *rootState, full bool, v *procView, reads *readPool
 	r.present, r.ok = true, true
 	errs = append(errs, a.scanRegistry(r, full)...)
 	return append(errs, a.scanProjects(r, full, a.hotSet(r, v), reads)...), true
-}
-
-func (a *Adapter) scanRegistry(r *rootState, full bool) []adapters.InputError {
-	dir := filepath.Join(r.path, "sessions")
-	r.regsOK = false
-	fi, err := a.fs.Stat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		r.sessionsDir = dirState{}
-		clear(r.regs)
-		r.regsOK = true
-		return nil
-	case err != nil:
-		return []adapters.InputError{{Input: dir, Err: err}}
-	}
-	r.sessionsDir.exists = true
-	if r.sessionsDir.needList(fi, full) {
-		ents, err := a.fs.ReadDir(dir)
-		if err != nil {
-			return []adapters.InputError{{Input: dir, Err: err}}
-		}
-		seen := make(map[string]bool, len(ents))
-		for _, e := range ents {
-			name := e.Name()
-			// Only <pid>.json; the <pid>.<hash>.key secrets never match.
-			if !isRegistryName(name) || !e.Type().IsRegular() {
-				continue
-			}
-			seen[name] = true
-			if r.regs[name] == nil {
-				r.regs[name] = &regFile{path: filepath.Join(dir, name)}
-			}
-		}
-		for name := range r.regs {
-			if !seen[name] {
-				delete(r.regs, name)
-			}
-		}
-		r.sessionsDir.listedNow(fi)
-	}
-	r.regsOK = true
-	var errs []adapters.InputError
-	for name, rf := range r.regs {
-		if err := a.readRegistry(rf); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				delete(r.regs, name)
-				continue
-			}
-			errs = append(errs, adapters.InputError{Input: rf.path, Err: err})
-		}
-	}
-	return errs
-}
-
-// readRegistry re-reads a registry file when its stat changed.
-func (a *Adapter) readRegistry(rf *regFile) error {
-	fi, err := a.fs.Stat(rf.path)
-	if err != nil {
-		rf.entry = nil
-		return err
-	}
-	dev, ino, _ := kit.FileID(fi)
-	same := fi.Size() == rf.size && fi.ModTime().Equal(rf.mtime) && dev == rf.dev && ino == rf.ino
-	if same && !rf.readAt.IsZero() && kit.Settled(rf.mtime, rf.readAt) {
-		return nil
-	}
-	rf.size, rf.mtime, rf.dev, rf.ino, rf.readAt = fi.Size(), fi.ModTime(), dev, ino, time.Now()
-	rf.entry, rf.bad = nil, nil
-	if fi.Size() > maxRegistryBytes {
-		return fmt.Errorf("registry entry of %d bytes: over the %d byte limit", fi.Size(), maxRegistryBytes)
-	}
-	f, err := a.fs.Open(rf.path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	buf := make([]byte, fi.Size())
-	n, err := transcript.ReadAtFull(countingFile{f, &a.bytesRead}, buf, 0)
-	if err != nil {
-		return err
-	}
-	e, err := parseRegistry(buf[:n])
-	if err != nil {
-		// Probably caught mid-write: the next write changes the stat. Named
-		// as a warning once it stays so (see warnings).
-		a.log.Debug("skipping registry entry", zap.String("path", rf.path), zap.Error(err))
-		rf.bad = fmt.Errorf("registry entry skipped: %w", err)
-		return nil
-	}
-	if want := strings.TrimSuffix(filepath.Base(rf.path), ".json"); strconv.Itoa(e.PID) != want {
-		a.log.Debug("registry entry names another pid than its file; skipping", zap.String("path", rf.path))
-		rf.bad = fmt.Errorf("registry entry skipped: it names pid %d, its file name pid %s", e.PID, want)
-		return nil
-	}
-	rf.entry = &e
-	return nil
 }
 
 // scanProjects looks at the root's projects/: lists it again when it

@@ -5,12 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude/transcript"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
+	"github.com/sessiond/sessiond/proc"
 )
 
 // registryEntry is one <root>/sessions/<pid>.json file: what a top-level
@@ -196,4 +203,144 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// regFile is one registry entry file as last read.
+type regFile struct {
+	path   string
+	size   int64
+	mtime  time.Time
+	dev    uint64
+	ino    uint64
+	readAt time.Time
+	entry  *registryEntry
+	// bad is why the content was not used (unparseable, names another
+	// pid), nil when it was.
+	bad error
+	// host is the host process an entry of another PID namespace was
+	// validated at, and hostFor the entry's process as the entry names
+	// it: kept across the file's rewrites while it names that process.
+	host    proc.Identity
+	hostFor entryProcess
+}
+
+// entryProcess is the process a registry entry names, as it names it.
+type entryProcess struct {
+	pid       int
+	domain    string
+	procStart string
+	startedAt int64
+}
+
+func processOf(e *registryEntry) entryProcess {
+	return entryProcess{pid: e.PID, domain: e.PIDDomain, procStart: e.ProcStart, startedAt: e.StartedAt.UnixMilli()}
+}
+
+// hostOf is the host identity e's process was found at, zero when it was
+// not (or the file now names another process).
+func (rf *regFile) hostOf(e *registryEntry) proc.Identity {
+	if rf.host.IsZero() || rf.hostFor != processOf(e) {
+		return proc.Identity{}
+	}
+	return rf.host
+}
+
+func (rf *regFile) setHost(e *registryEntry, id proc.Identity) {
+	rf.host, rf.hostFor = id, processOf(e)
+}
+
+func (a *Adapter) scanRegistry(r *rootState, full bool) []adapters.InputError {
+	dir := filepath.Join(r.path, "sessions")
+	r.regsOK = false
+	fi, err := a.fs.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		r.sessionsDir = dirState{}
+		clear(r.regs)
+		r.regsOK = true
+		return nil
+	case err != nil:
+		return []adapters.InputError{{Input: dir, Err: err}}
+	}
+	r.sessionsDir.exists = true
+	if r.sessionsDir.needList(fi, full) {
+		ents, err := a.fs.ReadDir(dir)
+		if err != nil {
+			return []adapters.InputError{{Input: dir, Err: err}}
+		}
+		seen := make(map[string]bool, len(ents))
+		for _, e := range ents {
+			name := e.Name()
+			// Only <pid>.json; the <pid>.<hash>.key secrets never match.
+			if !isRegistryName(name) || !e.Type().IsRegular() {
+				continue
+			}
+			seen[name] = true
+			if r.regs[name] == nil {
+				r.regs[name] = &regFile{path: filepath.Join(dir, name)}
+			}
+		}
+		for name := range r.regs {
+			if !seen[name] {
+				delete(r.regs, name)
+			}
+		}
+		r.sessionsDir.listedNow(fi)
+	}
+	r.regsOK = true
+	var errs []adapters.InputError
+	for name, rf := range r.regs {
+		if err := a.readRegistry(rf); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				delete(r.regs, name)
+				continue
+			}
+			errs = append(errs, adapters.InputError{Input: rf.path, Err: err})
+		}
+	}
+	return errs
+}
+
+// readRegistry re-reads a registry file when its stat changed.
+func (a *Adapter) readRegistry(rf *regFile) error {
+	fi, err := a.fs.Stat(rf.path)
+	if err != nil {
+		rf.entry = nil
+		return err
+	}
+	dev, ino, _ := kit.FileID(fi)
+	same := fi.Size() == rf.size && fi.ModTime().Equal(rf.mtime) && dev == rf.dev && ino == rf.ino
+	if same && !rf.readAt.IsZero() && kit.Settled(rf.mtime, rf.readAt) {
+		return nil
+	}
+	rf.size, rf.mtime, rf.dev, rf.ino, rf.readAt = fi.Size(), fi.ModTime(), dev, ino, time.Now()
+	rf.entry, rf.bad = nil, nil
+	if fi.Size() > maxRegistryBytes {
+		return fmt.Errorf("registry entry of %d bytes: over the %d byte limit", fi.Size(), maxRegistryBytes)
+	}
+	f, err := a.fs.Open(rf.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, fi.Size())
+	n, err := transcript.ReadAtFull(countingFile{f, &a.bytesRead}, buf, 0)
+	if err != nil {
+		return err
+	}
+	e, err := parseRegistry(buf[:n])
+	if err != nil {
+		// Probably caught mid-write: the next write changes the stat. Named
+		// as a warning once it stays so (see warnings).
+		a.log.Debug("skipping registry entry", zap.String("path", rf.path), zap.Error(err))
+		rf.bad = fmt.Errorf("registry entry skipped: %w", err)
+		return nil
+	}
+	if want := strings.TrimSuffix(filepath.Base(rf.path), ".json"); strconv.Itoa(e.PID) != want {
+		a.log.Debug("registry entry names another pid than its file; skipping", zap.String("path", rf.path))
+		rf.bad = fmt.Errorf("registry entry skipped: it names pid %d, its file name pid %s", e.PID, want)
+		return nil
+	}
+	rf.entry = &e
+	return nil
 }
