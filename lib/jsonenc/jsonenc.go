@@ -6,6 +6,9 @@
 // runs over every time.Time's MarshalJSON, were most of the cost of
 // committing a first start's sessions and of encoding the first list
 // after a restart. The appenders' tests hold them to json.Marshal.
+//
+// It also decodes JSON strings as encoding/json does (Unquote), for the
+// hand-written scanners that read transcripts and stored records.
 package jsonenc
 
 import (
