@@ -10,14 +10,14 @@ package transcript
 // and the nesting limit. line_diff_test.go holds it to the old decoder.
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"sync"
 	"unicode"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/sessiond/sessiond/lib/jsonenc"
 )
 
 // The fields read, by object. A key matches a field exactly or, failing
@@ -632,7 +632,7 @@ outer:
 			case '"':
 				return span{start: start, end: i, set: true, esc: esc, high: acc&highs != 0}, i + 1, true
 			case '\\':
-				n := escapeLen(b, i)
+				n := jsonenc.EscapeLen(b, i)
 				if n == 0 {
 					return span{}, i, false
 				}
@@ -648,7 +648,7 @@ outer:
 			case c == '"':
 				return span{start: start, end: i, set: true, esc: esc, high: acc&highs != 0}, i + 1, true
 			case c == '\\':
-				n := escapeLen(b, i)
+				n := jsonenc.EscapeLen(b, i)
 				if n == 0 {
 					return span{}, i, false
 				}
@@ -665,29 +665,6 @@ outer:
 	}
 }
 
-// escapeLen is the length of the valid escape at b[i] == '\\', 0 if it
-// is not one.
-func escapeLen(b []byte, i int) int {
-	if i+1 >= len(b) {
-		return 0
-	}
-	switch b[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2
-	case 'u':
-		if i+6 > len(b) {
-			return 0
-		}
-		for _, c := range b[i+2 : i+6] {
-			if !isDigit(c) && !('a' <= c && c <= 'f') && !('A' <= c && c <= 'F') {
-				return 0
-			}
-		}
-		return 6
-	}
-	return 0
-}
-
 // str decodes a string span as encoding/json does (invalid UTF-8 becomes
 // U+FFFD).
 func str(b []byte, s span) string {
@@ -695,7 +672,7 @@ func str(b []byte, s span) string {
 	if !s.esc && (!s.high || utf8.Valid(raw)) {
 		return string(raw)
 	}
-	return string(unquote(make([]byte, 0, len(raw)+8), raw))
+	return string(jsonenc.Unquote(make([]byte, 0, len(raw)+8), raw))
 }
 
 // transient is str for a string used only until the next change of b, and
@@ -718,84 +695,7 @@ func eqString(b []byte, s span, lit string) bool {
 	if !s.esc && !s.high {
 		return string(raw) == lit
 	}
-	return string(unquote(nil, raw)) == lit
-}
-
-// unquote appends the decoded contents of a checked JSON string to dst,
-// exactly as encoding/json decodes them (invalid UTF-8 becomes U+FFFD).
-func unquote(dst, s []byte) []byte {
-	for r := 0; r < len(s); {
-		// The run up to the next escape: copied as it is when valid UTF-8.
-		j := bytes.IndexByte(s[r:], '\\')
-		if j < 0 {
-			j = len(s) - r
-		}
-		if run := s[r : r+j]; utf8.Valid(run) {
-			dst = append(dst, run...)
-		} else {
-			for k := 0; k < len(run); {
-				rr, size := utf8.DecodeRune(run[k:])
-				k += size
-				dst = utf8.AppendRune(dst, rr)
-			}
-		}
-		r += j
-		if r == len(s) {
-			break
-		}
-		// The escape at s[r] (checked by scanString).
-		switch s[r+1] {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			rr := getu4(s[r:])
-			r += 6
-			if utf16.IsSurrogate(rr) {
-				if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
-					r += 6
-					dst = utf8.AppendRune(dst, dec)
-					continue
-				}
-				rr = unicode.ReplacementChar
-			}
-			dst = utf8.AppendRune(dst, rr)
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, s[r+1])
-		}
-		r += 2
-	}
-	return dst
-}
-
-// getu4 decodes \uXXXX at the start of s, -1 if s does not start so.
-func getu4(s []byte) rune {
-	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
-		return -1
-	}
-	var r rune
-	for _, c := range s[2:6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c = c - '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
+	return string(jsonenc.Unquote(nil, raw)) == lit
 }
 
 // matchKey returns the index in names of the field a key sets, -1 for
@@ -815,7 +715,7 @@ func matchKey(b []byte, k span, names []string, folded []string) int {
 		}
 		return -1
 	}
-	key = unquote(nil, key)
+	key = jsonenc.Unquote(nil, key)
 	for n, name := range names {
 		if string(key) == name {
 			return n
