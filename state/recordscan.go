@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sessiond/sessiond/lib/jsonenc"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -325,7 +326,9 @@ func (d *recordScanner) rawStr() (raw []byte, esc bool) {
 }
 
 // rawEscaped is rawStr for a string with an escape: byte by byte, since
-// an escaped quote does not end it.
+// an escaped quote does not end it. Its escapes must be valid, and none
+// may be a surrogate's \uXXXX (AppendJSON writes UTF-8, never one: a
+// string that holds one is left to the general decoder).
 func (d *recordScanner) rawEscaped() (raw []byte, esc bool) {
 	j, high := d.i+1, false
 	for ; j < len(d.b); j++ {
@@ -338,7 +341,12 @@ func (d *recordScanner) rawEscaped() (raw []byte, esc bool) {
 			}
 			return raw, true
 		case c == '\\':
-			j++
+			n := jsonenc.EscapeLen(d.b, j)
+			if n == 0 || n == 6 && surrogateEscape(d.b[j+2:j+6]) {
+				d.ok = false
+				return nil, false
+			}
+			j += n - 1
 		case c < 0x20:
 			d.ok = false
 			return nil, false
@@ -402,7 +410,8 @@ func (d *recordScanner) str() string {
 	return d.decode(raw, esc)
 }
 
-// decode returns the string whose raw contents rawStr returned.
+// decode returns the string whose raw contents rawStr returned (and
+// checked).
 func (d *recordScanner) decode(raw []byte, esc bool) string {
 	if !d.ok {
 		return ""
@@ -410,45 +419,13 @@ func (d *recordScanner) decode(raw []byte, esc bool) string {
 	if !esc {
 		return string(raw)
 	}
-	out := make([]byte, 0, len(raw))
-	for k := 0; k < len(raw); k++ {
-		c := raw[k]
-		if c != '\\' {
-			out = append(out, c)
-			continue
-		}
-		k++
-		switch raw[k] {
-		case '"', '\\', '/':
-			out = append(out, raw[k])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			if k+4 >= len(raw) {
-				d.ok = false
-				return ""
-			}
-			n, err := strconv.ParseUint(string(raw[k+1:k+5]), 16, 16)
-			if err != nil || (n >= 0xd800 && n < 0xe000) {
-				d.ok = false // surrogates: left to the general decoder
-				return ""
-			}
-			out = utf8.AppendRune(out, rune(n))
-			k += 4
-		default:
-			d.ok = false
-			return ""
-		}
-	}
-	return string(out)
+	return string(jsonenc.Unquote(make([]byte, 0, len(raw)), raw))
+}
+
+// surrogateEscape reports whether the four hex digits u (checked) are a
+// UTF-16 surrogate's, D800-DFFF.
+func surrogateEscape(u []byte) bool {
+	return u[0]|0x20 == 'd' && ('8' <= u[1] && u[1] <= '9' || 'a' <= u[1]|0x20 && u[1]|0x20 <= 'f')
 }
 
 func (d *recordScanner) time() time.Time {

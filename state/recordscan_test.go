@@ -83,6 +83,33 @@ func TestScanRecordLeavesTheRest(t *testing.T) {
 	}
 }
 
+// TestScanRecordEscapes: the escapes scanRecord reads (through
+// jsonenc.Unquote) decode as encoding/json decodes them; a surrogate's
+// \uXXXX, in either case, and an invalid escape are left to the general
+// decoder.
+func TestScanRecordEscapes(t *testing.T) {
+	canon := `{"v":1,"id":"a","agent":"claude","upstream_id":"u","status":"running","activity":"busy","cwd":"/w","launched":false,"problems":null,"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z","stopped_at":null,"last_activity_at":null,"resume":null}`
+	withID := func(id string) []byte { return []byte(`{"v":1,"id":"` + id + canon[len(`{"v":1,"id":"a`):]) }
+	for _, id := range []string{`\"\\\/\b\f\n\r\t`, `\u0000\u001F\u00e9\u2028\uFFFF\uE000\uD7FF`, `é\u003c日本`} {
+		var want session.Record
+		if err := json.Unmarshal(withID(id), &want); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := scanRecord(withID(id))
+		if !ok {
+			t.Fatalf("%s: refused", id)
+		}
+		if !reflect.DeepEqual(got, &want) {
+			t.Fatalf("%s: got id %q, want %q", id, got.ID, want.ID)
+		}
+	}
+	for _, id := range []string{`\uD83D\uDE00`, `\ud800`, `\uDFFF`, `\udbff\udfff`, `\q`, `\u12`, `\u00zz`, "\\\x01"} {
+		if _, ok := scanRecord(withID(id)); ok {
+			t.Errorf("%s: scanRecord read it", id)
+		}
+	}
+}
+
 func BenchmarkScanRecord(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	data, _ := randomRecord(rng).AppendJSON(nil)
