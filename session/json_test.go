@@ -9,7 +9,7 @@ import (
 	"github.com/sessiond/sessiond/internal/testkit/jsonenctest"
 )
 
-// TestAppendJSONIsMarshal holds the hand-written appenders to json.Marshal
+// TestAppendJSONIsMarshal holds the generated appenders to json.Marshal
 // over random values of every field, times json.Marshal refuses included.
 func TestAppendJSONIsMarshal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))

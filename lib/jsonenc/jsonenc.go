@@ -1,11 +1,12 @@
 // Package jsonenc appends JSON values byte for byte as encoding/json's
 // Marshal writes them (HTML-safe escaping, invalid UTF-8 as U+FFFD,
 // time.Time in strict RFC 3339). The records sessiond stores and serves
-// are encoded with it by hand-written appenders (session.Record.AppendJSON,
-// api.AppendSession): encoding/json's reflection, and the compaction it
-// runs over every time.Time's MarshalJSON, were most of the cost of
-// committing a first start's sessions and of encoding the first list
-// after a restart. The appenders' tests hold them to json.Marshal.
+// are encoded with it by appenders that jsongen writes from their struct
+// tags (session.Record.AppendJSON, api.Session.AppendJSON):
+// encoding/json's reflection, and the compaction it runs over every
+// time.Time's MarshalJSON, were most of the cost of committing a first
+// start's sessions and of encoding the first list after a restart. The
+// appenders' tests hold them to json.Marshal.
 //
 // It also decodes JSON strings as encoding/json does (Unquote), for the
 // hand-written scanners that read transcripts and stored records.
@@ -169,4 +170,12 @@ func OptTime(dst []byte, k string, t *time.Time) ([]byte, error) {
 		return dst, nil
 	}
 	return Time(Key(dst, k), *t)
+}
+
+// TimePtr appends *t, or null when t is nil.
+func TimePtr(dst []byte, t *time.Time) ([]byte, error) {
+	if t == nil {
+		return append(dst, "null"...), nil
+	}
+	return Time(dst, *t)
 }

@@ -1,5 +1,5 @@
 // Package jsonenctest fills values with random contents, every field by
-// reflection, so that a test can hold a hand-written JSON appender to
+// reflection, so that a test can hold a generated JSON appender to
 // json.Marshal over fields it does not name: a field added to a struct and
 // not to its appender makes the two differ.
 package jsonenctest
