@@ -1,7 +1,8 @@
 package jsonenc
 
 import (
-	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -15,26 +16,29 @@ import (
 // FuzzUnquote holds Unquote to encoding/json's decoding of strings.
 
 // EscapeLen is the length of the valid JSON escape at b[i] == '\\' (2, or
-// 6 for \uXXXX), 0 if it is not one.
+// 6 for \uXXXX), 0 if it is not one. The two-byte escapes are decided
+// inline in the scanners' loops.
 func EscapeLen(b []byte, i int) int {
-	if i+1 >= len(b) {
+	if i+1 < len(b) && shortEscape[b[i+1]] {
+		return 2
+	}
+	return uEscapeLen(b, i)
+}
+
+// shortEscape holds the bytes that end a two-byte escape.
+var shortEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
+
+// uEscapeLen is 6 for a valid \uXXXX at b[i], 0 for anything else.
+func uEscapeLen(b []byte, i int) int {
+	if i+6 > len(b) || b[i+1] != 'u' {
 		return 0
 	}
-	switch b[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2
-	case 'u':
-		if i+6 > len(b) {
+	for _, c := range b[i+2 : i+6] {
+		if hexValue(c) < 0 {
 			return 0
 		}
-		for _, c := range b[i+2 : i+6] {
-			if hexValue(c) < 0 {
-				return 0
-			}
-		}
-		return 6
 	}
-	return 0
+	return 6
 }
 
 // Unquote appends the decoded contents of a JSON string (s: what lies
@@ -44,27 +48,33 @@ func EscapeLen(b []byte, i int) int {
 // escape EscapeLen accepts. What Unquote makes of anything else is not
 // specified, but it does not panic.
 func Unquote(dst, s []byte) []byte {
-	for r := 0; r < len(s); {
-		// The run up to the next escape: copied as it is when valid UTF-8.
-		j := bytes.IndexByte(s[r:], '\\')
-		if j < 0 {
-			j = len(s) - r
+	// s[r:j] is the run not yet copied: valid UTF-8 with no backslash. It
+	// is looked at eight bytes at a time while they are ASCII, in this
+	// loop rather than in calls (bytes.IndexByte and utf8.Valid for each
+	// run cost the record scanner, whose strings are short, 15 %).
+	r, j := 0, 0
+	for j < len(s) {
+		if j = asciiRun(s, j); j == len(s) {
+			break
 		}
-		if run := s[r : r+j]; utf8.Valid(run) {
-			dst = append(dst, run...)
-		} else {
-			for k := 0; k < len(run); {
-				rr, size := utf8.DecodeRune(run[k:])
-				k += size
-				dst = utf8.AppendRune(dst, rr)
+		if s[j] != '\\' {
+			rr, size := utf8.DecodeRune(s[j:])
+			if rr != utf8.RuneError || size != 1 {
+				j += size // valid: part of the run
+				continue
 			}
+			dst = append(dst, s[r:j]...)
+			dst = append(dst, "\uFFFD"...)
+			j++
+			r = j
+			continue
 		}
-		r += j
-		if r+1 >= len(s) {
-			break // the end, or a lone backslash (not checked)
+		dst = append(dst, s[r:j]...)
+		if j+1 == len(s) {
+			return dst // a lone backslash (not checked)
 		}
-		// The escape at s[r].
-		switch s[r+1] {
+		// The escape at s[j].
+		switch s[j+1] {
 		case 'b':
 			dst = append(dst, '\b')
 		case 'f':
@@ -76,24 +86,47 @@ func Unquote(dst, s []byte) []byte {
 		case 't':
 			dst = append(dst, '\t')
 		case 'u':
-			rr := getu4(s[r:])
-			r += 6
+			rr := getu4(s[j:])
+			j += 6
 			if utf16.IsSurrogate(rr) {
-				if dec := utf16.DecodeRune(rr, getu4(s[r:])); dec != unicode.ReplacementChar {
-					r += 6
-					dst = utf8.AppendRune(dst, dec)
-					continue
+				if dec := utf16.DecodeRune(rr, getu4(s[j:])); dec != unicode.ReplacementChar {
+					j += 6
+					rr = dec
+				} else {
+					rr = unicode.ReplacementChar
 				}
-				rr = unicode.ReplacementChar
 			}
 			dst = utf8.AppendRune(dst, rr)
+			j = min(j, len(s)) // past the end only if not checked
+			r = j
 			continue
 		default: // '"', '\\', '/'
-			dst = append(dst, s[r+1])
+			dst = append(dst, s[j+1])
 		}
-		r += 2
+		j += 2
+		r = j
 	}
-	return dst
+	return append(dst, s[r:j]...)
+}
+
+// asciiRun returns the index of the first byte of s from i on that is a
+// backslash or not ASCII, or len(s), looking at eight bytes at a time.
+func asciiRun(s []byte, i int) int {
+	for ; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		bs := x ^ (lsb * '\\')
+		// The lowest lane flagged is the first byte >= 0x80 or backslash:
+		// a borrow may flag a lane above a backslash, never one below.
+		if m := (x | (bs-lsb)&^bs) & msb; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c >= utf8.RuneSelf {
+			return i
+		}
+	}
+	return i
 }
 
 // getu4 decodes \uXXXX at the start of s, -1 if s does not start so.

@@ -73,6 +73,25 @@ func TestUnquoteIsUnmarshal(t *testing.T) {
 	}
 }
 
+// TestUnquoteEveryLane: an escape, a multi-byte rune or an invalid byte
+// at every position of strings long enough for the eight-byte path, among
+// plain bytes, so that a lane test that misses one, or takes a plain byte
+// for one, fails.
+func TestUnquoteEveryLane(t *testing.T) {
+	specials := []string{`\n`, `\"`, `\\`, `\u00e9`, `\ud83d\ude00`, `\ud83d`, "é", "日", "😀", "\xff", "\xe2\x80", "\x7f"}
+	const n = 17
+	for _, sp := range specials {
+		for at := 0; at <= n; at++ {
+			for _, fill := range []byte{'a', ' ', '[', ']', '\'', '~'} {
+				s := bytes.Repeat([]byte{fill}, at)
+				s = append(s, sp...)
+				s = append(s, bytes.Repeat([]byte{fill}, n-at)...)
+				checkUnquote(t, s)
+			}
+		}
+	}
+}
+
 // FuzzUnquote holds Unquote to encoding/json's decoding of strings, and
 // EscapeLen to the escapes encoding/json takes:
 //
