@@ -37,12 +37,12 @@ type Host struct {
 	// far side's ("" = the far sessionctl's default; "~/…" under the far
 	// user's home, for the far side's shell to expand).
 	Socket string
-	// SSH is set for an ssh host.
-	SSH *SSHTarget
+	// ssh is set for an ssh host.
+	ssh *sshTarget
 }
 
-// SSHTarget is the ssh side of a Host.
-type SSHTarget struct {
+// sshTarget is the ssh side of a Host.
+type sshTarget struct {
 	User, Host string
 	Port       int // 0 = ssh's default (or its config's)
 }
@@ -74,7 +74,7 @@ func ParseHost(s string) (Host, error) {
 		if u.RawQuery != "" || u.Fragment != "" {
 			return Host{}, fmt.Errorf("host %q: ssh hosts take no query or fragment", s)
 		}
-		t := &SSHTarget{Host: u.Hostname(), User: u.User.Username()}
+		t := &sshTarget{Host: u.Hostname(), User: u.User.Username()}
 		if _, hasPass := u.User.Password(); hasPass {
 			return Host{}, fmt.Errorf("host %q: no password in the URL; ssh's keys or agent authenticate", s)
 		}
@@ -99,7 +99,7 @@ func ParseHost(s string) (Host, error) {
 			// ~ is still ssh://host//~/x.
 			sock = sock[1:]
 		}
-		return Host{Name: s, Socket: sock, SSH: t}, nil
+		return Host{Name: s, Socket: sock, ssh: t}, nil
 	case "":
 		return Host{}, fmt.Errorf("host %q: say unix:///path or ssh://[user@]host[:port][/path]", s)
 	}
@@ -134,7 +134,7 @@ const (
 
 // NewHostClient returns a client for h.
 func NewHostClient(h Host) *Client {
-	if h.SSH == nil {
+	if h.ssh == nil {
 		c := NewClient(h.Socket)
 		c.Host = h.Name
 		return c
@@ -160,13 +160,13 @@ func sshArgv(h Host) []string {
 	// key's passphrase may still be asked on the terminal. A host that
 	// goes silent is given up after 3 unanswered keepalives 15 s apart.
 	args = append(args, "-T", "-o", "ConnectTimeout=15", "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3")
-	if h.SSH.Port != 0 {
-		args = append(args, "-p", strconv.Itoa(h.SSH.Port))
+	if h.ssh.Port != 0 {
+		args = append(args, "-p", strconv.Itoa(h.ssh.Port))
 	}
-	if h.SSH.User != "" {
-		args = append(args, "-l", h.SSH.User)
+	if h.ssh.User != "" {
+		args = append(args, "-l", h.ssh.User)
 	}
-	args = append(args, "--", h.SSH.Host)
+	args = append(args, "--", h.ssh.Host)
 	// The far side's shell splits the command line: quote each word, but
 	// a leading ~/ (the far sessionctl, the socket), which that shell
 	// expands to the far user's home.

@@ -55,17 +55,17 @@ func TestParseHost(t *testing.T) {
 			t.Errorf("ParseHost(%q).Socket = %q, want %q", tc.in, h.Socket, tc.socket)
 		}
 		if tc.host == "" {
-			if h.SSH != nil {
+			if h.ssh != nil {
 				t.Errorf("ParseHost(%q) is an ssh host", tc.in)
 			}
 			continue
 		}
-		if h.SSH == nil || h.SSH.Host != tc.host || h.SSH.User != tc.user || h.SSH.Port != tc.port {
-			t.Errorf("ParseHost(%q).SSH = %+v, want %s@%s:%d", tc.in, h.SSH, tc.user, tc.host, tc.port)
+		if h.ssh == nil || h.ssh.Host != tc.host || h.ssh.User != tc.user || h.ssh.Port != tc.port {
+			t.Errorf("ParseHost(%q).SSH = %+v, want %s@%s:%d", tc.in, h.ssh, tc.user, tc.host, tc.port)
 		}
 	}
 	hs, err := ParseHosts("ssh://a, ,unix:///s")
-	if err != nil || len(hs) != 2 || hs[0].SSH == nil || hs[1].Socket != "/s" {
+	if err != nil || len(hs) != 2 || hs[0].ssh == nil || hs[1].Socket != "/s" {
 		t.Errorf("ParseHosts: %+v, %v", hs, err)
 	}
 }

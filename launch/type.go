@@ -45,7 +45,7 @@ func (e *NotHeldError) Error() string { return e.Reason }
 // as a newline: sent together, the prompt would sit unsent.
 //
 // Right before the text goes in, and again right before Enter, Type
-// checks that the pane still holds the agent (CheckPane): once the agent
+// checks that the pane still holds the agent (paneHeld): once the agent
 // has exited or been suspended, the shell under it takes the keys, and
 // Enter runs them. When a check fails, nothing more is sent and the
 // error is a *TypeError wrapping a *NotHeldError.
@@ -110,9 +110,9 @@ func (l *Launcher) Type(ctx context.Context, p session.Pane, owner proc.Identity
 	return nil
 }
 
-// CheckPane says whether pane p holds owner now, as Type checks it before
+// paneHeld says whether pane p holds owner now, as Type checks it before
 // each key it sends: nil, or a *NotHeldError that says why not.
-func (l *Launcher) CheckPane(ctx context.Context, p session.Pane, owner proc.Identity) error {
+func (l *Launcher) paneHeld(ctx context.Context, p session.Pane, owner proc.Identity) error {
 	tmux, err := exec.LookPath(l.cfg.Tmux)
 	if err != nil {
 		return &UsageError{fmt.Errorf("checking a tmux pane needs tmux: %w", err)}

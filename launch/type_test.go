@@ -158,7 +158,7 @@ func TestTypeRefusesAPaneThatNoLongerHoldsTheAgent(t *testing.T) {
 
 	// Exited a moment before.
 	a := agent()
-	if err := l.CheckPane(context.Background(), p.pane(), a); err != nil {
+	if err := l.paneHeld(context.Background(), p.pane(), a); err != nil {
 		t.Fatalf("the live agent in its pane: %v", err)
 	}
 	syscall.Kill(a.PID, syscall.SIGKILL)

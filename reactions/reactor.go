@@ -22,7 +22,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultTimeout     = 10 * time.Second
-	DefaultConcurrency = 4
+	defaultConcurrency = 4
 	// queueLen is how many changes wait for one hook before the next is
 	// dropped (and counted): a hook that hangs on every change falls
 	// behind alone, and memory stays bounded.
@@ -81,7 +81,7 @@ func New(cfg Config) *Reactor {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
+		cfg.Concurrency = defaultConcurrency
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

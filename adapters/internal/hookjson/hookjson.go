@@ -83,7 +83,7 @@ func (a Agent) activity(p *payload) (session.Activity, *session.WaitingFor) {
 		if asks {
 			return question()
 		}
-		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingPermission, Tool: p.ToolName, Input: ShortInput(p.ToolInput)}
+		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingPermission, Tool: p.ToolName, Input: shortInput(p.ToolInput)}
 	case "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PermissionDenied",
 		"SubagentStart", "SubagentStop", "PreCompact", "PostCompact":
 		return session.ActivityBusy, nil
@@ -140,10 +140,10 @@ func isID(s string, max int) bool {
 	return true
 }
 
-// ShortInput is a one-line form of a tool's input for a person deciding
+// shortInput is a one-line form of a tool's input for a person deciding
 // on it: its command, file, URL or pattern when it has one, else its
 // JSON, cut at maxShort runes.
-func ShortInput(raw json.RawMessage) string {
+func shortInput(raw json.RawMessage) string {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) == nil {
 		for _, k := range []string{"command", "cmd", "file_path", "path", "notebook_path", "url", "pattern", "query", "prompt"} {

@@ -20,7 +20,7 @@ func TestShortInput(t *testing.T) {
 		``:                                                  "",
 		`{"command":"` + long + `"}`:                        strings.Repeat("x", maxShort-1) + "…",
 	} {
-		if got := ShortInput(json.RawMessage(in)); got != want {
+		if got := shortInput(json.RawMessage(in)); got != want {
 			t.Errorf("ShortInput(%.40q) = %q, want %q", in, got, want)
 		}
 	}

@@ -101,9 +101,9 @@ func NewTagged(b Bounds, tag func(*proc.Process) string) *Memory {
 // Len is how many owners are remembered.
 func (m *Memory) Len() int { return len(m.owners) }
 
-// Label is what the adapter named a remembered owner with (its session);
+// label is what the adapter named a remembered owner with (its session);
 // ok is false when the owner is not remembered.
-func (m *Memory) Label(id proc.Identity) (label string, ok bool) {
+func (m *Memory) label(id proc.Identity) (label string, ok bool) {
 	if o := m.owners[id]; o != nil {
 		return o.label, true
 	}

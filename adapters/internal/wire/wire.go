@@ -71,15 +71,15 @@ func (r *Reader) Fail(msg string) {
 	}
 }
 
-// SetErr records err unless there is an error already.
-func (r *Reader) SetErr(err error) {
+// setErr records err unless there is an error already.
+func (r *Reader) setErr(err error) {
 	if r.err == nil {
 		r.err = err
 	}
 }
 
-// Len is the number of bytes not read yet.
-func (r *Reader) Len() int { return len(r.b) }
+// remaining is the number of bytes not read yet.
+func (r *Reader) remaining() int { return len(r.b) }
 
 // Format reads an entry's first byte, the format it was written in, and
 // fails unless it is want. An adapter bumps its format when its layout

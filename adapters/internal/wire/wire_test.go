@@ -55,7 +55,7 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := NewReader(b)
-		for r.Err() == nil && r.Len() > 0 {
+		for r.Err() == nil && r.remaining() > 0 {
 			switch r.Byte() % 5 {
 			case 0:
 				r.Uvarint()
@@ -93,7 +93,7 @@ func TestFormat(t *testing.T) {
 	// An error before it sticks.
 	r := NewReader([]byte{2})
 	r.Fail("earlier")
-	if r.Format(2); r.Err().Error() != "earlier" || r.Len() != 1 {
-		t.Errorf("Format after an error: %v, %d bytes left", r.Err(), r.Len())
+	if r.Format(2); r.Err().Error() != "earlier" || r.remaining() != 1 {
+		t.Errorf("Format after an error: %v, %d bytes left", r.Err(), r.remaining())
 	}
 }

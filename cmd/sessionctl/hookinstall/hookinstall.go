@@ -106,8 +106,8 @@ func (p *Plan) Changed() bool {
 	return p.Existed != p.Exists || !bytes.Equal(p.Before, p.After) || p.backup != nil || p.removeBackup
 }
 
-// BackupPath is where an install keeps the file as it was.
-func BackupPath(path string) string { return path + ".sessiond-backup" }
+// backupPath is where an install keeps the file as it was.
+func backupPath(path string) string { return path + ".sessiond-backup" }
 
 // backupFile is the backup's format: the file's exact bytes, or that it
 // did not exist.
@@ -142,7 +142,7 @@ func (a Agent) Install(root, command string) (*Plan, error) {
 			return nil, err
 		}
 		p.backup = b
-		p.Note = fmt.Sprintf("add sessiond's hook to %d events; the file as it was is kept in %s", len(a.Events), BackupPath(p.Path))
+		p.Note = fmt.Sprintf("add sessiond's hook to %d events; the file as it was is kept in %s", len(a.Events), backupPath(p.Path))
 	default:
 		p.Note = fmt.Sprintf("replace sessiond's hook (%d entries) with this command", found)
 	}
@@ -176,7 +176,7 @@ func (a Agent) Uninstall(root string) (*Plan, error) {
 	}
 	if bk != nil && sameDocument(after, bk) {
 		p.After, p.Exists, p.removeBackup = bk.Content, bk.Existed, true
-		p.Note = "restore the file exactly as it was before the install (from " + BackupPath(p.Path) + ")"
+		p.Note = "restore the file exactly as it was before the install (from " + backupPath(p.Path) + ")"
 		if !bk.Existed {
 			p.After = nil
 			p.Note = "remove the file: it did not exist before the install"
@@ -187,7 +187,7 @@ func (a Agent) Uninstall(root string) (*Plan, error) {
 	p.After = after
 	p.Note = fmt.Sprintf("remove sessiond's hook from %d entries", found)
 	if bk != nil {
-		p.Note += "; the file changed since the install, so it is not restored from " + BackupPath(p.Path) + " (kept)"
+		p.Note += "; the file changed since the install, so it is not restored from " + backupPath(p.Path) + " (kept)"
 	}
 	p.Note += p.through()
 	return p, nil
@@ -390,7 +390,7 @@ func sameJSON(a, b []byte) bool {
 }
 
 func readBackup(path string) (*backupFile, error) {
-	b, err := os.ReadFile(BackupPath(path))
+	b, err := os.ReadFile(backupPath(path))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -399,7 +399,7 @@ func readBackup(path string) (*backupFile, error) {
 	}
 	var bk backupFile
 	if err := json.Unmarshal(b, &bk); err != nil || bk.Format != backupFormat {
-		return nil, fmt.Errorf("%s is not a sessiond backup: move it away first", BackupPath(path))
+		return nil, fmt.Errorf("%s is not a sessiond backup: move it away first", backupPath(path))
 	}
 	return &bk, nil
 }
@@ -441,14 +441,14 @@ func (p *Plan) Apply() (err error) {
 		return err
 	}
 	if p.backup != nil {
-		undo, kerr := keepBackup(BackupPath(p.Path), p.backup)
+		undo, kerr := keepBackup(backupPath(p.Path), p.backup)
 		if kerr != nil {
-			return fmt.Errorf("keep %s in %s: %w", p.Path, BackupPath(p.Path), kerr)
+			return fmt.Errorf("keep %s in %s: %w", p.Path, backupPath(p.Path), kerr)
 		}
 		defer func() {
 			if err != nil {
 				if uerr := undo(); uerr != nil {
-					err = fmt.Errorf("%w; and putting %s back as it was failed: %v", err, BackupPath(p.Path), uerr)
+					err = fmt.Errorf("%w; and putting %s back as it was failed: %v", err, backupPath(p.Path), uerr)
 				}
 			}
 		}()
@@ -470,14 +470,14 @@ func (p *Plan) Apply() (err error) {
 			mode = p.info.Mode().Perm()
 		}
 		if err := writeAtomic(p.target, p.After, mode, p.unchanged); err != nil {
-			if errors.Is(err, ErrChanged) {
+			if errors.Is(err, errChanged) {
 				return err
 			}
 			return fmt.Errorf("write %s: %w", p.target, err)
 		}
 	}
 	if p.removeBackup {
-		if err := os.Remove(BackupPath(p.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(backupPath(p.Path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("the file is restored; removing its backup failed: %w", err)
 		}
 	}

@@ -88,7 +88,7 @@ func TestRoundTripByteIdentical(t *testing.T) {
 			case c.content != nil && string(got) != *c.content:
 				t.Fatalf("after uninstall:\n%q\nwant byte-identical:\n%q", got, *c.content)
 			}
-			if _, err := os.Stat(BackupPath(path)); !os.IsNotExist(err) {
+			if _, err := os.Stat(backupPath(path)); !os.IsNotExist(err) {
 				t.Fatalf("backup left behind: %v", err)
 			}
 			if p, err := c.agent.Uninstall(root); err != nil || p.Changed() {
@@ -120,7 +120,7 @@ func TestUninstallKeepsLaterEdits(t *testing.T) {
 	if strings.Contains(string(b), "sessionctl") || !strings.Contains(string(b), "sonnet") || !strings.Contains(string(b), "say done") {
 		t.Fatalf("after uninstall:\n%s", b)
 	}
-	if _, err := os.Stat(BackupPath(path)); err != nil {
+	if _, err := os.Stat(backupPath(path)); err != nil {
 		t.Fatalf("backup: %v", err)
 	}
 }

@@ -142,7 +142,7 @@ func TestSymlinkedFileStaysALink(t *testing.T) {
 			case c.content != nil && string(got) != *c.content:
 				t.Fatalf("the linked file after uninstall:\n%q\nwant byte-identical:\n%q", got, *c.content)
 			}
-			if _, err := os.Lstat(BackupPath(path)); !os.IsNotExist(err) {
+			if _, err := os.Lstat(backupPath(path)); !os.IsNotExist(err) {
 				t.Fatalf("backup left behind: %v", err)
 			}
 			noTemps(t, root)
@@ -189,7 +189,7 @@ func TestNumbersAndBytesExact(t *testing.T) {
 				if st := a.Status(root); !st.Installed() {
 					t.Fatalf("status: %+v", st)
 				}
-				if err := os.Remove(BackupPath(path)); err != nil {
+				if err := os.Remove(backupPath(path)); err != nil {
 					t.Fatal(err)
 				}
 				uninstall(t, a, root)
@@ -223,7 +223,7 @@ func TestChangedBetweenReadAndWrite(t *testing.T) {
 		}},
 		{"install over a file, an older backup kept", func(t *testing.T, root string) *Plan {
 			write(t, filepath.Join(root, "settings.json"), userSettings)
-			write(t, BackupPath(filepath.Join(root, "settings.json")), `{"sessiond_hooks_backup":"1","existed":true,"content":"e30K"}`)
+			write(t, backupPath(filepath.Join(root, "settings.json")), `{"sessiond_hooks_backup":"1","existed":true,"content":"e30K"}`)
 			p, err := Claude.Install(root, command)
 			if err != nil {
 				t.Fatal(err)
@@ -270,7 +270,7 @@ func TestChangedBetweenReadAndWrite(t *testing.T) {
 			if !p.Changed() {
 				t.Fatalf("the plan changes nothing: %s", p.Note)
 			}
-			backup, _ := os.ReadFile(BackupPath(path))
+			backup, _ := os.ReadFile(backupPath(path))
 			calls := 0
 			beforeReplace = func(string) {
 				calls++
@@ -288,7 +288,7 @@ func TestChangedBetweenReadAndWrite(t *testing.T) {
 			if b, _ := os.ReadFile(path); string(b) != agentWrote {
 				t.Fatalf("the other write is lost; the file is:\n%s", b)
 			}
-			if b, _ := os.ReadFile(BackupPath(path)); !bytes.Equal(b, backup) {
+			if b, _ := os.ReadFile(backupPath(path)); !bytes.Equal(b, backup) {
 				t.Fatalf("the backup changed, from:\n%s\nto:\n%s", backup, b)
 			}
 			noTemps(t, root)
@@ -313,7 +313,7 @@ func TestEventNotArrayRefused(t *testing.T) {
 		if b, _ := os.ReadFile(path); string(b) != bad {
 			t.Fatalf("%s: the file changed:\n%s", a.Name, b)
 		}
-		if _, err := os.Lstat(BackupPath(path)); !os.IsNotExist(err) {
+		if _, err := os.Lstat(backupPath(path)); !os.IsNotExist(err) {
 			t.Fatalf("%s: a backup was written: %v", a.Name, err)
 		}
 		if st := a.Status(root); st.Error == "" || !strings.Contains(st.Error, "PreToolUse") {
@@ -398,7 +398,7 @@ func TestChangedUnderTheSameBytesOrLink(t *testing.T) {
 			beforeReplace = func(string) { c.other(t, base, path) }
 			defer func() { beforeReplace = nil }()
 			err = p.Apply()
-			if !errors.Is(err, ErrChanged) {
+			if !errors.Is(err, errChanged) {
 				t.Fatalf("Apply: %v; want ErrChanged", err)
 			}
 			t.Logf("Apply: %v", err)
@@ -407,7 +407,7 @@ func TestChangedUnderTheSameBytesOrLink(t *testing.T) {
 					t.Fatalf("%s was written:\n%s", f, b)
 				}
 			}
-			if _, err := os.Lstat(BackupPath(path)); !os.IsNotExist(err) {
+			if _, err := os.Lstat(backupPath(path)); !os.IsNotExist(err) {
 				t.Fatalf("a backup is left: %v", err)
 			}
 		})
@@ -450,7 +450,7 @@ func TestUninstallAfterAnOlderInstall(t *testing.T) {
 	// What the earlier install wrote: the backup, and the file decoded
 	// into float64 and encoded again with its hooks.
 	bk, _ := json.Marshal(backupFile{Format: backupFormat, Existed: true, Content: []byte(orig)})
-	write(t, BackupPath(path), string(bk))
+	write(t, backupPath(path), string(bk))
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(orig), &doc); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,7 @@ func (a Agent) Status(root string) Status {
 		return st
 	}
 	hooks, _ := v.(map[string]any)["hooks"].(map[string]any)
-	if _, err := os.Stat(BackupPath(p.Path)); err == nil {
+	if _, err := os.Stat(backupPath(p.Path)); err == nil {
 		st.Backup = true
 	}
 	seen := map[string]bool{}

@@ -12,10 +12,10 @@ import (
 	"time"
 )
 
-// ErrChanged is what Apply returns (wrapped) when the file changed after
+// errChanged is what Apply returns (wrapped) when the file changed after
 // it was read: something else wrote it meanwhile, and sessiond, which
 // would have overwritten that write, wrote nothing.
-var ErrChanged = errors.New("changed since it was read")
+var errChanged = errors.New("changed since it was read")
 
 // beforeReplace, when set (by tests), runs right before the last check
 // that the file is as it was read: where another writer would lose its
@@ -131,7 +131,7 @@ func (p *Plan) changed(why string) error {
 	if p.target != p.Path {
 		name += " (" + p.target + ")"
 	}
-	return fmt.Errorf("%s %w (%s): nothing was written; run the command again to act on the file as it is now", name, ErrChanged, why)
+	return fmt.Errorf("%s %w (%s): nothing was written; run the command again to act on the file as it is now", name, errChanged, why)
 }
 
 // lockRoot holds an exclusive flock on the root's directory while a plan
