@@ -335,7 +335,7 @@ type Prompter interface {
 // same pointer, pass after pass, for as long as every one of them is what
 // it would observe afresh. Most sessions a daemon knows are history; with
 // the set, a pass that finds it unchanged does nothing per session in it
-// (issue 14: looking at every session every pass was the idle cost at
+// (looking at every session every pass was the idle cost at
 // 10,000 of them). A set never changes once returned: a change to one of
 // its sessions is a new set, or that session returned in
 // Observation.Sessions, which shadows its entry here for that pass.

@@ -25,7 +25,7 @@ import (
 // id no record has (any process of the user can post one). "serial" is
 // one client; "flood" is 8 clients at once while one more lists every
 // session back to back, and reports the list's p50 and p99 under the
-// flood (issue 32: 50,000 forged ids took seconds each for the last
+// flood (50,000 forged ids took seconds each for the last
 // ones, and must leave the list fast).
 //
 //	go test -run='^$' -bench=BenchmarkHookRoute -benchtime=50000x ./daemon/

@@ -92,7 +92,7 @@ func (r *nsRoot) find(ns string, nspid int) InNamespace {
 	return got
 }
 
-// Issue 32 item 10: a namespace none of whose processes is in sight is
+// A namespace none of whose processes is in sight is
 // gone only when this host sees every process of the machine: it runs in
 // the initial PID namespace, its /proc hides nothing, and no process whose
 // namespace it could not read may be the pid asked for. Anything short of

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mutants.sh applies one-line mutants of the liveness core, one at a time,
 # runs the named packages' tests on each, and says which the tests kill
-# (issue 37). A mutant the tests let through is a rule no test holds.
+# (docs/testing.md). A mutant the tests let through is a rule no test holds.
 #
 #   scripts/mutants.sh                      # every mutant of scripts/mutants.txt
 #   scripts/mutants.sh 'decide-|probe-'     # those whose name matches

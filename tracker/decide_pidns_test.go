@@ -10,7 +10,7 @@ import (
 	"github.com/sessiond/sessiond/session"
 )
 
-// Issue 32 item 10 (b), across a restart: a claude in a container was
+// Across a restart: a claude in a container was
 // found at host pid 500, and the record keeps that identity as its owner,
 // with the evidence that names the namespace and the pid in it. The
 // restarted daemon's adapter cannot place it (its namespace went with it,

@@ -15,7 +15,7 @@ import (
 )
 
 // decide's table tests hold each rule by one case or two: one edited
-// case would let a broken rule through (issue 37). This test is the
+// case would let a broken rule through. This test is the
 // second, independent guard: it draws thousands of records and pieces of
 // evidence from a seeded generator and checks, for every draw, the
 // promise the rules serve, "a session runs iff its owner lives", stated

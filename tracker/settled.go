@@ -11,7 +11,7 @@ import (
 
 // Most sessions a daemon knows are history: stopped long ago, observed
 // the same way pass after pass. Deciding each of them again every pass
-// was most of an idle pass (issue 14: 1.4 % of a core at 10,000 sessions).
+// was most of an idle pass (1.4 % of a core at 10,000 sessions).
 // A pass skips decide for a record it can prove would come out unchanged:
 // the very record decided last pass (the store replaces a record on every
 // write, so the same pointer is the same record) with the same evidence,

@@ -16,7 +16,7 @@ import (
 	"github.com/sessiond/sessiond/session"
 )
 
-// Issue 32 item 10, through Discover on a fixture proc root: a claude in
+// Through Discover on a fixture proc root: a claude in
 // a container is named by its namespace's pid; the adapter finds its host
 // pid while the namespace is in sight, and must not lose it when the
 // namespace goes (a container's pid 1 takes its namespace with it).

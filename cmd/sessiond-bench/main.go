@@ -1,5 +1,5 @@
-// Command sessiond-bench measures sessiond against the targets of issues 9
-// and 14 and prints a table of figures with the machine and the exact
+// Command sessiond-bench measures sessiond against its speed targets
+// (BENCHMARKS.md) and prints a table of figures with the machine and the exact
 // command.
 //
 // It generates its agent data in a temporary directory, builds (or takes)
@@ -13,12 +13,12 @@
 //	go run ./cmd/sessiond-bench -only death,api # some scenarios
 //	go run ./cmd/sessiond-bench -format markdown
 //
-// The scenarios of issue 14:
+// The scenarios:
 //
 //	home     the standard home, dense (2,000 transcripts, ~2 GB of real lines, 1 in 20 ending mid tool call): cold ls, CPU, bytes read, warm sessionctl ls, RSS
 //	growth   1k, 10k, 100k sessions: steady pass, list, idle CPU, RSS, and the pass after 10 transcripts change (-growth, -growth-idle)
 //	peers    N live owners listed by Claude Code's own `claude agents --json` and by `sessionctl ls --json`: both times, and whether they agree (-peers, -claude-bin; skipped without $SESSIOND_CLAUDE_BIN)
-//	hooks    50,000 forged hook ids posted while the sessions are listed: the list's p99 (issue 32)
+//	hooks    50,000 forged hook ids posted while the sessions are listed: the list's p99
 //	restart  sessiond stopped (SIGTERM) or killed (SIGKILL) and started again on its store: exec to first complete ls, CPU, bytes read (-restarts, -restart-12k)
 package main
 

@@ -38,7 +38,7 @@ type Options struct {
 	Kills        int
 	PollInterval time.Duration // --reconcile-interval of the polling run
 
-	// home (and restart): the standard home of issue 14, dense transcripts.
+	// home (and restart): the standard home, dense transcripts.
 	HomeFiles, HomeBig, HomeProjects int
 	HomeBytes                        int64
 
@@ -91,11 +91,11 @@ type Options struct {
 	Log func(format string, args ...any)
 }
 
-// Full are the scales of the targets in issue 9.
+// Full are the scales of the targets in BENCHMARKS.md.
 func Full() Options {
 	return Options{
 		Kills: 50, PollInterval: 5 * time.Second,
-		HomeFiles: 2000, HomeBig: 3, HomeProjects: 150, HomeBytes: 2e9, // issue 14: "1.9 GB"
+		HomeFiles: 2000, HomeBig: 3, HomeProjects: 150, HomeBytes: 2e9, // "1.9 GB"
 		Restarts: 5, RestartSettle: 2 * time.Second, RestartTenK: true,
 		GrowthScales: []int{1000, 10000, 100000}, GrowthIdle: 20 * time.Second, GrowthSettle: 10 * time.Second, GrowthLists: 5, GrowthTouch: 10,
 		PeerOwners: 20, PeerRuns: 10,

@@ -15,7 +15,7 @@ import (
 // hooks: a flood of hooks naming sessions nobody has (any process of the
 // user can post one, and each used to walk every hook kept, under the
 // lock every pass takes: 10k/20k/40k ids took 1.9/5.3/60.5 s) while a
-// client lists the sessions back to back. Issue 32's figure: 50,000
+// client lists the sessions back to back. The target: 50,000
 // distinct forged ids leave the list's p99 under 50 ms while they arrive.
 func (r *runner) hooks(ctx context.Context) error {
 	d, err := r.tenK(ctx)

@@ -212,7 +212,7 @@ func (r *runner) ctlTime(ctx context.Context, d *daemon, n int) (Percentiles, in
 	return percentile(ds), count, nil
 }
 
-// homeData writes, once per run, the standard home of issue 14: dense
+// homeData writes, once per run, the standard home: dense
 // transcripts (every byte a real 2.1.328 line), 1 in 20 ending mid tool
 // call. The home and restart scenarios share it.
 func (r *runner) homeData() (*claudetest.Root, claudetest.History, error) {

@@ -3,7 +3,7 @@
 // without keeping anything behind (goroutines, file descriptors).
 //
 // By default the load lasts a few seconds; SESSIOND_LOAD_DURATION=20s runs
-// the full load of issue 9 (cmd/sessiond-bench -only load prints its
+// the full load of BENCHMARKS.md (cmd/sessiond-bench -only load prints its
 // figures).
 package load
 

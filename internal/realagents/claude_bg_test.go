@@ -43,7 +43,7 @@ func readRoster(root string) (bgRoster, error) {
 
 var backgroundedRE = regexp.MustCompile(`backgrounded · ([0-9a-f]{8})`)
 
-// Matrix (issue 13 item 5): `claude --bg`. Claude's own daemon runs the
+// Matrix: `claude --bg`. Claude's own daemon runs the
 // session in a REPL under a pty host; the REPL (roster replPid, registry
 // kind "bg") owns it, not the pty host nor the daemon: running and busy
 // with the REPL as owner. kill -9 of the REPL: interrupted with its

@@ -16,7 +16,7 @@ import (
 	"github.com/sessiond/sessiond/session"
 )
 
-// Issue 32 item 10: `claude -p` in a PID namespace of its own, as in a
+// `claude -p` in a PID namespace of its own, as in a
 // container (`unshare -p -f --mount-proc`, where claude is the namespace's
 // pid 1 and its registry entry's pidDomain names that namespace). sessiond
 // finds its host pid through NSpid and tracks it running and busy with the

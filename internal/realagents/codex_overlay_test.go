@@ -18,7 +18,7 @@ import (
 
 // codex exec with its CODEX_HOME on an overlayfs whose layers are on two
 // different tmpfs: stat gives the writer lock file the overlay's device,
-// the kernel's lock table the upper tmpfs's (issue 32).
+// the kernel's lock table the upper tmpfs's.
 func TestCodexExecHomeOnOverlay(t *testing.T) {
 	bin := agentBin(t, codexBinEnv, "@openai/codex")
 	dir, err := mounttest.Overlay(t)
@@ -143,7 +143,7 @@ func logLockDevices(t *testing.T, lock string, pid int) {
 	}
 	t.Logf("writer lock %s: stat %s, lock table %s (pid %d)", lock, statName, table, pid)
 	if table == statName {
-		recordTiming("NOTE " + t.Name() + ": stat and the lock table agree on " + statName + ": issue 32's case not shown here")
-		t.Logf("NOTE: stat and the lock table agree here: this run does not show issue 32's case")
+		recordTiming("NOTE " + t.Name() + ": stat and the lock table agree on " + statName + ": the device mismatch not shown here")
+		t.Logf("NOTE: stat and the lock table agree here: this run does not show the device mismatch")
 	}
 }

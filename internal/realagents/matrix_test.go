@@ -1,6 +1,6 @@
 package realagents
 
-// The real usage matrix (issue 13): each agent run the ways people run it,
+// The real usage matrix: each agent run the ways people run it,
 // outside sessiond, asserting while it lives the exact status, activity and
 // owner, and after kill -9 interrupted with its problems, with the
 // invariant watch running throughout.
