@@ -4,6 +4,7 @@
 # tree. Idempotent: a second run checks the installed versions and returns.
 #
 #   scripts/install-agents.sh            # install (or verify) all three
+#   scripts/install-agents.sh --latest   # the newest release of each instead
 #   SESSIOND_AGENTS_DIR=/opt/agents scripts/install-agents.sh
 #
 # Prints, on stdout, one line per agent that tests and CI can eval:
@@ -12,18 +13,64 @@
 #   SESSIOND_CODEX_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
+# --latest asks the registry for each package's newest release (its
+# "latest" tag) and installs that instead of the pin, beside the pinned
+# ones (each version has its own folder), to run the real tier against
+# what users get today.
 set -euo pipefail
 
 CLAUDE_PKG=@anthropic-ai/claude-code
-CLAUDE_VERSION=2.1.328
+CLAUDE_VERSION=2.1.332
 OPENCODE_PKG=opencode-ai
 OPENCODE_VERSION=1.18.33
 # Codex's npm package carries its native binary (vendor/<target>/bin/codex)
 # and a node wrapper as .bin/codex.
 CODEX_PKG=@openai/codex
-CODEX_VERSION=0.169.0
+CODEX_VERSION=0.171.0
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
+
+usage() {
+	cat <<EOF
+Usage: $0 [--latest] [--help]
+
+Installs the real Claude Code, OpenCode and Codex CLIs that the
+real-agents test tier (internal/realagents) drives, each into its own
+versioned folder under $DIR
+(\$SESSIOND_AGENTS_DIR), and prints one SESSIOND_<AGENT>_BIN=<path>
+line per agent on stdout; progress goes to stderr. A version already
+installed is checked and kept: a second run only prints the lines.
+
+  (no option)  the versions pinned in this script, which the tier is
+               known to pass with: $CLAUDE_PKG $CLAUDE_VERSION,
+               $OPENCODE_PKG $OPENCODE_VERSION, $CODEX_PKG $CODEX_VERSION
+  --latest     the newest release of each instead (the npm registry's
+               "latest" tag, asked now), which may be newer than the
+               pins; the pinned installs are left as they are
+  -h, --help   this text
+
+To run the real tier against them:
+  eval "\$($0 [--latest] | sed 's/^/export /')"
+  go test -count=1 ./internal/realagents
+EOF
+}
+
+latest=""
+kind=pinned
+for arg in "$@"; do
+	case "$arg" in
+	--latest) latest=1 kind=newest ;;
+	-h | --help)
+		usage
+		exit 0
+		;;
+	*)
+		usage >&2
+		printf '\ninstall-agents: ERROR: unknown argument: %s\n' "$arg" >&2
+		exit 2
+		;;
+	esac
+done
 
 log() { printf 'install-agents: %s\n' "$*" >&2; }
 die() {
@@ -55,7 +102,7 @@ install() {
 	local found
 	found=$(npm view "$pkg@$version" version 2>/dev/null || true)
 	if [ "$found" != "$version" ]; then
-		die "pinned $pkg@$version does not exist on the npm registry ($(npm config get registry)). \
+		die "$kind $pkg@$version does not exist on the npm registry ($(npm config get registry)). \
 Not installing another version: update the pin in $0 deliberately."
 	fi
 	log "installing $pkg@$version into $prefix"
@@ -74,7 +121,7 @@ Not installing another version: update the pin in $0 deliberately."
 	got=$(installed_version "$tmp" "$pkg")
 	if [ "$got" != "$version" ]; then
 		rm -rf "$tmp"
-		die "npm installed $pkg@$got, not the pinned $version"
+		die "npm installed $pkg@$got, not the $kind $version"
 	fi
 	[ -x "$tmp/node_modules/.bin/$bin" ] || {
 		rm -rf "$tmp"
@@ -86,6 +133,22 @@ Not installing another version: update the pin in $0 deliberately."
 	log "installed $pkg@$version in $((SECONDS - start))s"
 	printf '%s\n' "$binpath"
 }
+
+# newest PKG prints PKG's newest release: the version the registry's
+# "latest" tag names.
+newest() {
+	local v
+	v=$(npm view "$1@latest" version 2>/dev/null || true)
+	[ -n "$v" ] || die "could not ask the npm registry ($(npm config get registry)) for the newest $1"
+	log "newest $1: $v"
+	printf '%s\n' "$v"
+}
+
+if [ -n "$latest" ]; then
+	CLAUDE_VERSION=$(newest "$CLAUDE_PKG")
+	OPENCODE_VERSION=$(newest "$OPENCODE_PKG")
+	CODEX_VERSION=$(newest "$CODEX_PKG")
+fi
 
 start=$SECONDS
 claude=$(install "$CLAUDE_PKG" "$CLAUDE_VERSION" claude claude-code)
