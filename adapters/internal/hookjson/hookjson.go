@@ -65,7 +65,7 @@ func (a Agent) Read(b []byte) (adapters.Hook, error) {
 
 // activity maps an event to the activity it starts. Events that say
 // nothing about what comes next (SessionStart, SessionEnd, the rest of
-// Claude Code's 33) map to "".
+// Claude Code's 34) map to "".
 func (a Agent) activity(p *payload) (session.Activity, *session.WaitingFor) {
 	question := func() (session.Activity, *session.WaitingFor) {
 		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingQuestion, Tool: p.ToolName, Question: QuestionText(p.ToolInput)}
@@ -86,6 +86,14 @@ func (a Agent) activity(p *payload) (session.Activity, *session.WaitingFor) {
 		return session.ActivityWaiting, &session.WaitingFor{Kind: session.WaitingPermission, Tool: p.ToolName, Input: shortInput(p.ToolInput)}
 	case "UserPromptSubmit", "PostToolUse", "PostToolUseFailure", "PostToolBatch", "PermissionDenied",
 		"SubagentStart", "SubagentStop", "PreCompact", "PostCompact":
+		return session.ActivityBusy, nil
+	case "PreSkillShellCommand":
+		// Claude Code 2.1.332: a guard before a skill's or slash
+		// command's embedded shell command runs, as Claude expands it.
+		// Its tool_use_id names no call in the transcript and it asks
+		// the user nothing: busy, whatever tool it names, never a
+		// question or a permission (one that needs approval sends its
+		// own PermissionRequest).
 		return session.ActivityBusy, nil
 	case "Stop", "Interrupt":
 		// The turn ended (Codex's Interrupt: the user stopped it): the
