@@ -71,7 +71,9 @@ func (a *Adapter) Checkpoint() adapters.Checkpoint {
 	ch := a.book.Changes()
 	for _, r := range a.roots {
 		for path, f := range r.files {
-			if f.read && !ch.Unchanged(path, f.gen) {
+			// A compressed rollout is not saved: it is read whole again
+			// (compressed.go).
+			if f.read && !f.compressed && !ch.Unchanged(path, f.gen) {
 				ch.Put(path, f.gen, encodeFileState(f, a.cfg.MaxTail))
 			}
 		}

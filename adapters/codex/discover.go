@@ -40,7 +40,7 @@ type fileState struct {
 	path       string
 	id         string
 	archived   bool
-	compressed bool // listed from its name only
+	compressed bool // .jsonl.zst or .jsonl.gz: read whole (compressed.go)
 	nameTime   time.Time
 
 	read     bool
@@ -52,6 +52,9 @@ type fileState struct {
 	turn     turn
 	offset   int64
 	bad      int
+	// readErr: a compressed rollout that could not be read; partial: one
+	// read only in part (compressed.go).
+	readErr, partial error
 	// gen changes with every read (checkpoint.go saves what changed).
 	gen uint64
 }
@@ -161,7 +164,10 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTa
 	errs = append(errs, lerrs...)
 	for _, path := range paths {
 		f := r.files[path]
-		if f.compressed || !(full || !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || locks[f.id]) {
+		if !(full || !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || locks[f.id]) {
+			if f.readErr != nil {
+				errs = append(errs, adapters.InputError{Input: path, Err: f.readErr})
+			}
 			continue
 		}
 		if err := a.refresh(f); err != nil {
@@ -170,6 +176,8 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTa
 				continue
 			}
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
+		} else if f.readErr != nil {
+			errs = append(errs, adapters.InputError{Input: path, Err: f.readErr})
 		}
 	}
 	ow, inexact := a.owners(r, locks, table)
@@ -319,6 +327,10 @@ func (a *Adapter) refresh(f *fileState) error {
 	if f.read && !replaced && size == f.size && mtime.Equal(f.mtime) {
 		return nil
 	}
+	if f.compressed {
+		a.refreshCompressed(f, size, fi, dev, ino)
+		return nil
+	}
 	file, err := os.Open(f.path)
 	if err != nil {
 		return err
@@ -407,10 +419,16 @@ func observed(r *rootState, f *fileState, owners []adapters.Owner) adapters.Obse
 		o.LastActivity = f.mtime
 	}
 	if f.compressed {
-		o.Activity, o.ActivityEvidence, o.LastActivity = session.ActivityUnknown, "compressed rollout (not read)", f.nameTime
-		return o
+		o.ActivityEvidence = "compressed rollout"
+		switch {
+		case f.readErr != nil, f.partial != nil:
+			o.Activity, o.ActivityEvidence = session.ActivityUnknown, "compressed rollout, not read to its end"
+		}
+		if f.turn.Last.IsZero() {
+			o.LastActivity = f.nameTime
+		}
 	}
-	if !f.read || !f.turn.Known {
+	if !f.read || !f.turn.Known || f.readErr != nil || f.partial != nil {
 		o.Activity = session.ActivityUnknown
 		return o
 	}
@@ -442,6 +460,8 @@ func (a *Adapter) warnings() []adapters.InputError {
 			switch {
 			case f.read && f.metaErr != nil:
 				out = append(out, adapters.InputError{Input: f.path, Err: fmt.Errorf("session metadata not read: %w", f.metaErr)})
+			case f.partial != nil:
+				out = append(out, adapters.InputError{Input: f.path, Err: fmt.Errorf("compressed rollout read only in part (%w): its turn state is unknown", f.partial)})
 			case f.bad > 0:
 				out = append(out, adapters.InputError{Input: f.path, Err: fmt.Errorf("%d lines skipped: not JSON", f.bad)})
 			}

@@ -17,7 +17,9 @@ import (
 // KB: it embeds the base instructions). A turn is "event_msg"
 // task_started ... task_complete or turn_aborted; a tool call is a
 // "response_item" function_call (or custom_tool_call) answered by its
-// *_output with the same call_id. Checked on 0.169.0: see internal/testkit/codextest/testdata/.
+// *_output with the same call_id. Any other item type is skipped, whatever
+// its payload (0.171.0 adds id_allocation and token_usage_record). Checked
+// on 0.169.0 (internal/testkit/codextest/testdata/) and 0.171.0.
 
 // meta is what the session_meta line says of the session.
 type meta struct {
@@ -168,7 +170,17 @@ func (t *turn) apply(raw []byte) (ok bool) {
 	}
 	var l line
 	if err := json.Unmarshal(raw, &l); err != nil {
-		return false
+		// An item of a type read here in a shape it does not know is
+		// damage; any other item is one this reader need not know (0.171.0
+		// adds id_allocation, token_usage_record), whatever its payload.
+		var env struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &env) != nil || env.Type == "event_msg" || env.Type == "response_item" {
+			return false
+		}
+		t.touch(raw)
+		return true
 	}
 	ts := l.time()
 	if !ts.IsZero() {
