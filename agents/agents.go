@@ -46,8 +46,11 @@ type Hooks struct {
 	Trust string
 }
 
-// Claude is Claude Code (2.1.328): its config roots, and the hooks of
-// settings.json in each.
+// Claude is Claude Code (2.1.332): its config roots, and the hooks of
+// settings.json in each. PreSkillShellCommand (new in 2.1.332) is read
+// but not installed: it says busy, as the registry does already, and
+// older Claude Code greets every interactive start with a settings
+// warning for an event it does not know.
 var Claude = Agent{
 	Name:         "claude",
 	DefaultRoots: claudeRoots,
@@ -67,7 +70,7 @@ var OpenCode = Agent{
 	DefaultRoots: func() []string { return []string{openCodeDir()} },
 }
 
-// Codex is Codex (0.169.0): its home, and the hooks of hooks.json there.
+// Codex is Codex (0.171.0): its home, and the hooks of hooks.json there.
 // Codex runs a hook only once the user trusted it (it asks at the TUI's
 // start).
 var Codex = Agent{
