@@ -85,16 +85,10 @@ func TestClaudeSkillShellCommandBusyFromHook(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	w.step("never waiting (" + itoa(polls) + " looks)")
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("claude -p: %v\n%s", err, diag())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("claude -p did not exit within a minute of its skill's command\n%s", diag())
-	}
+	// start's own goroutine reaps it.
+	w.waitFor(time.Minute, "claude -p exited after its skill's command", func() (bool, string) {
+		return !alive(cmd.Process.Pid), diag()
+	})
 	if !strings.Contains(out.String(), marker) {
 		t.Errorf("the command's output never reached the model's turn:\n%s", diag())
 	}
