@@ -59,6 +59,13 @@ type Config struct {
 	// MaxTail bounds the tail read for the turn state (default 4 MiB); a
 	// larger growth between passes is read as a new tail.
 	MaxTail int64
+	// ReleaseGrace is how long a rollout's writer lock must be seen held
+	// by nobody before its owners are called exact, so that a live
+	// recorded owner counts as having let the session go (default 3 s;
+	// negative: at once). A writer that drops and takes its lock again
+	// between two reads of the lock table (Codex 0.171.0's TUI was seen
+	// to, once under load) is not a release.
+	ReleaseGrace time.Duration
 }
 
 // ProcHost is the part of proc.Host the adapter uses.
@@ -70,8 +77,9 @@ type ProcHost interface {
 }
 
 const (
-	defaultColdAfter  = 10 * time.Minute
-	defaultFullRescan = 5 * time.Minute
+	defaultColdAfter    = 10 * time.Minute
+	defaultFullRescan   = 5 * time.Minute
+	defaultReleaseGrace = 3 * time.Second
 )
 
 // Adapter observes Codex sessions. Discover is serialized by mu.
@@ -121,6 +129,9 @@ func New(cfg Config) *Adapter {
 	}
 	if cfg.MaxTail <= 0 {
 		cfg.MaxTail = defaultTail
+	}
+	if cfg.ReleaseGrace == 0 {
+		cfg.ReleaseGrace = defaultReleaseGrace
 	}
 	a := &Adapter{cfg: cfg, log: cfg.Logger, roots: map[string]*rootState{},
 		inputs: inputlog.New(cfg.Logger, "Codex data"), lineage: lineage.NewTagged(treeBounds, threadOf)}

@@ -295,7 +295,7 @@ func TestWriterLockNamesTheOwner(t *testing.T) {
 	defer func() { tool.Process.Kill(); tool.Wait() }()
 	holder := holdLock(t, lock)
 
-	a := New(Config{Roots: []string{root}, NoLearnedRoots: true})
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, ReleaseGrace: -1})
 	o := discover(t, a)[id]
 	want, err := proc.NewHost().Identify(holder.Process.Pid)
 	if err != nil {
@@ -320,6 +320,63 @@ func TestWriterLockNamesTheOwner(t *testing.T) {
 	}
 	if _, err := os.Stat(lock); err != nil {
 		t.Errorf("the lock file should stay: %v", err)
+	}
+}
+
+// A writer lock seen held by nobody names the owners exactly only once no
+// pass has seen it held for the release grace: a lock dropped and taken
+// again between two passes is no release, and a pass that sees it held
+// starts the grace over.
+func TestReleaseNeedsTheGrace(t *testing.T) {
+	root := home(t, "killed.jsonl")
+	id := fixtures[1].id
+	lock := filepath.Join(root, "thread-writer-locks", id+".lock")
+	if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const grace = time.Hour
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, ReleaseGrace: grace})
+	snap, err := proc.NewHost().Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(now time.Time) adapters.Observed {
+		t.Helper()
+		obs, errs, ok := a.scanRoot(a.roots[root], true, now, newLockTable(a.cfg.Host))
+		if !ok || len(errs) != 0 || len(obs) != 1 {
+			t.Fatalf("scan: %d sessions, %v, ok %v", len(obs), errs, ok)
+		}
+		markShared(obs, snap)
+		return obs[0]
+	}
+	t0 := time.Now()
+	holder := holdLock(t, lock)
+	if o := at(t0); o.OwnersExact == "" || len(o.Owners) != 1 {
+		t.Fatalf("held: owners %+v (exact %q), want the holder, exactly", o.Owners, o.OwnersExact)
+	}
+	holder.Process.Kill()
+	holder.Wait()
+	if o := at(t0.Add(time.Second)); o.OwnersExact != "" || len(o.Owners) != 0 {
+		t.Fatalf("free for 0 s: owners %+v (exact %q), want none, not exactly", o.Owners, o.OwnersExact)
+	}
+	if o := at(t0.Add(time.Second + grace/2)); o.OwnersExact != "" {
+		t.Fatalf("free for half the grace: exact %q", o.OwnersExact)
+	}
+	if err := os.Remove(lock + ".ready"); err != nil {
+		t.Fatal(err)
+	}
+	holder = holdLock(t, lock) // taken again: the grace starts over
+	if o := at(t0.Add(time.Second + grace*3/4)); o.OwnersExact == "" || len(o.Owners) != 1 {
+		t.Fatalf("held again: owners %+v (exact %q)", o.Owners, o.OwnersExact)
+	}
+	holder.Process.Kill()
+	holder.Wait()
+	t1 := t0.Add(2 * grace)
+	if o := at(t1); o.OwnersExact != "" {
+		t.Fatalf("free again for 0 s: exact %q", o.OwnersExact)
+	}
+	if o := at(t1.Add(grace)); o.OwnersExact == "" || len(o.Owners) != 0 {
+		t.Fatalf("free for the grace: owners %+v (exact %q), want none, exactly", o.Owners, o.OwnersExact)
 	}
 }
 
@@ -372,7 +429,7 @@ func TestOwnersExactOnlyWhereKnown(t *testing.T) {
 	root := home(t, "killed.jsonl", "done.jsonl")
 	locked := fixtures[1].id
 	holder := holdLock(t, filepath.Join(root, "thread-writer-locks", locked+".lock"))
-	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, Host: noLockTable{proc.NewHost()}})
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, Host: noLockTable{proc.NewHost()}, ReleaseGrace: -1})
 	obs := discover(t, a)
 	if o := obs[locked]; o.OwnersExact != "" || len(o.Owners) != 1 || !o.Owners[0].Inferred || o.Owners[0].Identity.PID != holder.Process.Pid {
 		t.Errorf("no lock table, lock file open by %d: %+v (exact %q)", holder.Process.Pid, o.Owners, o.OwnersExact)

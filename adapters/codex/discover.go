@@ -26,6 +26,10 @@ type rootState struct {
 	learned bool
 	files   map[string]*fileState // by path
 	dirs    map[string]*dirState  // listed folders, by path
+	// unheld is, by session id, when a pass first saw its writer lock held
+	// by nobody (exactly: the table read and every candidate checked),
+	// since when no pass saw it held (Config.ReleaseGrace).
+	unheld map[string]time.Time
 }
 
 // dirState is a folder's last listing.
@@ -184,7 +188,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTa
 	if !locksRead {
 		inexact = nil // every id: an unlisted lock folder names no one
 	}
-	return a.observe(r, ow, inexact), errs, true
+	return a.observe(r, ow, inexact, now), errs, true
 }
 
 // listRollouts lists sessions/YYYY/MM/DD/ and archived_sessions/ where
@@ -381,7 +385,10 @@ func (a *Adapter) refresh(f *fileState) error {
 // kernel's lock table read, and every process it names for a lock file's
 // inode checked), the owners are exact: a recorded owner that does not
 // hold the lock has let the session go. inexact nil means none is exact.
-func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner, inexact map[string]bool) []adapters.Observed {
+// A lock seen held by nobody makes the owners exact only once no pass has
+// seen it held for Config.ReleaseGrace: until then the recorded owner is
+// judged by its process alone, as where the owners are not exact.
+func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner, inexact map[string]bool, now time.Time) []adapters.Observed {
 	byID := map[string]*fileState{}
 	for _, f := range r.files {
 		// One session per id: a live rollout over its archived copy, else
@@ -391,14 +398,31 @@ func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner, inexact 
 		}
 	}
 	out := make([]adapters.Observed, 0, len(byID))
+	unheld := make(map[string]time.Time, len(r.unheld))
 	for id, f := range byID {
 		o := observed(r, f, ow[id])
-		if inexact != nil && !inexact[id] {
+		if inexact != nil && !inexact[id] && a.releaseSettled(r, unheld, id, len(ow[id]) > 0, now) {
 			o.OwnersExact = "the kernel's lock table, for thread-writer-locks/" + id + ".lock,"
 		}
 		out = append(out, o)
 	}
+	r.unheld = unheld
 	return out
+}
+
+// releaseSettled reports whether session id's exactly known lock holders
+// may stand as its only owners: someone holds the lock now, or nobody has
+// for Config.ReleaseGrace. It notes in next since when nobody has.
+func (a *Adapter) releaseSettled(r *rootState, next map[string]time.Time, id string, held bool, now time.Time) bool {
+	if held || a.cfg.ReleaseGrace < 0 {
+		return true
+	}
+	since, ok := r.unheld[id]
+	if !ok {
+		since = now
+	}
+	next[id] = since
+	return now.Sub(since) >= a.cfg.ReleaseGrace
 }
 
 // observed is one rollout's observation.

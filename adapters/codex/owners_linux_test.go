@@ -163,7 +163,7 @@ func TestLockOwnerConfirmedByItsDescriptor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProcTree(t)
 			p.write(tc.setup(p), "locks")
-			a := New(Config{Roots: []string{root}, NoLearnedRoots: true, Host: &proc.Host{Root: p.root}})
+			a := New(Config{Roots: []string{root}, NoLearnedRoots: true, Host: &proc.Host{Root: p.root}, ReleaseGrace: -1})
 			o := discover(t, a)[id]
 			var got []int
 			for _, ow := range o.Owners {
@@ -203,7 +203,7 @@ func lockOwnerOnMount(t *testing.T, dir string) {
 	}
 	t.Logf("stat: %s; the lock table: %s", kernelName(uint64(st.Dev), st.Ino), line)
 
-	a := New(Config{Roots: []string{root}, NoLearnedRoots: true})
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, ReleaseGrace: -1})
 	o := discover(t, a)[id]
 	want, err := proc.NewHost().Identify(holder.Process.Pid)
 	if err != nil {
@@ -269,7 +269,7 @@ func TestLockOwnerUnchecked(t *testing.T) {
 	p.write(fmt.Sprintf("1: FLOCK  ADVISORY  WRITE %d %s 0 EOF\n", stranger, kernelName(unix.Mkdev(0, 0x29), st.Ino)), "locks")
 	// A file where its fd folder should be: there, and unreadable.
 	p.write("", itoa(stranger), "fd")
-	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, Host: &proc.Host{Root: p.root}})
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, Host: &proc.Host{Root: p.root}, ReleaseGrace: -1})
 	o := discover(t, a)[id]
 	if len(o.Owners) != 0 || o.OwnersExact != "" || len(o.Problems) != 0 {
 		t.Fatalf("owners %+v (exact %q), problems %+v: want none, not exact, and no orphan", o.Owners, o.OwnersExact, o.Problems)
