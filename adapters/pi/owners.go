@@ -117,7 +117,12 @@ func (a *Adapter) findPi(snap *proc.Snapshot) []*piProc {
 			continue
 		}
 		args, ok := commandLine(p.Argv)
-		if !ok {
+		if !ok || snap.ForkedNotExeced(p) {
+			// A copy of a pi between the fork and the exec of a tool looks
+			// like a second pi in the same directory (seen with the real
+			// 0.73.1): its identity survives the exec, so taken for an
+			// owner it would keep a killed session alive while the tool
+			// runs.
 			continue
 		}
 		o := &piProc{p: p, args: parseArgs(args), files: map[string]bool{}}

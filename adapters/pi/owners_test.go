@@ -46,6 +46,11 @@ func TestOwners(t *testing.T) {
 		&proc.Process{Identity: proc.Identity{BootID: "b", PID: 104, StartTicks: 104}, UID: uidOf(), Cwd: cwd, Argv: []string{"vim", "pi"}},
 		piProcess(105, "/elsewhere", "node", "/x/node_modules/.bin/pi", "--no-session"),
 	)
+	// A copy of 101 between the fork and the exec of a tool: no pi.
+	fork := piProcess(108, cwd)
+	fork.PPID = 101
+	snap.Procs[108] = fork
+	host.start[108] = now.Add(-time.Hour)
 	obs, _ := discover(t, a, snap)
 	pids := func(id string) (out []int, inferred bool) {
 		for _, o := range obs[id].Owners {

@@ -1,0 +1,226 @@
+package realagents
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/fakemodel"
+	"github.com/sessiond/sessiond/session"
+)
+
+const piBinEnv = "SESSIOND_PI_BIN"
+
+// piDir is where the world's Pi keeps its data: ~/.pi/agent.
+func (w *world) piDir() string { return filepath.Join(w.Home, ".pi", "agent") }
+
+// writePiConfig points Pi at the fake model (an openai-completions
+// provider in models.json, the default in settings.json, so a bare `pi`
+// uses it) and keeps it offline (PI_OFFLINE: no download of fd and
+// ripgrep at the TUI's start).
+func (w *world) writePiConfig() {
+	w.t.Helper()
+	models := map[string]any{"providers": map[string]any{"fake": map[string]any{
+		"baseUrl": w.model.OpenAIBaseURL(), "api": "openai-completions", "apiKey": "fake-key",
+		"compat": map[string]any{"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+		"models": []any{map[string]any{"id": "m1"}},
+	}}}
+	settings := map[string]any{"defaultProvider": "fake", "defaultModel": "m1", "lastChangelogVersion": "0.73.1"}
+	if err := os.MkdirAll(w.piDir(), 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	for name, v := range map[string]any{"models.json": models, "settings.json": settings} {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		if err := os.WriteFile(filepath.Join(w.piDir(), name), b, 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	w.Extra = append(w.Extra, "PI_OFFLINE=1")
+}
+
+var piSessionName = regexp.MustCompile(`_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$`)
+
+// piSessions are the ids of the session files of the world's Pi.
+func (w *world) piSessions() []string {
+	files, _ := filepath.Glob(filepath.Join(w.piDir(), "sessions", "*", "*.jsonl"))
+	var out []string
+	for _, f := range files {
+		if m := piSessionName.FindStringSubmatch(f); m != nil {
+			out = append(out, m[1])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// piTool is the python3 running a tool of the pi process pid: its child
+// (bash -c exec'd it) or its grandchild (pi → bash → python3).
+func (w *world) piTool(pid int, tag string) (procInfo, bool) {
+	for _, p := range procs(func(p procInfo) bool {
+		return w.mine(p) && isPython(p) && strings.Contains(strings.Join(p.Args, " "), tag)
+	}) {
+		if sh, ok := readProc(p.PPID); p.PPID == pid || (ok && sh.PPID == pid) {
+			return p, true
+		}
+	}
+	return procInfo{}, false
+}
+
+// Pi run headless (`pi -p`, started outside sessiond, no special flags)
+// whose tool forks a long python3: the session is running and busy while
+// the tool runs, owned by the pi process (inferred: Pi writes nothing that
+// names its process), in its directory; kill -9 of pi makes it
+// interrupted with the call in flight and the tool's shell and python3 as
+// orphans, found by the process tree the daemon saw; reap kills exactly
+// those. The daemon never shows the live session dead.
+func TestPiHeadlessKilledMidTool(t *testing.T) {
+	bin := agentBin(t, piBinEnv, "@mariozechner/pi-coding-agent")
+	w := newWorld(t)
+	w.writePiConfig()
+	// "; echo done": bash forks python3 instead of exec'ing it.
+	w.model.SetHandler(markerScript(map[string]fakemodel.Reply{
+		"LONG-JOB-P1": fakemodel.RunCommand(longTool+" P1; echo done", "Run the long job", 0),
+	}))
+	w.startDaemon("--grace", "5s")
+	lw := w.watchLiveNeverDead()
+	w.step("daemon ready")
+
+	cmd, out := w.start("pi -p", w.proj(), bin, "-p", "Run LONG-JOB-P1")
+	pid := cmd.Process.Pid
+	diag := func() string { return tail(out.String(), 2000) }
+	var tool procInfo
+	w.waitFor(90*time.Second, "pi's python3 tool running", func() (bool, string) {
+		var ok bool
+		tool, ok = w.piTool(pid, "P1")
+		return ok, diag()
+	})
+	ids := w.piSessions()
+	if len(ids) != 1 {
+		t.Fatalf("Pi session files: %v, want one", ids)
+	}
+	up := ids[0]
+	w.step("tool running")
+	if p, _ := readProc(pid); p.Comm != "pi" || len(p.Args) == 0 || p.Args[0] != "pi" {
+		t.Errorf("the premise: pi %d is comm %q argv %q (Pi sets process.title)", pid, p.Comm, p.Args)
+	}
+	lw.claim("pi", up, pid)
+	s := w.waitUpstream(up, 15*time.Second, "running and busy", runningWith(session.ActivityBusy))
+	w.checkOwner(s, pid, "the pi process")
+	if s.Agent != "pi" || s.Cwd != w.proj() || !s.OwnerInferred || s.Title != "Run LONG-JOB-P1" {
+		t.Errorf("session %s", sessionLine(s))
+	}
+	w.waitPassSaw(time.Now(), "the tool started")
+	w.step("running/busy")
+
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(s.ID, killed, 2*time.Second, session.ProblemOrphanedToolCall, session.ProblemOrphanProcesses)
+	t.Logf("interrupted %s after kill -9 (event time), problems %v", took.Round(time.Millisecond), problemKinds(s))
+	w.step("interrupted")
+
+	// The tool's shell and its python3 live on, in the shell's session.
+	orphans := procs(func(p procInfo) bool { return w.mine(p) && p.PGID == tool.PGID })
+	if len(orphans) != 2 || !slices.ContainsFunc(orphans, isPython) {
+		t.Fatalf("left behind: %+v, want the tool's bash and python3", orphans)
+	}
+	if d := problemDetails(s, session.ProblemOrphanProcesses); !strings.Contains(d, "pid "+itoa(tool.PID)+" ") {
+		t.Errorf("orphan_processes %q does not name the python3 %d", d, tool.PID)
+	}
+	plan := w.action("reap", s.ID)
+	if got, want := stepPIDs(plan.Steps), pids(orphans); !sameInts(got, want) {
+		t.Fatalf("reap plan targets %v, want exactly %v: %+v", got, want, plan.Steps)
+	}
+	res := w.action("reap", s.ID, "--apply", "--timeout", "3s")
+	for _, st := range res.Steps {
+		if st.Outcome != "done" {
+			t.Errorf("reap step %+v", st)
+		}
+	}
+	for _, p := range orphans {
+		if alive(p.PID) {
+			t.Errorf("%d survived reap --apply", p.PID)
+		}
+	}
+	w.step("reaped")
+}
+
+// Pi's TUI typed into a tmux pane (`pi`, no flags; its provider is the
+// settings' default): running and busy while its tool runs, idle waiting
+// for input once the turn ended, in that pane; a second turn's long tool,
+// then kill -9: interrupted with the call in flight. The daemon never
+// shows the live session dead.
+func TestPiTUIInPane(t *testing.T) {
+	bin := agentBin(t, piBinEnv, "@mariozechner/pi-coding-agent")
+	w := newWorld(t)
+	w.writePiConfig()
+	w.model.SetHandler(markerScript(map[string]fakemodel.Reply{
+		"SHORT-JOB-T1": fakemodel.RunCommand(`python3 -c "import time; time.sleep(8)" T1`, "Run the short job", 0),
+		"LONG-JOB-T2":  fakemodel.RunCommand(longTool+" T2", "Run the long job", 0),
+	}))
+	w.startDaemon("--grace", "5s")
+	lw := w.watchLiveNeverDead()
+	ts := w.startTmux(bin)
+	p := ts.newPane(w.proj())
+	p.typeLine("pi")
+	p.waitScreen(60*time.Second, "pi v0.73.1")
+	pi, ok := p.child(func(c procInfo) bool { return c.Comm == "pi" })
+	if !ok {
+		t.Fatalf("no pi below the pane's shell:\n%s", compactScreen(p.capture()))
+	}
+	w.step("TUI up")
+	if ids := w.piSessions(); len(ids) != 0 {
+		t.Errorf("session files before the first prompt: %v (Pi writes one at the first reply)", ids)
+	}
+
+	p.typeLine("Run SHORT-JOB-T1")
+	var up string
+	w.waitFor(60*time.Second, "the tool running and the session file", func() (bool, string) {
+		_, ok := w.piTool(pi.PID, "T1")
+		ids := w.piSessions()
+		if len(ids) == 1 {
+			up = ids[0]
+		}
+		return ok && up != "", compactScreen(p.capture())
+	})
+	lw.claim("pi", up, pi.PID)
+	s := w.waitUpstream(up, 15*time.Second, "running and busy in its tool", runningWith(session.ActivityBusy))
+	w.checkOwner(s, pi.PID, "the pi process")
+	w.checkPane(up, p)
+	w.step("busy in the tool")
+	s = w.waitUpstream(up, 60*time.Second, "idle after the turn", runningWith(session.ActivityIdle))
+	if s.WaitingFor == nil || s.WaitingFor.Kind != session.WaitingInput || s.ActivitySource != session.SourceTranscript {
+		t.Errorf("idle session: %s", sessionLine(s))
+	}
+	w.step("idle")
+
+	p.typeLine("Run LONG-JOB-T2")
+	var tool procInfo
+	w.waitFor(60*time.Second, "the second tool running", func() (bool, string) {
+		var ok bool
+		tool, ok = w.piTool(pi.PID, "T2")
+		return ok, compactScreen(p.capture())
+	})
+	s = w.waitUpstream(up, 15*time.Second, "busy again", func(s api.Session) bool {
+		return s.Status == session.StatusRunning && s.Activity == session.ActivityBusy && s.Problem(session.ProblemOrphanedToolCall) == nil
+	})
+	w.waitPassSaw(time.Now(), "the second tool started")
+	killed := time.Now()
+	if err := syscall.Kill(pi.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(s.ID, killed, 2*time.Second, session.ProblemOrphanedToolCall, session.ProblemOrphanProcesses)
+	t.Logf("interrupted %s after kill -9, problems %v", took.Round(time.Millisecond), problemKinds(s))
+	if d := problemDetails(s, session.ProblemOrphanProcesses); !strings.Contains(d, "pid "+itoa(tool.PID)+" ") {
+		t.Errorf("orphan_processes %q does not name the python3 %d", d, tool.PID)
+	}
+	w.step("interrupted")
+}
