@@ -224,3 +224,75 @@ func TestPiTUIInPane(t *testing.T) {
 	}
 	w.step("interrupted")
 }
+
+// piSessionFile is the one session file of upstream under the world's
+// Pi dir.
+func (w *world) piSessionFile(upstream string) string {
+	w.t.Helper()
+	m, _ := filepath.Glob(filepath.Join(w.piDir(), "sessions", "*", "*_"+upstream+".jsonl"))
+	if len(m) != 1 {
+		w.t.Fatalf("session files of %s: %v", upstream, m)
+	}
+	return m[0]
+}
+
+// A headless Pi launched through sessiond is linked to the id Pi picked
+// (the header its JSON output starts with) and stops when its turn ends;
+// a resume through sessiond continues the same session: the same id, the
+// same file appended to, and the model gets the earlier turn.
+func TestPiLaunchResume(t *testing.T) {
+	bin := agentBin(t, piBinEnv, "@mariozechner/pi-coding-agent")
+	w := newWorld(t)
+	w.writePiConfig()
+	w.model.SetHandler(markerScript(map[string]fakemodel.Reply{
+		"FIRST-PROMPT-5d1":  fakemodel.Say("First answer FIRST-ANSWER-77a."),
+		"SECOND-PROMPT-c42": fakemodel.Say("Second answer."),
+	}))
+	w.startDaemon("--pi-bin", bin, "--grace", "5s")
+	w.watchLiveNeverDead()
+	w.step("daemon ready")
+
+	r := w.launch("launch", "--agent", "pi", "--cwd", w.proj(), "--prompt", "Say FIRST-PROMPT-5d1")
+	id := r.Session.ID
+	s := w.waitSession(id, 60*time.Second, "linked and stopped after its turn", func(s api.Session) bool {
+		return s.UpstreamID != "" && s.Resume != nil && s.Status == session.StatusStopped
+	})
+	up := s.UpstreamID
+	if s.Exit == nil || s.Exit.Code != 0 || s.Agent != "pi" || s.Resume.Root != w.piDir() || s.Resume.Cwd != w.proj() {
+		t.Fatalf("launched session %s; log:\n%s", sessionLine(s), logTail(r.LogPath))
+	}
+	file := w.piSessionFile(up)
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.step("launched " + up + ", stopped")
+
+	n := len(w.model.Turns())
+	r2 := w.launch("resume", id, "--prompt", "And SECOND-PROMPT-c42")
+	if r2.Session.ID != id || r2.Session.UpstreamID != up || r2.Fresh || r2.Forked {
+		t.Fatalf("resume answer %+v", r2)
+	}
+	s = w.waitSession(id, 60*time.Second, "stopped after the resumed turn", func(s api.Session) bool {
+		return s.Status == session.StatusStopped && s.Exit != nil && s.Exit.PID == r2.Session.PID
+	})
+	if s.Exit.Code != 0 || s.UpstreamID != up {
+		t.Fatalf("resumed run ended %+v; log:\n%s", s.Exit, logTail(r2.LogPath))
+	}
+	w.step("resumed turn stopped")
+	if fi2, err := os.Stat(w.piSessionFile(up)); err != nil || !os.SameFile(fi, fi2) || fi2.Size() <= fi.Size() {
+		t.Errorf("the resume did not append to %s (%d bytes before)", file, fi.Size())
+	}
+	var resumed *fakemodel.Request
+	for _, tr := range w.model.Turns()[n:] {
+		if strings.Contains(tr.LastUserText(), "SECOND-PROMPT-c42") {
+			resumed = tr
+		}
+	}
+	if resumed == nil || !strings.Contains(resumed.Text(), "FIRST-ANSWER-77a") {
+		t.Fatalf("the resumed turn did not carry the first: %v", resumed)
+	}
+	if ids := w.piSessions(); len(ids) != 1 {
+		t.Errorf("session files %v, want the one", ids)
+	}
+}
