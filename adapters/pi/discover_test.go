@@ -294,3 +294,53 @@ func TestRewrittenInPlaceIsReadAgain(t *testing.T) {
 		t.Fatalf("after the rewrite: %+v", o)
 	}
 }
+
+// The files the real Pi 0.73.1 wrote (testdata/README.md) say what each
+// ended in.
+func TestRealFiles(t *testing.T) {
+	root := t.TempDir()
+	want := map[string]struct {
+		act      session.Activity
+		inFlight session.ProblemKind
+		detail   string
+		title    string
+	}{
+		"done.jsonl":      {session.ActivityIdle, "", "the turn ended", "Say hi"},
+		"tool-done.jsonl": {session.ActivityIdle, "", "the turn ended", `RUN: python3 -c "import time; time.sleep(45)"; echo done`},
+		"aborted.jsonl":   {session.ActivityIdle, "", "the turn was aborted", `RUN: python3 -c "import time; time.sleep(30)"; echo done`},
+		"killed.jsonl":    {session.ActivityBusy, session.ProblemOrphanedToolCall, "", `RUN: python3 -c "import time; time.sleep(100)" KILLME; echo done`},
+	}
+	ids := map[string]string{}
+	for name := range want {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := parseHeader(b[:strings.IndexByte(string(b), '\n')])
+		if err != nil || h.Version != 3 {
+			t.Fatalf("%s: header %+v %v", name, h, err)
+		}
+		ids[name] = h.ID
+		p := sessionPath(root, h.Cwd, h.ID)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs, all := discover(t, newAdapter(root), nil)
+	if len(all.Warnings) != 0 {
+		t.Errorf("warnings %v", all.Warnings)
+	}
+	for name, w := range want {
+		o := obs[ids[name]]
+		if o.Activity != w.act || o.Title != w.title {
+			t.Errorf("%s: %s %q, want %s %q", name, o.Activity, o.Title, w.act, w.title)
+		}
+		if w.inFlight != "" && (len(o.InFlight) != 1 || o.InFlight[0].Kind != w.inFlight) {
+			t.Errorf("%s: in flight %+v", name, o.InFlight)
+		}
+		if w.detail != "" && (o.WaitingFor == nil || o.WaitingFor.Detail != w.detail) {
+			t.Errorf("%s: waiting for %+v", name, o.WaitingFor)
+		}
+	}
+}

@@ -2,14 +2,22 @@ package pi
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
 
 // FuzzSessionAppend: any bytes, read whole or as a first read of a prefix
 // and then what was appended, say the same turn state, and no read
-// panics.
+// panics. Seeded with the real files of testdata/.
 func FuzzSessionAppend(f *testing.F) {
+	real, _ := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
+	for _, p := range real {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b, uint16(len(b)/2))
+		}
+	}
 	f.Add([]byte(hdr(id1, "/p")+user(1, "go")+callBash(2, "c1", "x")+result(3, "c1", "ok")+say(4, "done", "stop")), uint16(300))
 	f.Add([]byte(hdr(id1, "/p")+user(1, "go")+"not json\n"+callBash(2, "c1", "x")), uint16(200))
 	f.Add([]byte(`{"type":"message","message":{"role":"assistant","stopReason":"toolUse","content":[{"type":"toolCall","id":"a"}]}}`+"\n"), uint16(20))
