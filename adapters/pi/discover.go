@@ -403,7 +403,8 @@ func (a *Adapter) warnings() []adapters.InputError {
 }
 
 // updateWatch keeps the watch list: each root, its sessions/ and its
-// project folders.
+// project folders changed last (hints only: every pass stats each folder,
+// and lists it again when it changed).
 func (a *Adapter) updateWatch() {
 	var out []string
 	for _, path := range a.order {
@@ -413,13 +414,20 @@ func (a *Adapter) updateWatch() {
 				out = append(out, p)
 			}
 		}
+		// The project folders changed last first: where sessions are
+		// being written now.
 		var dirs []string
 		for dir := range r.dirs {
 			if filepath.Dir(dir) == filepath.Join(r.path, "sessions") {
 				dirs = append(dirs, dir)
 			}
 		}
-		sort.Strings(dirs)
+		sort.Slice(dirs, func(i, j int) bool {
+			if mi, mj := r.dirs[dirs[i]].mtime, r.dirs[dirs[j]].mtime; !mi.Equal(mj) {
+				return mi.After(mj)
+			}
+			return dirs[i] < dirs[j]
+		})
 		out = append(out, dirs[:min(len(dirs), maxDirWatches)]...)
 	}
 	a.watchMu.Lock()

@@ -344,3 +344,22 @@ func TestRealFiles(t *testing.T) {
 		}
 	}
 }
+
+// The watch list holds the root, sessions/ and the project folders, the
+// one changed last first.
+func TestWatchPaths(t *testing.T) {
+	root := t.TempDir()
+	writeSession(t, root, "/a", id1)
+	writeSession(t, root, "/b", id2)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Dir(sessionPath(root, "/a", id1)), old, old)
+	a := newAdapter(root)
+	if w := a.WatchPaths(); len(w) != 2 {
+		t.Fatalf("before a pass: %v", w)
+	}
+	discover(t, a, nil)
+	want := []string{root, filepath.Join(root, "sessions"), filepath.Dir(sessionPath(root, "/b", id2)), filepath.Dir(sessionPath(root, "/a", id1))}
+	if w := a.WatchPaths(); !reflect.DeepEqual(w, want) {
+		t.Fatalf("watch %v, want %v", w, want)
+	}
+}
