@@ -394,7 +394,14 @@ func (a *Adapter) warnings() []adapters.InputError {
 			case f.read && f.headErr != nil && f.size > 0:
 				out = append(out, adapters.InputError{Input: f.path, Err: fmt.Errorf("session header not read: %w", f.headErr)})
 			case f.bad > 0 || f.long > 0:
-				out = append(out, adapters.InputError{Input: f.path, Err: fmt.Errorf("%d lines skipped: not JSON; %d lines skipped: longer than %d bytes", f.bad, f.long, maxLine)})
+				var why []string
+				if f.bad > 0 {
+					why = append(why, fmt.Sprintf("%d lines skipped: not JSON", f.bad))
+				}
+				if f.long > 0 {
+					why = append(why, fmt.Sprintf("%d lines skipped: longer than %d bytes", f.long, maxLine))
+				}
+				out = append(out, adapters.InputError{Input: f.path, Err: errors.New(strings.Join(why, "; "))})
 			}
 		}
 	}

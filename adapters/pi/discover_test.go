@@ -363,3 +363,22 @@ func TestWatchPaths(t *testing.T) {
 		t.Fatalf("watch %v, want %v", w, want)
 	}
 }
+
+// An appended line longer than maxLine is skipped whole, counted in a
+// warning, and the lines after it still read.
+func TestLongLineSkipped(t *testing.T) {
+	defer func(n int) { maxLine = n }(maxLine)
+	maxLine = 1 << 10
+	root := t.TempDir()
+	p := writeSession(t, root, "/p", id1, user(1, "go"), callBash(2, "c1", "x"))
+	a := newAdapter(root)
+	discover(t, a, nil)
+	appendTo(t, p, result(3, "c1", strings.Repeat("y", 5000)), callBash(4, "c2", "z"))
+	obs, all := discover(t, a, nil)
+	if o := obs[id1]; o.Activity != session.ActivityBusy || len(o.InFlight) != 2 || o.InFlight[1].Key != "c2" {
+		t.Fatalf("after the long line: %+v", o)
+	}
+	if len(all.Warnings) != 1 || !strings.Contains(all.Warnings[0].Err.Error(), "1 lines skipped: longer than 1024 bytes") {
+		t.Fatalf("warnings %v", all.Warnings)
+	}
+}

@@ -251,10 +251,11 @@ const (
 	maxHead     = 1 << 20
 	tailStart   = 16 << 10
 	defaultTail = 8 << 20
-	// maxLine bounds one appended line held in memory; a longer one (a
-	// tool's output pasted whole) is skipped and counted.
-	maxLine = 64 << 20
 )
+
+// maxLine bounds one appended line held in memory; a longer one (a tool's
+// output pasted whole) is skipped and counted. A variable for tests.
+var maxLine = 64 << 20
 
 // readHead reads the header of the first line.
 func readHead(r io.ReaderAt, size int64) (header, error) {
