@@ -296,3 +296,65 @@ func TestPiLaunchResume(t *testing.T) {
 		t.Errorf("session files %v, want the one", ids)
 	}
 }
+
+// Two `pi -p` in one directory, each in a long tool: nothing names which
+// pi writes which file, so each session has both as candidates
+// (owner_ambiguous) and is running; kill -9 of one leaves both running
+// (the other candidate lives); kill -9 of the other makes both
+// interrupted. The daemon never shows either dead while a pi lives.
+func TestPiTwoInOneDirectory(t *testing.T) {
+	bin := agentBin(t, piBinEnv, "@mariozechner/pi-coding-agent")
+	w := newWorld(t)
+	w.writePiConfig()
+	w.model.SetHandler(markerScript(map[string]fakemodel.Reply{
+		"LONG-JOB-A": fakemodel.RunCommand(longTool+" A", "Run the long job", 0),
+		"LONG-JOB-B": fakemodel.RunCommand(longTool+" B", "Run the long job", 0),
+	}))
+	w.startDaemon("--grace", "5s")
+	lw := w.watchLiveNeverDead()
+	a, _ := w.start("pi -p A", w.proj(), bin, "-p", "Run LONG-JOB-A")
+	b, _ := w.start("pi -p B", w.proj(), bin, "-p", "Run LONG-JOB-B")
+	w.waitFor(90*time.Second, "both tools running", func() (bool, string) {
+		_, okA := w.piTool(a.Process.Pid, " A")
+		_, okB := w.piTool(b.Process.Pid, " B")
+		return okA && okB && len(w.piSessions()) == 2, strings.Join(w.piSessions(), " ")
+	})
+	ids := w.piSessions()
+	for _, up := range ids {
+		// Which pi writes which file, the test cannot tell either: each
+		// may be either's.
+		lw.claim("pi", up, a.Process.Pid)
+		lw.claim("pi", up, b.Process.Pid)
+	}
+	ambiguous := func(s api.Session) bool {
+		return s.Status == session.StatusRunning && s.Activity == session.ActivityBusy && s.Problem(session.ProblemOwnerAmbiguous) != nil &&
+			len(s.CandidatePIDs) == 2
+	}
+	for _, up := range ids {
+		w.waitUpstream(up, 15*time.Second, "running, busy, two candidates", ambiguous)
+	}
+	w.waitPassSaw(time.Now(), "both tools started")
+	w.step("both running, ambiguous")
+
+	if err := syscall.Kill(a.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	w.waitPassSaw(time.Now(), "the first kill")
+	for _, up := range ids {
+		s, _ := w.session(up)
+		if s.Status != session.StatusRunning {
+			t.Fatalf("session %s after one of two candidates died: %s", up, sessionLine(s))
+		}
+	}
+	w.step("one killed, both still running")
+
+	killed := time.Now()
+	if err := syscall.Kill(b.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, up := range ids {
+		s, _ := w.session(up)
+		w.waitInterrupted(s.ID, killed, 2*time.Second, session.ProblemOrphanedToolCall)
+	}
+	w.step("both interrupted")
+}
