@@ -136,14 +136,14 @@ func TestIncrementalReadEqualsWholeRead(t *testing.T) {
 // and its sessions keep what was known.
 func TestBadInputWarnsAndLosesNothing(t *testing.T) {
 	root := t.TempDir()
-	p := writeSession(t, root, "/p", id1, user(1, "go"), "garbage line\n", callBash(2, "c1", "make"), `{"type":"message","message":{"ro`)
+	p := writeSession(t, root, "/p", id1, "early garbage\n", user(1, "go"), "garbage line\n", callBash(2, "c1", "make"), `{"type":"message","message":{"ro`)
 	writeSession(t, root, "/q", id2, user(1, "hi"), say(2, "hello", "stop"))
 	a := newAdapter(root)
 	obs, all := discover(t, a, nil)
 	if o := obs[id1]; o.Activity != session.ActivityBusy || len(o.InFlight) != 1 || o.InFlight[0].Key != "c1" {
 		t.Fatalf("around the corrupt line: %+v", o)
 	}
-	if len(all.Warnings) != 1 || all.Warnings[0].Input != p || !strings.Contains(all.Warnings[0].Err.Error(), "1 lines skipped: not JSON") {
+	if len(all.Warnings) != 1 || all.Warnings[0].Input != p || !strings.Contains(all.Warnings[0].Err.Error(), "2 lines skipped: not JSON") {
 		t.Fatalf("warnings %v", all.Warnings)
 	}
 	// The torn line ends: it is read.

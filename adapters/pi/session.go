@@ -315,6 +315,13 @@ func readTail(r io.ReaderAt, size, maxTail int64, res *readResult) error {
 			if from < 0 {
 				from = 0
 			}
+			// Lines before the boundary say nothing of the state, but
+			// damage in them is named all the same.
+			for _, l := range lines[:from] {
+				if !json.Valid(l) {
+					res.bad++
+				}
+			}
 			for _, l := range lines[from:] {
 				if !t.apply(l) {
 					res.bad++
