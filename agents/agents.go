@@ -86,8 +86,15 @@ var Codex = Agent{
 	},
 }
 
+// Pi is Pi (@mariozechner/pi-coding-agent): its agent dir, no command
+// hooks.
+var Pi = Agent{
+	Name:         "pi",
+	DefaultRoots: func() []string { return []string{piAgentDir()} },
+}
+
 // all are the agents sessiond knows, in the order it names them.
-func all() []Agent { return []Agent{Claude, OpenCode, Codex} }
+func all() []Agent { return []Agent{Claude, OpenCode, Codex, Pi} }
 
 // Names are the names of every agent sessiond knows, in its order.
 func Names() []string {
@@ -134,6 +141,14 @@ func codexHome() string {
 		return v
 	}
 	return filepath.Join(home(), ".codex")
+}
+
+// piAgentDir is $PI_CODING_AGENT_DIR, else ~/.pi/agent.
+func piAgentDir() string {
+	if v := os.Getenv("PI_CODING_AGENT_DIR"); v != "" {
+		return v
+	}
+	return filepath.Join(home(), ".pi", "agent")
 }
 
 // openCodeDir is $XDG_DATA_HOME/opencode, else ~/.local/share/opencode.

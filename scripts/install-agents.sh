@@ -11,6 +11,7 @@
 #   SESSIOND_CLAUDE_BIN=<path>
 #   SESSIOND_OPENCODE_BIN=<path>
 #   SESSIOND_CODEX_BIN=<path>
+#   SESSIOND_PI_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 # --latest asks the registry for each package's newest release (its
@@ -27,6 +28,9 @@ OPENCODE_VERSION=1.18.33
 # and a node wrapper as .bin/codex.
 CODEX_PKG=@openai/codex
 CODEX_VERSION=0.171.0
+# Pi's npm package is plain JavaScript: .bin/pi is its cli.js, run by node.
+PI_PKG=@mariozechner/pi-coding-agent
+PI_VERSION=0.73.1
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -154,7 +158,9 @@ start=$SECONDS
 claude=$(install "$CLAUDE_PKG" "$CLAUDE_VERSION" claude claude-code)
 opencode=$(install "$OPENCODE_PKG" "$OPENCODE_VERSION" opencode opencode)
 codex=$(install "$CODEX_PKG" "$CODEX_VERSION" codex codex)
+pi=$(install "$PI_PKG" "$PI_VERSION" pi pi)
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
 printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"
+printf 'SESSIOND_PI_BIN=%s\n' "$pi"

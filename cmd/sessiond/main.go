@@ -25,6 +25,7 @@ import (
 	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
 	"github.com/sessiond/sessiond/adapters/opencode"
+	"github.com/sessiond/sessiond/adapters/pi"
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
@@ -87,6 +88,8 @@ type options struct {
 	opencodeDir     string
 	opencodeBin     string
 	codexBin        string
+	piDirs          []string
+	piBin           string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -255,6 +258,9 @@ already running on this state dir or socket.
 	codexDirs := &stringList{vals: agents.Codex.DefaultRoots()}
 	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
 	fs.StringVar(&o.codexBin, "codex-bin", envOr("SESSIOND_CODEX_BIN", "codex"), "codex executable for launch and resume ($SESSIOND_CODEX_BIN)")
+	piDirs := &stringList{vals: agents.Pi.DefaultRoots()}
+	fs.Var(piDirs, "pi-dir", "Pi agent dir, repeatable (default $PI_CODING_AGENT_DIR, else ~/.pi/agent)")
+	fs.StringVar(&o.piBin, "pi-bin", envOr("SESSIOND_PI_BIN", "pi"), "pi executable for launch and resume ($SESSIOND_PI_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -281,6 +287,7 @@ already running on this state dir or socket.
 	}
 	o.claudeDirs = claude.vals
 	o.codexDirs = codexDirs.vals
+	o.piDirs = piDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -323,6 +330,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME"),
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
 		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
+		pi.New(pi.Config{Roots: o.piDirs, Binary: o.piBin, Logger: log.Named("pi")}),
 	}
 }
 

@@ -2,7 +2,8 @@
 // data beside good sessions: truncated and glued transcript lines, binary
 // garbage, a 50 MB line, symlink loops, an unreadable directory, a garbage
 // registry entry, OpenCode databases that are not SQLite, have another
-// schema or are empty, and a garbage legacy session file. sessiond must keep
+// schema or are empty, a garbage legacy session file, and Pi session
+// files with garbage lines, of garbage, or with a header never ended. sessiond must keep
 // serving, read the good sessions as if the bad data were not there, and
 // name every bad input — its path and what is wrong with it — in
 // /v1/health (an adapter's input_errors or input_warnings) or in a session
@@ -191,6 +192,36 @@ func TestBadInputCorpus(t *testing.T) {
 	legacyBad := write(t, filepath.Join(ocDir, "storage", "session", "prj_1", "ses_garbage.json"), []byte("{\"id\":\"ses_garbage\",\"time\":{\"created\":\"yesterday\"}"))
 	named("a garbage legacy session file", legacyBad, `parse|time|JSON|json`)
 
+	// Pi: a good finished session beside one with garbage lines, one of
+	// binary garbage and one whose header line never ended.
+	piDir := filepath.Join(e.Home, ".pi", "agent", "sessions", "--src-pi--")
+	piLine := func(kind, body string) string {
+		return `{"type":"` + kind + `","id":"0000abcd","parentId":null,"timestamp":"2026-11-28T01:00:00.000Z"` + body + "}\n"
+	}
+	piHeader := func(id string) string {
+		return `{"type":"session","version":3,"id":"` + id + `","timestamp":"2026-11-28T01:00:00.000Z","cwd":"/src/pi"}` + "\n"
+	}
+	piTurn := piLine("message", `,"message":{"role":"user","content":[{"type":"text","text":"pi prompt"}]}`) +
+		piLine("message", `,"message":{"role":"assistant","content":[{"type":"text","text":"ok"}],"stopReason":"stop"}`)
+	piGood := "01a21fb7-0000-7000-8000-00000000000a"
+	for _, f := range []struct{ id, body string }{
+		{piGood, piHeader(piGood) + piTurn},
+		{"01a21fb7-0000-7000-8000-00000000000b", piHeader("01a21fb7-0000-7000-8000-00000000000b") + "{torn\n" + string(junk[:300]) + "\n" + piTurn},
+		{"01a21fb7-0000-7000-8000-00000000000c", string(junk[:2000])},
+		{"01a21fb7-0000-7000-8000-00000000000d", `{"type":"session","version":3,"id":"01a2`},
+	} {
+		p := write(t, filepath.Join(piDir, "2026-11-28T01-00-00-000Z_"+f.id+".jsonl"), []byte(f.body))
+		os.Chtimes(p, old, old)
+		switch f.id[len(f.id)-1] {
+		case 'b':
+			named("a Pi session file with garbage lines", p, `lines skipped: not JSON`)
+		case 'c':
+			named("a Pi session file of binary garbage", p, `session header not read`)
+		case 'd':
+			named("a Pi session file whose header never ended", p, `session header not read.*unfinished`)
+		}
+	}
+
 	d := e.StartDaemon("--grace", "1s")
 	c := api.NewClient(e.Socket)
 	ctx := context.Background()
@@ -236,6 +267,12 @@ func TestBadInputCorpus(t *testing.T) {
 			return ""
 		})
 		check(intr.SessionID, session.StatusInterrupted, nil)
+		check(piGood, session.StatusStopped, func(s *api.Session) string {
+			if s.Agent != "pi" || s.Cwd != "/src/pi" || s.Title != "pi prompt" {
+				return fmt.Sprintf("agent %s cwd %s title %q", s.Agent, s.Cwd, s.Title)
+			}
+			return ""
+		})
 		// The session of the mangled transcript is read past its bad lines.
 		check(tr.SessionID, session.StatusStopped, func(s *api.Session) string {
 			if s.Cwd != badCwd {
