@@ -24,6 +24,7 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
+	"github.com/sessiond/sessiond/adapters/copilot"
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
@@ -87,6 +88,7 @@ type options struct {
 	opencodeDir     string
 	opencodeBin     string
 	codexBin        string
+	copilotDirs     []string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -255,6 +257,8 @@ already running on this state dir or socket.
 	codexDirs := &stringList{vals: agents.Codex.DefaultRoots()}
 	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
 	fs.StringVar(&o.codexBin, "codex-bin", envOr("SESSIOND_CODEX_BIN", "codex"), "codex executable for launch and resume ($SESSIOND_CODEX_BIN)")
+	copilotDirs := &stringList{vals: agents.Copilot.DefaultRoots()}
+	fs.Var(copilotDirs, "copilot-dir", "GitHub Copilot CLI home, repeatable (default $COPILOT_HOME, else ~/.copilot)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -281,6 +285,7 @@ already running on this state dir or socket.
 	}
 	o.claudeDirs = claude.vals
 	o.codexDirs = codexDirs.vals
+	o.copilotDirs = copilotDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -323,6 +328,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME"),
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
 		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
+		copilot.New(copilot.Config{Roots: o.copilotDirs, Logger: log.Named("copilot")}),
 	}
 }
 
