@@ -10,6 +10,7 @@
 #   SESSIOND_CLAUDE_BIN=<path>
 #   SESSIOND_OPENCODE_BIN=<path>
 #   SESSIOND_CODEX_BIN=<path>
+#   SESSIOND_COPILOT_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 set -euo pipefail
@@ -22,6 +23,12 @@ OPENCODE_VERSION=1.18.33
 # and a node wrapper as .bin/codex.
 CODEX_PKG=@openai/codex
 CODEX_VERSION=0.169.0
+# Copilot's npm package is a node loader (.bin/copilot) that spawns the
+# native binary of @github/copilot-<platform>; at its first run the binary
+# unpacks its JavaScript (~235 MB) into $COPILOT_PKG_CACHE_HOME/pkg. The
+# tests point that at <prefix>/pkg-cache, unpacked here once.
+COPILOT_PKG=@github/copilot
+COPILOT_VERSION=1.0.102
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -91,7 +98,15 @@ start=$SECONDS
 claude=$(install "$CLAUDE_PKG" "$CLAUDE_VERSION" claude claude-code)
 opencode=$(install "$OPENCODE_PKG" "$OPENCODE_VERSION" opencode opencode)
 codex=$(install "$CODEX_PKG" "$CODEX_VERSION" codex codex)
+copilot=$(install "$COPILOT_PKG" "$COPILOT_VERSION" copilot copilot)
+copilot_cache="$(dirname "$(dirname "$(dirname "$copilot")")")/pkg-cache"
+if ! ls "$copilot_cache"/pkg/*/"$COPILOT_VERSION"/.extraction-complete >/dev/null 2>&1; then
+	log "unpacking $COPILOT_PKG@$COPILOT_VERSION into $copilot_cache"
+	COPILOT_PKG_CACHE_HOME="$copilot_cache" COPILOT_AUTO_UPDATE=false COPILOT_OFFLINE=true \
+		"$copilot" --version >&2 || die "$copilot --version failed"
+fi
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
 printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"
+printf 'SESSIOND_COPILOT_BIN=%s\n' "$copilot"
