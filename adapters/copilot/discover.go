@@ -418,8 +418,8 @@ func observed(r *rootState, s *sessState) adapters.Observed {
 	if o.Title == "" {
 		o.Title = st.Prompt
 	}
-	if t := s.lastWrite(); t.After(o.LastActivity) && o.LastActivity.IsZero() {
-		o.LastActivity = t
+	if o.LastActivity.IsZero() {
+		o.LastActivity = s.lastWrite()
 	}
 	switch {
 	case !s.events.read:
