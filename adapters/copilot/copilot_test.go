@@ -128,6 +128,13 @@ func TestActivityFromEvents(t *testing.T) {
 			must(t, s.ToolStart(0, task))
 			must(t, s.SubagentTurnEnd(0, "call_task"))
 		}, act: session.ActivityBusy, flight: []session.ProblemKind{session.ProblemOrphanedToolCall}},
+		{name: "a failed model call", write: func(s *copilottest.Session) {
+			must(t, s.Start("1.0.102"))
+			must(t, s.UserMessage("now FAIL please"))
+			must(t, s.TurnStart(0))
+			must(t, s.TurnEnd(0))
+			must(t, s.Error("query", "400 fakemodel: scripted error", 400))
+		}, act: session.ActivityIdle},
 		{name: "TUI before its first prompt", write: func(s *copilottest.Session) {
 			must(t, s.Workspace("", s.At, s.At))
 		}, act: session.ActivityIdle},
@@ -164,6 +171,9 @@ func TestActivityFromEvents(t *testing.T) {
 	perm := obs[newSession(t, root, 4).ID].WaitingFor
 	if perm.Tool != "bash" || perm.Input != call.Command {
 		t.Errorf("waiting for %+v, want the bash command", perm)
+	}
+	if q := obs[newSession(t, root, 8).ID].WaitingFor; q == nil || q.Question != "Which file?" || q.Tool != "ask_user" {
+		t.Errorf("asking the user: waiting for %+v, want the ask_user message", q)
 	}
 	if got := obs[newSession(t, root, 0).ID].Title; got != "Say hi" {
 		t.Errorf("title %q, want the first prompt", got)

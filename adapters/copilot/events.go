@@ -35,6 +35,12 @@ import (
 //   - abort (data.reason): the user interrupted; the running tools were
 //     killed and never completed. session.shutdown: the process ended the
 //     session (data.shutdownType "routine" or "error").
+//   - A model call that fails ends its turn (assistant.turn_start,
+//     assistant.turn_end with no assistant.message), then session.error:
+//     the interaction is over.
+//   - ask_user is a tool call like any other (tool.execution_start with
+//     its {message, requestedSchema}); the question shown is ephemeral,
+//     the answer a human_response.recorded before its completion.
 
 // call is a tool call started and not completed.
 type call struct {
@@ -268,19 +274,21 @@ func removePerm(ps []perm, id string) []perm {
 	return ps
 }
 
-// argsOf shortens a tool's arguments: a shell tool's command, else the
+// argsOf shortens a tool's arguments: a shell tool's command, the
+// question of ask_user ({message, requestedSchema}), a path, else the
 // JSON.
 func argsOf(raw json.RawMessage) string {
 	var a struct {
-		Command string `json:"command"`
-		Path    string `json:"path"`
+		Command  string `json:"command"`
+		Message  string `json:"message"`
+		Question string `json:"question"`
+		Path     string `json:"path"`
 	}
 	if json.Unmarshal(raw, &a) == nil {
-		switch {
-		case a.Command != "":
-			return oneline.Cut(a.Command, maxArgs)
-		case a.Path != "":
-			return oneline.Cut(a.Path, maxArgs)
+		for _, v := range []string{a.Command, a.Message, a.Question, a.Path} {
+			if v != "" {
+				return oneline.Cut(v, maxArgs)
+			}
 		}
 	}
 	return oneline.Cut(string(raw), maxArgs)

@@ -154,7 +154,8 @@ type ToolRequest struct {
 
 func (r ToolRequest) arguments() map[string]any {
 	if r.Name == "ask_user" {
-		return map[string]any{"question": r.Command}
+		return map[string]any{"message": r.Command, "requestedSchema": map[string]any{"type": "object",
+			"properties": map[string]any{"answer": map[string]any{"type": "string"}}, "required": []string{"answer"}}}
 	}
 	return map[string]any{"command": r.Command, "description": "Run it", "timeout": 600000}
 }
@@ -210,6 +211,12 @@ func (s *Session) PermissionRequested(reqID string, r ToolRequest) error {
 func (s *Session) PermissionCompleted(reqID, callID, kind string) error {
 	return s.line("permission.completed", map[string]any{"requestId": reqID, "toolCallId": callID,
 		"result": map[string]any{"kind": kind}, "decisionSource": "human_response"})
+}
+
+// Error writes session.error, as a failed model call does after its
+// turn's assistant.turn_end.
+func (s *Session) Error(errorType, message string, status int) error {
+	return s.line("session.error", map[string]any{"errorType": errorType, "message": message, "statusCode": status})
 }
 
 // Abort writes abort, as Ctrl-C during a turn does (after the turn's
