@@ -23,6 +23,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/copilottest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
@@ -191,6 +192,31 @@ func TestBadInputCorpus(t *testing.T) {
 	legacyBad := write(t, filepath.Join(ocDir, "storage", "session", "prj_1", "ses_garbage.json"), []byte("{\"id\":\"ses_garbage\",\"time\":{\"created\":\"yesterday\"}"))
 	named("a garbage legacy session file", legacyBad, `parse|time|JSON|json`)
 
+	// Bad Copilot data: a session read past binary garbage and a line
+	// longer than is read (generated), whose workspace.yaml is not flat.
+	cpRoot := filepath.Join(e.Home, ".copilot")
+	cp, err := copilottest.New(cpRoot, "0aef98b5-a46a-4192-84e7-84b98e6d3f4d", badCwd, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Headless("copilot prompt", "echo hi", false); err != nil {
+		t.Fatal(err)
+	}
+	cf, err := os.OpenFile(cp.EventsPath(), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf.Write(junk[:2000])
+	cf.WriteString("\n" + `{"type":"session.info","data":{"message":"`)
+	for range 33 {
+		cf.Write(chunk)
+	}
+	cf.WriteString("\"}}\n")
+	cf.Close()
+	named("garbage and a 33 MB line in a Copilot events.jsonl", cp.EventsPath(), `lines skipped`)
+	cpWs := write(t, filepath.Join(cp.Dir, "workspace.yaml"), []byte("id: "+cp.ID+"\ncwd: "+badCwd+"\nname:\n  - not: flat\n"))
+	named("a Copilot workspace.yaml that is not flat", cpWs, `not a scalar|indented`)
+
 	d := e.StartDaemon("--grace", "1s")
 	c := api.NewClient(e.Socket)
 	ctx := context.Background()
@@ -236,6 +262,12 @@ func TestBadInputCorpus(t *testing.T) {
 			return ""
 		})
 		check(intr.SessionID, session.StatusInterrupted, nil)
+		check(cp.ID, session.StatusStopped, func(s *api.Session) string {
+			if s.Cwd != badCwd || s.Title != "copilot prompt" {
+				return fmt.Sprintf("cwd %s title %q", s.Cwd, s.Title)
+			}
+			return ""
+		})
 		// The session of the mangled transcript is read past its bad lines.
 		check(tr.SessionID, session.StatusStopped, func(s *api.Session) string {
 			if s.Cwd != badCwd {
