@@ -276,9 +276,8 @@ func TestIncrementalReadEqualsWholeRead(t *testing.T) {
 				t.Fatalf("seed %d after %d lines:\nincremental %s\nwhole       %s", seed, len(s.Lines()), observable(got), observable(want))
 			}
 		}
-		// Make the mtime of each write visible to the read along: the
-		// adapter does not trust a stat within the racy window, so it
-		// reads again; the test only needs every write looked at.
+		// Every write is looked at: a stat within the racy window of the
+		// file's mtime is not trusted, so the adapter reads along.
 		randomSession(t, s, rng, 60, func() {
 			check()
 			if rng.IntN(5) == 0 {
