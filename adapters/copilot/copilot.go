@@ -10,9 +10,10 @@
 // both, a kill -9 leaves them, held by nobody, and the next Copilot to
 // take the session sweeps them. So the process that holds a session's
 // inuse.<its pid>.hold open is its owner, named by its own descriptor
-// (owners.go); where the descriptors of a copilot cannot be read, the
-// inuse.<pid>.lock a live copilot's pid is named by, or else its cwd,
-// stands in (inferred, owner_ambiguous when several fit).
+// (owners.go); a live process an inuse.<pid>.lock names that no
+// descriptor read confirms, or else (where a copilot's descriptors cannot
+// be read) a copilot in the session's cwd, stands in (owner_ambiguous
+// when several fit).
 //
 // The npm package's `copilot` is a node loader that spawns the native
 // binary (@github/copilot-<platform>/copilot) and waits for it: the

@@ -21,19 +21,22 @@ import (
 // session; a clean exit removes both, a kill -9 leaves them behind, held
 // by nobody. So a copilot process that has its own inuse.<pid>.hold of a
 // session open is that session's owner, named by its own descriptor
-// (proc.Host.OpenFiles, never a pid read from a file alone): exact. Where
+// (proc.Host.OpenFiles): exact. Where
 // the descriptors of every copilot process of this user could be read,
 // the owners are the whole truth (Observed.OwnersExact): a recorded owner
 // that no longer holds the session has let it go (a TUI switched to
 // another session).
 //
-// A copilot whose descriptors cannot be read is no proof either way. For
-// a session no readable process holds, it stands in: named by an
-// inuse.<pid>.lock of the session (a pid the data names, checked to have
-// started before that file was written), else inferred from its cwd (the
-// session's, started before the session's last write). Several such
-// candidates make the tracker say owner_ambiguous, and the session stops
-// only when every one is confirmed dead.
+// A live process an inuse.<pid>.lock of the session names, whose
+// descriptors were not read (one not known as copilot by its argv, an SDK
+// host or a renamed binary; or a copilot whose descriptors could not be
+// read), and that started before the folder last changed, is named by the
+// data: an owner, the owners then not exact. A process at that pid that
+// started later is not the one the file names. Where some copilot's
+// descriptors could not be read and nothing names an owner, the copilots
+// in the session's cwd that started before its last write are inferred.
+// Several candidates make the tracker say owner_ambiguous, and the
+// session stops only when every one is confirmed dead.
 
 // startSlack allows for the resolution of process start times when
 // comparing them with a write time.
@@ -52,7 +55,11 @@ type cprocess struct {
 
 // procView is the copilot processes of one pass.
 type procView struct {
-	list []*cprocess
+	snap  *proc.Snapshot
+	host  ProcHost
+	uid   int
+	list  []*cprocess
+	byPID map[int]*cprocess
 	// unreadable: some copilot's descriptors could not be read, so the
 	// holders found are not the whole truth.
 	unreadable bool
@@ -61,11 +68,12 @@ type procView struct {
 // copilotProcs finds this user's live copilot processes in the snapshot
 // and reads which session folders each holds.
 func (a *Adapter) copilotProcs(snap *proc.Snapshot) *procView {
-	v := &procView{}
+	uid := os.Getuid()
+	v := &procView{snap: snap, host: a.cfg.Host, uid: uid, byPID: map[int]*cprocess{}}
 	if snap == nil {
+		v.snap = &proc.Snapshot{}
 		return v
 	}
-	uid := os.Getuid()
 	natives := map[int]bool{} // parents of a native copilot: npm loaders
 	for _, p := range snap.Procs {
 		if p.UID == uid && !p.Exited() && isNativeArgv(p.Argv) {
@@ -97,6 +105,7 @@ func (a *Adapter) copilotProcs(snap *proc.Snapshot) *procView {
 			}
 		}
 		v.list = append(v.list, c)
+		v.byPID[p.Identity.PID] = c
 	}
 	sort.Slice(v.list, func(i, j int) bool { return v.list[i].p.Identity.PID < v.list[j].p.Identity.PID })
 	return v
@@ -162,26 +171,45 @@ func (v *procView) ownersOf(o *adapters.Observed, s *sessState, r *rootState) {
 			}
 		}
 	}
-	if !v.unreadable {
+	// A live process an inuse.<pid>.lock names, whose descriptors were not
+	// read (not one known as copilot: an SDK host, a renamed binary; or
+	// one whose descriptors could not be read), that started before the
+	// folder last changed: the data names it. A readable copilot's own
+	// descriptors are the truth of what it holds.
+	named := false
+	for _, pid := range s.inuse {
+		if c := v.byPID[pid]; c != nil && c.fdErr == nil {
+			continue
+		}
+		if slices.ContainsFunc(o.Owners, func(ow adapters.Owner) bool { return ow.Identity.PID == pid }) {
+			continue
+		}
+		p := v.snap.Procs[pid]
+		if p.Exited() || p.UID != v.uid {
+			continue
+		}
+		start, err := v.host.StartTime(p.Identity)
+		if err != nil || start.After(s.dirRead.mtime.Add(startSlack)) {
+			continue
+		}
+		why := "not a process known as copilot"
+		if c := v.byPID[pid]; c != nil {
+			why = fmt.Sprintf("its descriptors could not be read: %v", c.fdErr)
+		}
+		o.Owners = append(o.Owners, adapters.Owner{Identity: p.Identity,
+			Evidence: fmt.Sprintf("named by %s and started before it was written (%s)", filepath.Join(s.dir, fmt.Sprintf("inuse.%d.lock", pid)), why)})
+		named = true
+	}
+	if !v.unreadable && !named {
 		o.OwnersExact = "the open descriptors of every copilot process, for " + s.id + "'s inuse.<pid>.hold,"
 		return
 	}
-	if len(o.Owners) > 0 {
+	if len(o.Owners) > 0 || !v.unreadable {
 		return
 	}
-	// Some copilot could not be looked at: it may have this session.
-	for _, c := range v.list {
-		if c.fdErr == nil {
-			continue
-		}
-		if slices.Contains(s.inuse, c.p.Identity.PID) && c.startedBefore(s.dirRead.mtime) {
-			o.Owners = append(o.Owners, adapters.Owner{Identity: c.p.Identity,
-				Evidence: fmt.Sprintf("named by %s (its descriptors could not be read: %v)", filepath.Join(s.dir, fmt.Sprintf("inuse.%d.lock", c.p.Identity.PID)), c.fdErr)})
-		}
-	}
-	if len(o.Owners) > 0 {
-		return
-	}
+	// Some copilot could not be looked at and no data names one: a
+	// copilot in the session's cwd that started before its last write may
+	// have it.
 	cwd := filepath.Clean(o.Cwd)
 	for _, c := range v.list {
 		if c.fdErr == nil || o.Cwd == "" || c.p.Cwd == "" || filepath.Clean(c.p.Cwd) != cwd || !c.startedBefore(s.lastWrite()) {

@@ -19,7 +19,13 @@ import (
 // the session's inuse.<its pid>.hold open, as the CLI does, in cwd.
 func startHolder(t *testing.T, s *copilottest.Session, cwd string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("bash", "-c", `exec 3>"$0/inuse.$$.hold"; echo $$ > "$0/inuse.$$.lock"; exec -a copilot sleep 60`, s.Dir)
+	return startNamed(t, s, cwd, "copilot")
+}
+
+// startNamed is startHolder with another argv[0].
+func startNamed(t *testing.T, s *copilottest.Session, cwd, name string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", `exec 3>"$0/inuse.$$.hold"; echo $$ > "$0/inuse.$$.lock"; exec -a "$1" sleep 60`, s.Dir, name)
 	cmd.Dir = cwd
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -133,5 +139,46 @@ func TestOwnerWhenDescriptorsUnreadable(t *testing.T) {
 	o = passWith(t, a, h.Process.Pid)[third.ID]
 	if len(o.Owners) != 1 || o.Owners[0].Identity.PID != h.Process.Pid || !o.Owners[0].Inferred {
 		t.Fatalf("inferred by cwd: %+v", o.Owners)
+	}
+}
+
+// A live process that is not known as copilot (an SDK host, a renamed
+// binary) but that the session's inuse.<pid>.lock names, started before
+// the folder last changed, owns the session: named by the data, not
+// exact. A process at a named pid that started after the folder last
+// changed is not the one it names.
+func TestOwnerNamedByTheLockFile(t *testing.T) {
+	root := t.TempDir()
+	cwd := t.TempDir()
+	s := newSession(t, root, 1)
+	s.Cwd = cwd
+	must(t, s.Headless("Run the long job", "sleep 300", true))
+	a := New(Config{Roots: []string{root}})
+	h := startNamed(t, s, cwd, "my-copilot-host")
+	var o adapters.Observed
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		o = passWith(t, a, 0)[s.ID]
+		if len(o.Owners) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(o.Owners) != 1 || o.Owners[0].Identity.PID != h.Process.Pid || o.Owners[0].Inferred || o.OwnersExact != "" ||
+		!strings.Contains(o.Owners[0].Evidence, "not a process known as copilot") {
+		t.Fatalf("owners %+v exact %q: want pid %d named by its lock file", o.Owners, o.OwnersExact, h.Process.Pid)
+	}
+	// The folder's last change before the process started: a pid of now
+	// is not the one the file named.
+	old := time.Now().Add(-time.Hour)
+	must(t, os.Chtimes(s.Dir, old, old))
+	b := New(Config{Roots: []string{root}})
+	if o := passWith(t, b, 0)[s.ID]; len(o.Owners) != 0 {
+		t.Fatalf("a process started after the lock file was written: owners %+v", o.Owners)
+	}
+	h.Process.Signal(syscall.SIGKILL)
+	h.Wait()
+	if o := passWith(t, a, 0)[s.ID]; len(o.Owners) != 0 || o.OwnersExact == "" {
+		t.Fatalf("after the kill: owners %+v exact %q", o.Owners, o.OwnersExact)
 	}
 }
