@@ -93,8 +93,15 @@ var Pi = Agent{
 	DefaultRoots: func() []string { return []string{piAgentDir()} },
 }
 
+// Copilot is GitHub Copilot CLI (1.0.102): its home, no hooks sessiond
+// installs.
+var Copilot = Agent{
+	Name:         "copilot",
+	DefaultRoots: func() []string { return []string{copilotHome()} },
+}
+
 // all are the agents sessiond knows, in the order it names them.
-func all() []Agent { return []Agent{Claude, OpenCode, Codex, Pi} }
+func all() []Agent { return []Agent{Claude, OpenCode, Codex, Pi, Copilot} }
 
 // Names are the names of every agent sessiond knows, in its order.
 func Names() []string {
@@ -149,6 +156,15 @@ func piAgentDir() string {
 		return v
 	}
 	return filepath.Join(home(), ".pi", "agent")
+}
+
+// copilotHome is $COPILOT_HOME, else ~/.copilot (Copilot reads no
+// XDG variable for it).
+func copilotHome() string {
+	if v := os.Getenv("COPILOT_HOME"); v != "" {
+		return v
+	}
+	return filepath.Join(home(), ".copilot")
 }
 
 // openCodeDir is $XDG_DATA_HOME/opencode, else ~/.local/share/opencode.

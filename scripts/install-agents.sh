@@ -3,7 +3,7 @@
 # test tier (internal/realagents) drives, into a cache dir outside the source
 # tree. Idempotent: a second run checks the installed versions and returns.
 #
-#   scripts/install-agents.sh            # install (or verify) all three
+#   scripts/install-agents.sh            # install (or verify) every agent
 #   scripts/install-agents.sh --latest   # the newest release of each instead
 #   SESSIOND_AGENTS_DIR=/opt/agents scripts/install-agents.sh
 #
@@ -12,6 +12,7 @@
 #   SESSIOND_OPENCODE_BIN=<path>
 #   SESSIOND_CODEX_BIN=<path>
 #   SESSIOND_PI_BIN=<path>
+#   SESSIOND_COPILOT_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 # --latest asks the registry for each package's newest release (its
@@ -31,6 +32,12 @@ CODEX_VERSION=0.171.0
 # Pi's npm package is plain JavaScript: .bin/pi is its cli.js, run by node.
 PI_PKG=@mariozechner/pi-coding-agent
 PI_VERSION=0.73.1
+# Copilot's npm package is a node loader (.bin/copilot) that spawns the
+# native binary of @github/copilot-<platform>; at its first run the binary
+# unpacks its JavaScript (~235 MB) into $COPILOT_PKG_CACHE_HOME/pkg. The
+# tests point that at <prefix>/pkg-cache, unpacked here once.
+COPILOT_PKG=@github/copilot
+COPILOT_VERSION=1.0.102
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -38,8 +45,8 @@ usage() {
 	cat <<EOF
 Usage: $0 [--latest] [--help]
 
-Installs the real Claude Code, OpenCode and Codex CLIs that the
-real-agents test tier (internal/realagents) drives, each into its own
+Installs the real agent CLIs (Claude Code, OpenCode, Codex, Pi, GitHub
+Copilot, ...) that the real-agents test tier (internal/realagents) drives, each into its own
 versioned folder under $DIR
 (\$SESSIOND_AGENTS_DIR), and prints one SESSIOND_<AGENT>_BIN=<path>
 line per agent on stdout; progress goes to stderr. A version already
@@ -47,7 +54,8 @@ installed is checked and kept: a second run only prints the lines.
 
   (no option)  the versions pinned in this script, which the tier is
                known to pass with: $CLAUDE_PKG $CLAUDE_VERSION,
-               $OPENCODE_PKG $OPENCODE_VERSION, $CODEX_PKG $CODEX_VERSION
+               $OPENCODE_PKG $OPENCODE_VERSION, $CODEX_PKG $CODEX_VERSION,
+               $PI_PKG $PI_VERSION, $COPILOT_PKG $COPILOT_VERSION
   --latest     the newest release of each instead (the npm registry's
                "latest" tag, asked now), which may be newer than the
                pins; the pinned installs are left as they are
@@ -152,6 +160,8 @@ if [ -n "$latest" ]; then
 	CLAUDE_VERSION=$(newest "$CLAUDE_PKG")
 	OPENCODE_VERSION=$(newest "$OPENCODE_PKG")
 	CODEX_VERSION=$(newest "$CODEX_PKG")
+	PI_VERSION=$(newest "$PI_PKG")
+	COPILOT_VERSION=$(newest "$COPILOT_PKG")
 fi
 
 start=$SECONDS
@@ -159,8 +169,16 @@ claude=$(install "$CLAUDE_PKG" "$CLAUDE_VERSION" claude claude-code)
 opencode=$(install "$OPENCODE_PKG" "$OPENCODE_VERSION" opencode opencode)
 codex=$(install "$CODEX_PKG" "$CODEX_VERSION" codex codex)
 pi=$(install "$PI_PKG" "$PI_VERSION" pi pi)
+copilot=$(install "$COPILOT_PKG" "$COPILOT_VERSION" copilot copilot)
+copilot_cache="$(dirname "$(dirname "$(dirname "$copilot")")")/pkg-cache"
+if ! ls "$copilot_cache"/pkg/*/"$COPILOT_VERSION"/.extraction-complete >/dev/null 2>&1; then
+	log "unpacking $COPILOT_PKG@$COPILOT_VERSION into $copilot_cache"
+	COPILOT_PKG_CACHE_HOME="$copilot_cache" COPILOT_AUTO_UPDATE=false COPILOT_OFFLINE=true \
+		"$copilot" --version >&2 || die "$copilot --version failed"
+fi
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
 printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"
 printf 'SESSIOND_PI_BIN=%s\n' "$pi"
+printf 'SESSIOND_COPILOT_BIN=%s\n' "$copilot"

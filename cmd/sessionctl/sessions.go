@@ -28,7 +28,7 @@ func newLs(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.All, "all", "a", false, "include stopped sessions")
-	cmd.Flags().StringVar(&opts.Agent, "agent", "", "only this agent (claude, opencode, codex)")
+	cmd.Flags().StringVar(&opts.Agent, "agent", "", "only this agent (claude, opencode, codex, copilot)")
 	cmd.Flags().StringVar(&opts.Status, "status", "", "only these statuses, comma-separated (starting,running,stopped,interrupted,unknown)")
 	_ = cmd.RegisterFlagCompletionFunc("status", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"starting", "running", "stopped", "interrupted", "unknown"}, cobra.ShellCompDirectiveNoFileComp

@@ -24,6 +24,7 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
+	"github.com/sessiond/sessiond/adapters/copilot"
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/adapters/pi"
 	"github.com/sessiond/sessiond/agents"
@@ -90,6 +91,7 @@ type options struct {
 	codexBin        string
 	piDirs          []string
 	piBin           string
+	copilotDirs     []string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -261,6 +263,8 @@ already running on this state dir or socket.
 	piDirs := &stringList{vals: agents.Pi.DefaultRoots()}
 	fs.Var(piDirs, "pi-dir", "Pi agent dir, repeatable (default $PI_CODING_AGENT_DIR, else ~/.pi/agent)")
 	fs.StringVar(&o.piBin, "pi-bin", envOr("SESSIOND_PI_BIN", "pi"), "pi executable for launch and resume ($SESSIOND_PI_BIN)")
+	copilotDirs := &stringList{vals: agents.Copilot.DefaultRoots()}
+	fs.Var(copilotDirs, "copilot-dir", "GitHub Copilot CLI home, repeatable (default $COPILOT_HOME, else ~/.copilot)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -288,6 +292,7 @@ already running on this state dir or socket.
 	o.claudeDirs = claude.vals
 	o.codexDirs = codexDirs.vals
 	o.piDirs = piDirs.vals
+	o.copilotDirs = copilotDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -331,6 +336,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
 		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
 		pi.New(pi.Config{Roots: o.piDirs, Binary: o.piBin, Logger: log.Named("pi")}),
+		copilot.New(copilot.Config{Roots: o.copilotDirs, Logger: log.Named("copilot")}),
 	}
 }
 

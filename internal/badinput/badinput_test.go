@@ -24,6 +24,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/copilottest"
 	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
@@ -221,6 +222,30 @@ func TestBadInputCorpus(t *testing.T) {
 			named("a Pi session file whose header never ended", p, `session header not read.*unfinished`)
 		}
 	}
+	// Bad Copilot data: a session read past binary garbage and a line
+	// longer than is read (generated), whose workspace.yaml is not flat.
+	cpRoot := filepath.Join(e.Home, ".copilot")
+	cp, err := copilottest.New(cpRoot, "0aef98b5-a46a-4192-84e7-84b98e6d3f4d", badCwd, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Headless("copilot prompt", "echo hi", false); err != nil {
+		t.Fatal(err)
+	}
+	cf, err := os.OpenFile(cp.EventsPath(), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf.Write(junk[:2000])
+	cf.WriteString("\n" + `{"type":"session.info","data":{"message":"`)
+	for range 33 {
+		cf.Write(chunk)
+	}
+	cf.WriteString("\"}}\n")
+	cf.Close()
+	named("garbage and a 33 MB line in a Copilot events.jsonl", cp.EventsPath(), `lines skipped`)
+	cpWs := write(t, filepath.Join(cp.Dir, "workspace.yaml"), []byte("id: "+cp.ID+"\ncwd: "+badCwd+"\nname:\n  - not: flat\n"))
+	named("a Copilot workspace.yaml that is not flat", cpWs, `not a scalar|indented`)
 
 	d := e.StartDaemon("--grace", "1s")
 	c := api.NewClient(e.Socket)
@@ -270,6 +295,12 @@ func TestBadInputCorpus(t *testing.T) {
 		check(piGood, session.StatusStopped, func(s *api.Session) string {
 			if s.Agent != "pi" || s.Cwd != "/src/pi" || s.Title != "pi prompt" {
 				return fmt.Sprintf("agent %s cwd %s title %q", s.Agent, s.Cwd, s.Title)
+			}
+			return ""
+		})
+		check(cp.ID, session.StatusStopped, func(s *api.Session) string {
+			if s.Cwd != badCwd || s.Title != "copilot prompt" {
+				return fmt.Sprintf("cwd %s title %q", s.Cwd, s.Title)
 			}
 			return ""
 		})

@@ -77,8 +77,8 @@ func agentBin(t *testing.T, env, pkg string) string {
 	}
 	p := os.Getenv(env)
 	if p == "" {
-		skipLoudly(t, "REAL AGENTS NOT TESTED: %s is not set. Run `eval \"$(scripts/install-agents.sh)\"; export %s %s %s` "+
-			"to install the pinned %s and test against it", env, claudeBinEnv, opencodeBinEnv, codexBinEnv, pkg)
+		skipLoudly(t, "REAL AGENTS NOT TESTED: %s is not set. Run `eval \"$(scripts/install-agents.sh)\"; export %s %s %s %s` "+
+			"to install the pinned %s and test against it", env, claudeBinEnv, opencodeBinEnv, codexBinEnv, copilotBinEnv, pkg)
 	}
 	st, err := os.Stat(p)
 	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
