@@ -235,6 +235,28 @@ func (d *Drift) Set(input, noun, version string, seen Seen) {
 	d.add(input, noun, version, seen)
 }
 
+// MaxNoted bounds the inputs Note keeps.
+const MaxNoted = 256
+
+// Note adds one value to what input showed, for inputs read once and
+// never again (a hook's payload, by session): at most MaxNoted inputs are
+// kept, a new one past them is not counted.
+func (d *Drift) Note(input, noun, version string, kind adapters.DriftKind, value string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old := d.inputs[input]
+	if old == nil && len(d.inputs) >= MaxNoted {
+		return
+	}
+	var seen Seen
+	if old != nil {
+		seen = old.seen
+		d.remove(input, old)
+	}
+	seen.Add(kind, value)
+	d.add(input, noun, version, seen)
+}
+
 // Forget takes input's share out: the input is gone.
 func (d *Drift) Forget(input string) {
 	d.mu.Lock()
@@ -333,9 +355,33 @@ func (d *Drift) remove(input string, in *driftInput) {
 	}
 }
 
+// Keep forgets every input keep rejects (those gone), walking only the
+// inputs that showed something.
+func (d *Drift) Keep(keep func(input string) bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for input, in := range d.inputs {
+		if !keep(input) {
+			d.remove(input, in)
+		}
+	}
+}
+
 // Report is the tally as Observation.Drift carries it: by version, kind
-// and sort of input; values most inputs first.
-func (d *Drift) Report() []adapters.Drift {
+// and sort of input; values most inputs first. Reports of several
+// tallies (an adapter's transcripts and its hooks) go in one list.
+func (d *Drift) Report(more ...*Drift) []adapters.Drift {
+	out := d.report()
+	for _, m := range more {
+		out = append(out, m.report()...)
+	}
+	slices.SortFunc(out, func(x, y adapters.Drift) int {
+		return cmp.Or(cmp.Compare(x.Version, y.Version), cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Input, y.Input))
+	})
+	return out
+}
+
+func (d *Drift) report() []adapters.Drift {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []adapters.Drift
@@ -354,8 +400,5 @@ func (d *Drift) Report() []adapters.Drift {
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(x, y adapters.Drift) int {
-		return cmp.Or(cmp.Compare(x.Version, y.Version), cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Input, y.Input))
-	})
 	return out
 }
