@@ -23,7 +23,7 @@ var hooks = hookjson.Agent{QuestionTools: []string{"AskUserQuestion"}, Events: [
 func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) {
 	h, err := hooks.Read(payload)
 	if err == nil && !hooks.Known(h.Event) {
-		a.hookDrift.Note("hook:"+h.UpstreamID, "hook", "", adapters.DriftHookEvent, h.Event)
+		a.hookDrift.Note("hook:"+h.UpstreamID, "hooked session", "", adapters.DriftHookEvent, h.Event)
 	}
 	return h, err
 }

@@ -26,7 +26,7 @@ func (a *Adapter) ToolSessionVar() string { return "CODEX_THREAD_ID" }
 func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) {
 	h, err := hooks.Read(payload)
 	if err == nil && !hooks.Known(h.Event) {
-		a.hookDrift.Note("hook:"+h.UpstreamID, "hook", "", adapters.DriftHookEvent, h.Event)
+		a.hookDrift.Note("hook:"+h.UpstreamID, "hooked session", "", adapters.DriftHookEvent, h.Event)
 	}
 	return h, err
 }
