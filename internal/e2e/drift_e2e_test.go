@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -93,6 +94,20 @@ func TestFormatDriftReportedNeverFatal(t *testing.T) {
 			t.Errorf("health (exit %d) lacks %q:\n%s", code, want, out)
 		}
 	}
+
+	// A hook event no known version sends, posted as Claude Code would
+	// (sessionctl hook claude, the payload on stdin): counted, said.
+	hook := exec.Command(e.Sessionctl, "hook", "claude")
+	hook.Env = e.Environ()
+	hook.Stdin = strings.NewReader(fmt.Sprintf(`{"session_id":%q,"hook_event_name":"FutureEvent","cwd":%q}`, live, cwd))
+	if out, err := hook.CombinedOutput(); err != nil {
+		t.Fatalf("sessionctl hook claude: %v: %s", err, out)
+	}
+	testenv.EventuallyOK(t, 5*time.Second, "the unknown hook event in health", func() (bool, string) {
+		out, _, _ = e.Ctl("health")
+		return strings.Contains(out, "1 unknown hook event (FutureEvent) in 1 hooked session"), out
+	})
+	t.Logf("health:\n%s", out)
 
 	// The transcripts grow (passes read what was appended): still counted
 	// once each.
