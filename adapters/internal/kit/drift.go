@@ -48,7 +48,9 @@ type Seen struct {
 
 // Add notes one value not understood. The value is cut to one short line.
 func (s *Seen) Add(kind adapters.DriftKind, value string) {
-	value = oneline.Cut(value, maxDriftValueLen)
+	if !plainShort(value) {
+		value = oneline.Cut(value, maxDriftValueLen)
+	}
 	it := DriftItem{kind, value}
 	i, found := slices.BinarySearchFunc(s.items, it, compareItem)
 	if found {
@@ -62,6 +64,20 @@ func (s *Seen) Add(kind adapters.DriftKind, value string) {
 	items = append(items, s.items[:i]...)
 	items = append(items, it)
 	s.items = append(items, s.items[i:]...)
+}
+
+// plainShort reports whether v is already one short line of printable
+// ASCII (as oneline.Cut would leave it): the common case, without a copy.
+func plainShort(v string) bool {
+	if len(v) > maxDriftValueLen || v == "" || v[0] == ' ' || v[len(v)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' && c != ' ' || c >= 0x7f || c == ' ' && v[i-1] == ' ' {
+			return false
+		}
+	}
+	return true
 }
 
 // Union adds what o holds.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -165,6 +166,30 @@ func FuzzReadSeen(f *testing.F) {
 		r2 := wire.NewReader(w.B)
 		if again := ReadSeen(&r2); !again.Equal(got) {
 			t.Fatalf("read back %+v, was %+v", again, got)
+		}
+	})
+}
+
+// TestPlainShortIsCut: a value plainShort passes is one oneline.Cut
+// leaves as it is.
+func TestPlainShortIsCut(t *testing.T) {
+	for _, v := range []string{"x", "a b", "a  b", " a", "a ", "a\tb", "a\nb", "é", strings.Repeat("x", 80), strings.Repeat("x", 81), "", "message.content: number"} {
+		if plainShort(v) && oneline.Cut(v, maxDriftValueLen) != v {
+			t.Errorf("%q passes, yet Cut makes it %q", v, oneline.Cut(v, maxDriftValueLen))
+		}
+	}
+	if !plainShort("message.content: number") || plainShort("a  b") {
+		t.Error("plainShort misjudges a plain value")
+	}
+}
+
+// FuzzPlainShort: whatever plainShort passes, oneline.Cut leaves as it is.
+func FuzzPlainShort(f *testing.F) {
+	f.Add("message.content: number")
+	f.Add("a  b")
+	f.Fuzz(func(t *testing.T, v string) {
+		if plainShort(v) && oneline.Cut(v, maxDriftValueLen) != v {
+			t.Fatalf("%q passes, yet Cut makes it %q", v, oneline.Cut(v, maxDriftValueLen))
 		}
 	})
 }
