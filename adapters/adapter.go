@@ -92,7 +92,63 @@ type Observation struct {
 	// not parse. They change no status (the rest of the input was read);
 	// they are named in health so the user can find the bad data.
 	Warnings []InputError
+	// Drift is what the adapter's reads did not understand, per agent
+	// version (see Drift). It changes no status; health shows it, and
+	// each session read from such data carries a format_drift problem.
+	Drift []Drift
 }
+
+// Drift is what an adapter did not understand in the data one version of
+// its agent wrote, of one kind and one sort of input: "claude 2.1.340: 2
+// unknown line types (x, y) in 14 transcripts". It counts inputs, never
+// lines, so reading an input again does not count it twice: each value's
+// Inputs is how many inputs showed it now. package kit keeps it.
+type Drift struct {
+	// Version is the version the agent wrote into its own data (Claude's
+	// transcript version, Codex's session_meta cli_version, OpenCode's
+	// session version); "" when the data names none.
+	Version string
+	// Kind is what was not understood (DriftLineType, ...).
+	Kind DriftKind
+	// Input is the sort of input that showed it ("transcript", "rollout",
+	// "registry entry", "hook").
+	Input string
+	// Inputs is how many inputs showed a value of this kind.
+	Inputs int
+	// Values are the values not understood, most inputs first, at most
+	// kit's bound per version; Others counts the inputs that showed values
+	// past it.
+	Values []DriftValue
+	Others int
+}
+
+// DriftValue is one value not understood and how many inputs showed it.
+type DriftValue struct {
+	Value  string
+	Inputs int
+}
+
+// DriftKind names what an adapter did not understand.
+type DriftKind string
+
+// The kinds of drift.
+const (
+	// DriftLineType: a transcript line, rollout item or message part of a
+	// type the adapter does not know (read for its metadata only).
+	DriftLineType DriftKind = "line_type"
+	// DriftStatus: a status value the adapter does not know (Claude's
+	// registry status): the activity falls back to the transcript's.
+	DriftStatus DriftKind = "status"
+	// DriftWaitingFor: a waitingFor value the adapter does not know
+	// (shown as "other").
+	DriftWaitingFor DriftKind = "waiting_for"
+	// DriftHookEvent: a hook event the adapter does not know (taken as
+	// saying nothing of the activity).
+	DriftHookEvent DriftKind = "hook_event"
+	// DriftFieldType: a field the adapter reads came with another JSON
+	// type than it knows ("timestamp: number"); the field is not used.
+	DriftFieldType DriftKind = "field_type"
+)
 
 // InputError names an input and why it could not be read.
 type InputError struct {

@@ -114,6 +114,39 @@ type AdapterHealth struct {
 	// too long lines, skipped links, unparseable entries); statuses are
 	// unaffected.
 	InputWarnings []string `json:"input_warnings,omitempty"`
+	// Drift is what the adapter's reads did not understand, per version
+	// of its agent: the data a newer version wrote, read as far as it is
+	// understood. Statuses are unaffected (liveness is the owner's
+	// process); activity may be approximate.
+	Drift []Drift `json:"drift,omitempty"`
+}
+
+// Drift is what an adapter did not understand of one kind, in the data
+// one version of its agent wrote: "claude 2.1.340: 2 unknown line types
+// (x, y) in 14 transcripts".
+type Drift struct {
+	// Version is the version the agent wrote into its data ("" when it
+	// wrote none: a hook's payload).
+	Version string `json:"version"`
+	// Kind is line_type, status, waiting_for, hook_event or field_type.
+	Kind string `json:"kind"`
+	// Input is the sort of input that showed it: transcript, rollout,
+	// session, registry entry, hook.
+	Input string `json:"input"`
+	// Inputs is how many inputs show a value of this kind now (each
+	// counted once, however often it is read).
+	Inputs int `json:"inputs"`
+	// Values are the values not understood, most inputs first.
+	Values []DriftValue `json:"values"`
+	// Others counts inputs showing values past the bound kept per
+	// version.
+	Others int `json:"others,omitempty"`
+}
+
+// DriftValue is one value not understood and how many inputs show it.
+type DriftValue struct {
+	Value  string `json:"value"`
+	Inputs int    `json:"inputs"`
 }
 
 // HookResult answers POST /v1/hooks/{agent}.

@@ -217,7 +217,8 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, a := range ts.Adapters {
 		h.Adapters = append(h.Adapters, api.AdapterHealth{Name: a.Name, LastScan: a.LastScan, LastDuration: a.LastDuration.String(),
-			Sessions: a.Sessions, LastError: a.LastError, InputErrors: a.InputErrors, InputWarnings: a.InputWarnings})
+			Sessions: a.Sessions, LastError: a.LastError, InputErrors: a.InputErrors, InputWarnings: a.InputWarnings,
+			Drift: apiDrift(a.Drift)})
 	}
 	if s.reactions != nil {
 		h.Reactions = s.reactions.rx.Health()
@@ -415,4 +416,17 @@ func sinceOf(r *http.Request) (uint64, error) {
 		return n, nil
 	}
 	return 0, nil
+}
+
+// apiDrift is an adapter's drift as GET /v1/health serves it.
+func apiDrift(ds []adapters.Drift) []api.Drift {
+	var out []api.Drift
+	for _, d := range ds {
+		e := api.Drift{Version: d.Version, Kind: string(d.Kind), Input: d.Input, Inputs: d.Inputs, Others: d.Others, Values: []api.DriftValue{}}
+		for _, v := range d.Values {
+			e.Values = append(e.Values, api.DriftValue{Value: v.Value, Inputs: v.Inputs})
+		}
+		out = append(out, e)
+	}
+	return out
 }

@@ -150,6 +150,11 @@ const (
 	// ProblemForeignPIDNamespace: the owner lives in a PID namespace (a
 	// container) this host cannot see into, so its pid cannot be probed.
 	ProblemForeignPIDNamespace ProblemKind = "foreign_pid_namespace"
+	// ProblemFormatDrift: the session's data holds what the adapter does
+	// not understand (a line type, a status value of a newer version of
+	// the agent): its activity may be approximate. Liveness is unaffected:
+	// it comes from the owner's process alone.
+	ProblemFormatDrift ProblemKind = "format_drift"
 )
 
 // InFlight reports whether a problem of this kind is evidence that a turn

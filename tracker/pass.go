@@ -722,6 +722,7 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot, restore 
 			for _, w := range res.Warnings {
 				h.InputWarnings = append(h.InputWarnings, w.Error())
 			}
+			h.Drift = res.Drift
 			h.Sessions = res.Len()
 		}
 		out[name] = o

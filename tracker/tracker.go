@@ -120,6 +120,9 @@ type AdapterHealth struct {
 	// too long lines, skipped links, unparseable entries); statuses are
 	// unaffected.
 	InputWarnings []string
+	// Drift is what the adapter's reads did not understand, per agent
+	// version (adapters.Drift); statuses are unaffected.
+	Drift []adapters.Drift
 }
 
 // PassReport summarizes one pass.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude/transcript"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -330,7 +331,29 @@ func (a *Adapter) observe(b *sessBuild, v *procView) (adapters.Observed, []liveO
 	if sum != nil {
 		o.InFlight = append(inFlight(sum), o.InFlight...)
 	}
+	if is, ok := sessionDrift(b, sum); ok {
+		o.Problems = append(o.Problems, is)
+	}
 	return o, live
+}
+
+// sessionDrift is the format_drift problem of a session whose transcript
+// or registry entries hold what sessiond does not understand.
+func sessionDrift(b *sessBuild, sum *transcript.Summary) (adapters.Issue, bool) {
+	var seen kit.Seen
+	version := ""
+	if sum != nil {
+		seen, version = sum.Drift(), sum.Version
+	}
+	for _, rf := range b.entries {
+		if e := rf.entry; e != nil && !e.drift.Empty() {
+			seen.Union(e.drift)
+			if version == "" {
+				version = e.Version
+			}
+		}
+	}
+	return seen.Problem("claude", version)
 }
 
 // transcriptActivity is the activity of a session no registry status

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude/transcript"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -26,7 +27,7 @@ import (
 // parser fix that would conclude differently from the same lines): an
 // entry of another format is ignored, so the next start reads every
 // transcript again instead of trusting what an older build concluded.
-const checkpointFormat = 2 // 2: a pending AskUserQuestion call's Input is its question
+const checkpointFormat = 3 // 2: a pending AskUserQuestion call's Input is its question; 3: the summary's drift
 
 // Restore implements adapters.Checkpointer. Entries are held as saved
 // until the first pass lists their transcripts, and decoded then, each by
@@ -197,6 +198,8 @@ func encodeFileState(f *fileState, window, maxLine int) []byte {
 	for _, n := range []int64{f.bad.Lines, f.bad.TooLong, f.bad.Corrupt, f.bad.Glued, f.bad.LongHead} {
 		w.Varint(n)
 	}
+	s.HeadDrift.Append(&w)
+	s.TurnDrift.Append(&w)
 	return w.B
 }
 
@@ -276,6 +279,8 @@ func decodeFileState(path string, b []byte, window, maxLine int) (*fileState, er
 	for _, p := range []*int64{&f.bad.Lines, &f.bad.TooLong, &f.bad.Corrupt, &f.bad.Glued, &f.bad.LongHead} {
 		*p = r.Varint()
 	}
+	s.HeadDrift = kit.ReadSeen(&r)
+	s.TurnDrift = kit.ReadSeen(&r)
 	r.End()
 	if r.Err() == nil && (f.size < 0 || f.offset < 0 || f.offset > f.size || s.PendingDropped < 0) {
 		r.Fail("offsets out of range")

@@ -164,6 +164,13 @@ type Adapter struct {
 	watchMu sync.Mutex
 	watch   []string
 	passed  bool
+
+	// drift is what the transcripts showed that sessiond does not
+	// understand, by path; regDrift the registry entries', hookDrift the
+	// hooks' (kit.Drift). dropped is set where a transcript's state is
+	// dropped, so the pass takes its drift out.
+	drift, regDrift, hookDrift kit.Drift
+	dropped                    atomic.Bool
 }
 
 // New returns an Adapter. It does no I/O.

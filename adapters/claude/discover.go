@@ -66,6 +66,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	obs.Errors = append(obs.Errors, readErrs...)
 	shape := a.shapePrint()
 	obs.Warnings = a.warnings(shape)
+	obs.Drift = a.driftReport()
 
 	obs.Sessions, obs.Quiet = a.assemble(view, shape)
 	// Saved state the first full pass did not find is stale: Checkpoint
@@ -176,6 +177,7 @@ func (a *Adapter) scanProjects(r *rootState, full bool, h *hot, reads *readPool)
 	case errors.Is(err, fs.ErrNotExist):
 		r.projectsDir = dirState{}
 		clear(r.projects)
+		a.dropped.Store(true)
 		return nil
 	case err != nil:
 		// Keep what was known; the sessions of this root are not reported
@@ -224,6 +226,7 @@ func (a *Adapter) listProjects(r *rootState, dir string) error {
 	for name := range r.projects {
 		if !seen[name] {
 			delete(r.projects, name)
+			a.dropped.Store(true)
 		}
 	}
 	return nil
@@ -262,6 +265,7 @@ func (a *Adapter) scanProjectDirs(r *rootState, full bool, h *hot, reads *readPo
 		if w.err != nil {
 			if errors.Is(w.err.Err, fs.ErrNotExist) {
 				delete(r.projects, w.name)
+				a.dropped.Store(true)
 				continue
 			}
 			errs = append(errs, *w.err)
@@ -304,6 +308,8 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot, reads *readPoo
 				f := a.takeRestored(path)
 				if f == nil {
 					f = &fileState{path: path, id: strings.TrimSuffix(name, ".jsonl")}
+				} else {
+					a.drift.Set(path, "transcript", f.sum.Version, f.sum.Drift())
 				}
 				f.serial, f.dir = nextSerial(), p.path
 				p.files[name] = f
@@ -314,6 +320,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot, reads *readPoo
 			if !seen[name] {
 				delete(p.files, name)
 				p.filesChanged()
+				a.dropped.Store(true)
 			}
 		}
 		p.dir.listedNow(fi)
@@ -329,6 +336,7 @@ func (a *Adapter) scanProject(p *projectState, full bool, h *hot, reads *readPoo
 		case errors.Is(err, fs.ErrNotExist):
 			delete(p.files, f.id+".jsonl")
 			p.filesChanged()
+			a.dropped.Store(true)
 			continue
 		case err != nil:
 			if firstErr == nil {
@@ -510,6 +518,7 @@ func (a *Adapter) runJob(j *job) (transcript.Counts, error) {
 	}
 	f.bad.Add(res.Counts)
 	f.gen++
+	a.drift.Set(f.path, "transcript", sum.Version, sum.Drift())
 	return res.Counts, nil
 }
 
@@ -557,4 +566,38 @@ func (a *Adapter) warnings(shape uint64) []adapters.InputError {
 	out = append(out, a.fileWarn...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Input < out[j].Input })
 	return out
+}
+
+// driftReport takes the drift of transcripts and registry entries gone
+// out of the tally (walking only those that showed drift, and the
+// transcripts' only after one was dropped) and reports it.
+func (a *Adapter) driftReport() []adapters.Drift {
+	if a.dropped.Swap(false) && a.drift.Len() > 0 {
+		a.drift.Keep(func(path string) bool { return a.transcriptAt(path) != nil })
+	}
+	if a.regDrift.Len() > 0 {
+		a.regDrift.Keep(func(path string) bool {
+			for _, r := range a.roots {
+				if rf := r.regs[filepath.Base(path)]; rf != nil && rf.path == path && rf.entry != nil {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return a.drift.Report(&a.regDrift, &a.hookDrift)
+}
+
+// transcriptAt is the state of the transcript at path, <root>/projects/
+// <project>/<id>.jsonl, nil if none is kept.
+func (a *Adapter) transcriptAt(path string) *fileState {
+	proj := filepath.Dir(path)
+	for _, r := range a.roots {
+		if p := r.projects[filepath.Base(proj)]; p != nil {
+			if f := p.files[filepath.Base(path)]; f != nil && f.path == path {
+				return f
+			}
+		}
+	}
+	return nil
 }

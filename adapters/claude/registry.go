@@ -45,6 +45,66 @@ type registryEntry struct {
 	WaitingFor      string
 	UpdatedAt       time.Time
 	StatusUpdatedAt time.Time
+	// drift is what the entry holds that sessiond does not understand: a
+	// status or waitingFor value, or a field of another JSON type, than
+	// the versions it knows write.
+	drift kit.Seen
+}
+
+// registryFieldTypes are the JSON types Claude Code (2.1.328) writes the
+// registry's fields as ('"' a string, '0' a number). parseRegistry
+// accepts the other (a number as text, a time as RFC 3339), and counts
+// it as drift.
+var registryFieldTypes = map[string]byte{
+	"pid": '0', "sessionId": '"', "cwd": '"', "procStart": '"', "version": '"', "kind": '"',
+	"pidDomain": '"', "name": '"', "status": '"', "waitingFor": '"',
+	"startedAt": '0', "updatedAt": '0', "statusUpdatedAt": '0',
+}
+
+// knownWaitingFor are the waitingFor words Claude Code writes (2.1.328,
+// and 2.1.332 read from its package).
+var knownWaitingFor = map[string]bool{"permission prompt": true, "input needed": true, "dialog open": true,
+	"sandbox request": true, "worker request": true, "goal proposal": true}
+
+// entryDrift is what an entry holds that sessiond does not understand.
+func entryDrift(raw map[string]json.RawMessage, e *registryEntry) kit.Seen {
+	var seen kit.Seen
+	for field, want := range registryFieldTypes {
+		v := bytes.TrimSpace(raw[field])
+		if len(v) == 0 || v[0] == 'n' {
+			continue
+		}
+		got := v[0]
+		if got == '-' || ('0' <= got && got <= '9') {
+			got = '0'
+		}
+		if got != want {
+			seen.Add(adapters.DriftFieldType, field+": "+jsonTypeName(got))
+		}
+	}
+	if _, known := registryActivity(e.Status); e.Status != "" && !known {
+		seen.Add(adapters.DriftStatus, e.Status)
+	}
+	if e.WaitingFor != "" && !knownWaitingFor[e.WaitingFor] {
+		seen.Add(adapters.DriftWaitingFor, e.WaitingFor)
+	}
+	return seen
+}
+
+func jsonTypeName(c byte) string {
+	switch c {
+	case '"':
+		return "string"
+	case '0':
+		return "number"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	}
+	return "?"
 }
 
 // errBadRegistry is wrapped by parseRegistry's errors.
@@ -99,6 +159,7 @@ func parseRegistry(b []byte) (registryEntry, error) {
 			}
 		}
 	}
+	e.drift = entryDrift(raw, &e)
 	return e, nil
 }
 
@@ -342,5 +403,6 @@ func (a *Adapter) readRegistry(rf *regFile) error {
 		return nil
 	}
 	rf.entry = &e
+	a.regDrift.Set(rf.path, "registry entry", e.Version, e.drift)
 	return nil
 }

@@ -105,6 +105,10 @@ type Adapter struct {
 
 	watchMu sync.Mutex
 	watch   []string
+
+	// drift is what the rollouts showed that sessiond does not
+	// understand, by path; hookDrift the hooks' (kit.Drift).
+	drift, hookDrift kit.Drift
 }
 
 // New returns an adapter with cfg's defaults filled in.

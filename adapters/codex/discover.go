@@ -110,6 +110,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
+	obs.Drift = a.driftReport()
 	a.inputs.Report(obs.Errors)
 	a.updateWatch()
 	return obs, nil
@@ -219,6 +220,8 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 				f, _ := a.restored.Take(p)
 				if f == nil || f.id != m[2] {
 					f = &fileState{}
+				} else {
+					a.drift.Set(p, "rollout", f.meta.CLIVersion, f.turn.Drift)
 				}
 				f.path, f.id, f.archived, f.compressed, f.nameTime = p, m[2], archived, m[3] != "", t
 				r.files[p] = f
@@ -376,6 +379,7 @@ func (a *Adapter) refresh(f *fileState) error {
 	f.turn, f.offset = res.turn, res.offset
 	a.gen++
 	f.gen = a.gen
+	a.drift.Set(f.path, "rollout", f.meta.CLIVersion, f.turn.Drift)
 	return nil
 }
 
@@ -452,6 +456,9 @@ func observed(r *rootState, f *fileState, owners []adapters.Owner) adapters.Obse
 			o.LastActivity = f.nameTime
 		}
 	}
+	if is, ok := f.turn.Drift.Problem("codex", f.meta.CLIVersion); ok {
+		o.Problems = append(o.Problems, is)
+	}
 	if !f.read || !f.turn.Known || f.readErr != nil || f.partial != nil {
 		o.Activity = session.ActivityUnknown
 		return o
@@ -521,3 +528,19 @@ func (a *Adapter) updateWatch() {
 }
 
 const maxDayWatches = 8
+
+// driftReport takes the drift of rollouts no longer known out of the
+// tally (walking only those that showed drift) and reports it.
+func (a *Adapter) driftReport() []adapters.Drift {
+	if a.drift.Len() > 0 {
+		a.drift.Keep(func(path string) bool {
+			for _, r := range a.roots {
+				if r.files[path] != nil {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return a.drift.Report(&a.hookDrift)
+}

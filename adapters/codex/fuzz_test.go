@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzRolloutAppend: any bytes, read whole or as a first read of a prefix
-// and then what was appended, say the same turn state, and neither read
+// and then what was appended, say the same turn state and the same drift
+// (item types not understood, scoped to the turn), and neither read
 // panics. Seeded with the real rollouts.
 func FuzzRolloutAppend(f *testing.F) {
 	for _, name := range codextest.Fixtures() {
@@ -17,6 +18,7 @@ func FuzzRolloutAppend(f *testing.F) {
 		f.Add(b, uint16(len(b)/2))
 	}
 	f.Add([]byte("{\"type\":\"event_msg\",\"payload\":{\"type\":\"task_started\",\"turn_id\":\"t\"}}\nnot json\n"), uint16(20))
+	f.Add([]byte("{\"timestamp\":\"2026-11-25T00:00:00Z\",\"type\":\"id_block\",\"payload\":{}}\n{\"type\":\"event_msg\",\"payload\":{\"type\":\"task_started\",\"turn_id\":\"t\"}}\n{\"type\":\"new_item\",\"payload\":{\"type\":\"x\"}}\n"), uint16(60))
 	f.Fuzz(func(t *testing.T, b []byte, cut uint16) {
 		c := min(int(cut), len(b))
 		var whole, parts readResult
@@ -38,7 +40,7 @@ func FuzzRolloutAppend(f *testing.F) {
 		}
 		w, p := whole.turn, parts.turn
 		if w.Busy != p.Busy || w.Known != p.Known || w.TurnID != p.TurnID || w.Aborted != p.Aborted ||
-			!slices.Equal(ids(whole), ids(parts)) || whole.offset != parts.offset {
+			!slices.Equal(ids(whole), ids(parts)) || whole.offset != parts.offset || !w.Drift.Equal(p.Drift) {
 			t.Fatalf("cut at %d: parts %+v (offset %d), whole %+v (offset %d)", c, p, parts.offset, w, whole.offset)
 		}
 		readHead(bytes.NewReader(b), int64(len(b)))

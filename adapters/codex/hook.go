@@ -10,7 +10,11 @@ import (
 // exactly like a running tool (docs/agents/codex.md). Codex runs hooks
 // from the process that holds the thread (the app-server daemon for the
 // TUI), and only once the user trusted them.
-var hooks = hookjson.Agent{}
+//
+// Events are those 0.169.0 knows (read from its binary); another is
+// counted as drift, and taken as saying nothing of the activity.
+var hooks = hookjson.Agent{Events: []string{"SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
+	"PostToolUse", "Stop", "Interrupt", "SessionEnd", "PreCompact", "PostCompact", "SubagentStart", "SubagentStop", "Notification"}}
 
 // ToolSessionVar implements adapters.ToolMarker: every tool Codex runs
 // carries its session's id in CODEX_THREAD_ID, and its hook processes
@@ -18,4 +22,11 @@ var hooks = hookjson.Agent{}
 func (a *Adapter) ToolSessionVar() string { return "CODEX_THREAD_ID" }
 
 // ReadHook reads one payload of `sessionctl hook codex`.
-func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) { return hooks.Read(payload) }
+// An event sessiond does not know is counted as drift (health).
+func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) {
+	h, err := hooks.Read(payload)
+	if err == nil && !hooks.Known(h.Event) {
+		a.hookDrift.Note("hook:"+h.UpstreamID, "hooked session", "", adapters.DriftHookEvent, h.Event)
+	}
+	return h, err
+}

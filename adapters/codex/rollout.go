@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 )
 
 // A rollout is one JSON object per line, {"timestamp", "ordinal", "type",
@@ -57,6 +60,42 @@ type turn struct {
 	Aborted string
 	// Last is the time of the last line read.
 	Last time.Time
+	// Drift is what the turn's lines (from its boundary on) showed that
+	// sessiond does not understand: rollout item types 0.169.0 does not
+	// write. Scoped to the turn as the state is, so an append read and a
+	// read of the whole tail say the same.
+	Drift kit.Seen
+}
+
+// knownItems are the rollout item types (a line's top-level "type")
+// Codex 0.169.0 writes.
+var knownItems = [...]string{"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state", "token_usage_record"}
+
+// noteItem counts a line's item type when it is not one of knownItems. The
+// type is read where Codex writes it, before the payload
+// ({"timestamp", "ordinal", "type", "payload"}), without decoding the
+// line; a line of another layout is not looked at.
+func (t *turn) noteItem(raw []byte) {
+	const key = `"type":"`
+	i := bytes.Index(raw, []byte(key))
+	if i < 0 {
+		return
+	}
+	if p := bytes.Index(raw, []byte(`"payload"`)); p >= 0 && p < i {
+		return
+	}
+	rest := raw[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j <= 0 || bytes.IndexByte(rest[:j], '\\') >= 0 {
+		return
+	}
+	typ := rest[:j]
+	for _, k := range knownItems {
+		if string(typ) == k {
+			return
+		}
+	}
+	t.Drift.Add(adapters.DriftLineType, string(typ))
 }
 
 // line is the part of a rollout line the adapter reads.
@@ -164,6 +203,7 @@ func (t *turn) apply(raw []byte) (ok bool) {
 		!bytes.Contains(raw, []byte(`call`)) {
 		if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
 			t.touch(raw)
+			t.noteItem(raw)
 			return true
 		}
 		return false
@@ -181,6 +221,15 @@ func (t *turn) apply(raw []byte) (ok bool) {
 		}
 		t.touch(raw)
 		return true
+	}
+	switch l.Type {
+	case "event_msg":
+		switch l.Payload.Type {
+		case "task_started", "task_complete", "turn_aborted":
+			t.Drift = kit.Seen{} // a boundary: the turn's lines start here
+		}
+	default:
+		t.noteItem(raw)
 	}
 	ts := l.time()
 	if !ts.IsZero() {

@@ -40,7 +40,7 @@ import (
 // reader fix that would conclude differently from the same rows): an entry
 // of another format is not used, so the next start reads those sessions
 // (or, for a database entry, the whole database) again.
-const checkpointFormat = 1
+const checkpointFormat = 2 // 2: the session's drift
 
 // Key prefixes of saved entries.
 const (
@@ -294,6 +294,7 @@ func encodeSession(s *sessionData) []byte {
 		w.time(t.Created)
 		w.time(t.Updated)
 	}
+	s.drift.Append(&w.Writer)
 	return w.B
 }
 
@@ -355,6 +356,7 @@ func decodeSession(b []byte, path, id string) (*sessionData, error) {
 		}
 		s.Tools = append(s.Tools, t)
 	}
+	s.drift = kit.ReadSeen(&r.Reader)
 	r.End()
 	if r.Err() == nil && s.LastWrite.Before(s.Updated) {
 		r.Fail("last write before the session row's")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -37,6 +38,10 @@ type sessionData struct {
 	// Source is the database path, or the legacy storage directory.
 	Source string
 	legacy bool
+	// drift is what the session's messages read showed that sessiond does
+	// not understand (a role, a field of another JSON type); each read
+	// of the session reads them afresh, so it is what a whole read says.
+	drift kit.Seen
 }
 
 // toolCall is an in-flight tool part with its row times.

@@ -78,9 +78,23 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	for _, id := range ids {
 		g.obs.Sessions = append(g.obs.Sessions, p.observe(g.sessions[id], orphans[id]))
 	}
+	g.obs.Drift = a.driftReport(g.sessions)
 
 	a.remember(g.obs.Sessions, servers, now)
 	return g.obs, nil
+}
+
+// driftReport brings the drift tally to the sessions of the pass (a
+// session read again to the same drift costs a comparison) and reports
+// it.
+func (a *Adapter) driftReport(sessions map[string]*sessionData) []adapters.Drift {
+	for id, s := range sessions {
+		a.drift.Set(id, "session", s.Version, s.drift)
+	}
+	if a.drift.Len() > 0 {
+		a.drift.Keep(func(id string) bool { return sessions[id] != nil })
+	}
+	return a.drift.Report()
 }
 
 // gathered is what a pass has read: its sessions by id, the observation's
@@ -214,6 +228,9 @@ func (p *pass) observe(s *sessionData, orphans []adapters.Issue) adapters.Observ
 		}
 	}
 	o.Problems = append(o.Problems, orphans...)
+	if is, ok := s.drift.Problem("opencode", s.Version); ok {
+		o.Problems = append(o.Problems, is)
+	}
 	return o
 }
 

@@ -124,6 +124,10 @@ type Adapter struct {
 	// host reads open files and listening sockets on ProcRoot.
 	host *proc.Host
 
+	// drift is what the sessions read showed that sessiond does not
+	// understand, by session id (kit.Drift).
+	drift kit.Drift
+
 	passMu sync.Mutex // one Discover at a time; guards dbs, legacy, starts, restored
 	dbs    map[string]*dbReader
 	legacy *legacyReader

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 )
 
 // ocMessage is what sessiond needs of one OpenCode message: the `data` column
@@ -25,6 +28,22 @@ type ocMessage struct {
 	// ("MessageAbortedError", ...).
 	ErrorName    string
 	ErrorMessage string
+}
+
+// messageDrift notes in seen what a message sessiond could not read, or
+// read, shows that it does not understand: a field of another JSON type
+// (time.created as text), a role other than user and assistant.
+func messageDrift(seen *kit.Seen, m ocMessage, err error) {
+	var te *json.UnmarshalTypeError
+	var jt *jsTimeError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		seen.Add(adapters.DriftFieldType, "message."+te.Field+": "+te.Value)
+	case errors.As(err, &jt):
+		seen.Add(adapters.DriftFieldType, "message.time: "+jt.got)
+	case err == nil && m.Role != "user" && m.Role != "assistant":
+		seen.Add(adapters.DriftLineType, "message role "+m.Role)
+	}
 }
 
 // Assistant reports whether the message is the assistant's.
@@ -212,11 +231,25 @@ func (j *jsTime) UnmarshalJSON(b []byte) error {
 	}
 	var f float64
 	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("time: want milliseconds, got %.40s", b)
+		got := "string"
+		switch b[0] {
+		case '{':
+			got = "object"
+		case '[':
+			got = "array"
+		case 't', 'f':
+			got = "bool"
+		}
+		return &jsTimeError{got: got, raw: fmt.Sprintf("%.40s", b)}
 	}
 	j.t = msTime(f)
 	return nil
 }
+
+// jsTimeError: a time that is not a number of milliseconds.
+type jsTimeError struct{ got, raw string }
+
+func (e *jsTimeError) Error() string { return "time: want milliseconds, got " + e.raw }
 
 // msTime converts JavaScript milliseconds; values outside any sane range
 // (negative, NaN, beyond year 9999) are the zero time.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 )
 
@@ -91,8 +92,16 @@ func FuzzParseMessage(f *testing.F) {
 	f.Add([]byte(opencodetest.Message{Role: "user", Created: at}.DataJSON()))
 	f.Add([]byte(`{"role":"assistant","time":{"created":1e308,"completed":null},"error":{"data":{"message":[1]}}}`))
 	f.Add([]byte(`{"role":"assistant","path":null,"time":null}`))
+	f.Add([]byte(`{"role":"narrator","time":{"created":"yesterday"}}`))
+	f.Add([]byte(`{"role":5}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := parseMessage(b)
+		// What it did not understand is noted, bounded, never a panic.
+		var seen kit.Seen
+		messageDrift(&seen, m, err)
+		if n := len(seen.Items()); n > 1 {
+			t.Fatalf("one message noted %d values: %+v", n, seen.Items())
+		}
 		if err != nil {
 			return
 		}

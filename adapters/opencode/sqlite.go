@@ -835,6 +835,7 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 		return fmt.Errorf("read messages of %s: %w", s.ID, err)
 	}
 	s.LastAssistant = nil
+	s.drift = kit.Seen{}
 	for n := 0; n < maxAssistantScan && rows.Next(); n++ {
 		var id string
 		var upd, partsUpd sql.NullInt64
@@ -845,6 +846,7 @@ func (d *detailReader) read(ctx context.Context, s *sessionData, log *zap.Logger
 		}
 		s.touch(msInt(upd.Int64))
 		m, err := parseMessage(data)
+		messageDrift(&s.drift, m, err)
 		if err != nil {
 			log.Debug("skipping unparseable message", zap.String("session", s.ID), zap.String("message", id), zap.Error(err))
 			continue

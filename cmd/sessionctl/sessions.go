@@ -313,6 +313,9 @@ func printHealth(a *app, h *api.Health) error {
 		for _, w := range ad.InputWarnings {
 			fmt.Fprintf(tw, "\tbad data: %s\n", w)
 		}
+		for _, d := range ad.Drift {
+			fmt.Fprintf(tw, "\tdrift: %s\n", driftLine(ad.Name, d))
+		}
 	}
 	printReactionsHealth(tw, h.Reactions)
 	return tw.Flush()
@@ -396,4 +399,56 @@ func newEvents(a *app) *cobra.Command {
 	cmd.Flags().Uint64Var(&opts.Since, "since", 0, "print events after this sequence number")
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new events")
 	return cmd
+}
+
+// driftLine says one drift entry of health: "claude 2.1.340: 2 unknown
+// line types (x, y) in 14 transcripts — activity may be approximate".
+func driftLine(agent string, d api.Drift) string {
+	version := d.Version
+	if version == "" {
+		version = "(version not written)"
+	}
+	vals := make([]string, 0, len(d.Values)+1)
+	for _, v := range d.Values {
+		vals = append(vals, v.Value)
+	}
+	n := len(d.Values)
+	if d.Others > 0 {
+		vals = append(vals, fmt.Sprintf("and others in %d", d.Others))
+	}
+	what := driftNouns[d.Kind]
+	if what == "" {
+		what = "unknown " + strings.ReplaceAll(d.Kind, "_", " ")
+	}
+	after := "activity may be approximate"
+	if d.Kind == "hook_event" {
+		after = "those hooks say nothing of activity"
+	}
+	return fmt.Sprintf("%s %s: %d %s (%s) in %d %s — %s", agent, version, n, plural(what, n), strings.Join(vals, ", "),
+		d.Inputs, plural(d.Input, d.Inputs), after)
+}
+
+// driftNouns name the kinds of api.Drift, one of each.
+var driftNouns = map[string]string{
+	"line_type":   "unknown line type",
+	"status":      "unknown status value",
+	"waiting_for": "unknown waitingFor value",
+	"hook_event":  "unknown hook event",
+	"field_type":  "field of another type",
+}
+
+// plural is noun for n of it: "transcripts", "registry entries",
+// "fields of another type".
+func plural(noun string, n int) string {
+	if n == 1 {
+		return noun
+	}
+	first, rest, _ := strings.Cut(noun, " of ")
+	if rest != "" {
+		return plural(first, n) + " of " + rest
+	}
+	if strings.HasSuffix(noun, "y") && !strings.HasSuffix(noun, "ey") {
+		return noun[:len(noun)-1] + "ies"
+	}
+	return noun + "s"
 }

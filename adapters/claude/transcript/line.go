@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/sessiond/sessiond/adapters/internal/hookjson"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -58,6 +59,12 @@ type Line struct {
 	StopReason string
 	// Title is set by custom-title lines (a title the user chose).
 	Title string
+	// BadField names a field read in the line's message that came with
+	// another JSON type than Claude Code writes ("message.content:
+	// number"); the message was not used. "" for nearly every line.
+	BadField string
+	// unknownType: Type is none of lineTypes (a type of a newer version).
+	unknownType bool
 }
 
 // ToolCall is a tool call started by an assistant line.
@@ -209,8 +216,10 @@ func (s *lineScan) line() Line {
 		}
 		if l.Type == "" {
 			l.Type = str(b, t)
+			l.unknownType = !slices.Contains(lineTypes[:], l.Type) // escaped, or not known
 		}
 	}
+	l.BadField = s.badField
 	if ts := s.str[lkTimestamp]; ts.set && ts.end > ts.start {
 		if t, err := time.Parse(time.RFC3339Nano, transient(b, ts)); err == nil {
 			l.Time = t

@@ -85,6 +85,9 @@ type lineScan struct {
 
 	hasMsg bool
 	msg    msgScan
+	// badField names the first field of the message found of another
+	// JSON type than sessiond reads ("message.role: number"): drift.
+	badField string
 
 	// last holds what field returned for each string field the last time
 	// this scan (pooled, so mostly the same reader's previous line) read
@@ -208,6 +211,7 @@ func (s *lineScan) message(i int) (int, bool) {
 		return literal(b, i, "null")
 	default:
 		m.bad = true
+		s.wrongType("message", b[i])
 		return skipValue(b, i, 1)
 	}
 	i = skipWS(b, i+1)
@@ -226,6 +230,9 @@ func (s *lineScan) message(i int) (int, bool) {
 			var bad bool
 			i, bad, ok = stringField(b, i, 2, &role)
 			m.bad = m.bad || bad
+			if bad {
+				s.wrongType("message.role", b[j])
+			}
 		case mkContent:
 			i, ok = s.content(i)
 		case mkStopReason:
@@ -237,6 +244,7 @@ func (s *lineScan) message(i int) (int, bool) {
 				i, ok = literal(b, i, "null")
 			} else {
 				m.bad = true
+				s.wrongType("message.stop_reason", b[i])
 				i, ok = skipValue(b, i, 2)
 			}
 		default:
@@ -265,7 +273,10 @@ func (s *lineScan) content(i int) (int, bool) {
 		return i, ok
 	case '[':
 		m.content = contentBlocks
+	case 'n':
+		return skipValue(b, i, 2)
 	default:
+		s.wrongType("message.content", b[i])
 		return skipValue(b, i, 2)
 	}
 	i = skipWS(b, i+1)
@@ -284,6 +295,7 @@ func (s *lineScan) content(i int) (int, bool) {
 			i, ok = literal(b, i, "null")
 		default:
 			m.blocksBad = true
+			s.wrongType("message.content[]", b[i])
 			i, ok = skipValue(b, i, 3)
 		}
 		if !ok {
@@ -315,8 +327,12 @@ func (s *lineScan) block(i int) (int, bool) {
 			i, ok = skipValue(b, i, 4)
 		case f <= bkText:
 			var bad bool
+			at := i
 			i, bad, ok = stringField(b, i, 4, &bl.str[f])
 			m.blocksBad = m.blocksBad || bad
+			if bad {
+				s.wrongType("message.content[]."+blockKeys[f], b[at])
+			}
 		default: // bkInput
 			i, ok = input(b, i, &bl.input)
 		}
@@ -385,6 +401,28 @@ func input(b []byte, i int, in *inputScan) (int, bool) {
 			return i, true
 		}
 	}
+}
+
+// wrongType notes the first field found of another JSON type than
+// sessiond reads, the value starting with c.
+func (s *lineScan) wrongType(field string, c byte) {
+	if s.badField != "" {
+		return
+	}
+	t := "number"
+	switch c {
+	case '"':
+		t = "string"
+	case '{':
+		t = "object"
+	case '[':
+		t = "array"
+	case 't', 'f':
+		t = "bool"
+	case 'n':
+		t = "null"
+	}
+	s.badField = field + ": " + t
 }
 
 // objectKey reads `"key" :` at b[i] and the space after it, and returns

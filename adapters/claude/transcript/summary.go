@@ -1,6 +1,11 @@
 package transcript
 
-import "time"
+import (
+	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
+)
 
 // The turn-state summary: what the lines of a transcript, applied in file
 // order, say of its session. No I/O here; the reads (transcript.go) hand
@@ -44,6 +49,64 @@ type Summary struct {
 	StateAt    time.Time
 	StateUUID  string
 	StopReason string
+
+	// HeadDrift and TurnDrift are what the lines the summary rests on
+	// showed that sessiond does not understand (unknown line types, fields
+	// of another type): the head's lines (up to the one that told the
+	// head everything) and the last turn's (from its prompt on). Scoped
+	// so, an append read and a listing of the whole file say the same.
+	HeadDrift, TurnDrift kit.Seen
+}
+
+// Drift is what the summary's lines showed that sessiond does not
+// understand: the head's and the last turn's.
+func (s *Summary) Drift() kit.Seen {
+	if s.HeadDrift.Empty() {
+		return s.TurnDrift
+	}
+	out := s.HeadDrift
+	out.Union(s.TurnDrift)
+	return out
+}
+
+// applyHead takes the metadata of one line the head reads.
+func (s *Summary) applyHead(ls []Line) {
+	head := !s.headDone()
+	for i := range ls {
+		s.meta(&ls[i])
+		if head {
+			noteDrift(&s.HeadDrift, &ls[i])
+		}
+	}
+}
+
+// apply takes one line read in file order into the metadata and the turn
+// state: a line that starts a turn starts TurnDrift over.
+func (s *Summary) apply(ls []Line) {
+	head := !s.headDone()
+	if isTurnStart(ls) {
+		s.TurnDrift = kit.Seen{}
+	}
+	for i := range ls {
+		l := &ls[i]
+		s.meta(l)
+		s.turn(l)
+		if l.unknownType || l.BadField != "" {
+			noteDrift(&s.TurnDrift, l)
+			if head {
+				noteDrift(&s.HeadDrift, l)
+			}
+		}
+	}
+}
+
+func noteDrift(seen *kit.Seen, l *Line) {
+	if l.unknownType {
+		seen.Add(adapters.DriftLineType, l.Type)
+	}
+	if l.BadField != "" {
+		seen.Add(adapters.DriftFieldType, l.BadField)
+	}
 }
 
 // headDone reports whether the head of a file has told everything the head
@@ -149,6 +212,7 @@ func (s *Summary) ResetTurn() {
 	s.StateAt = time.Time{}
 	s.StateUUID = ""
 	s.StopReason = ""
+	s.TurnDrift = kit.Seen{}
 }
 
 // isTurnStart reports whether a line's records start a turn: a real

@@ -200,9 +200,7 @@ func splitLines(buf []byte) (lines [][]byte, rest int) {
 // returns how many lines it looked at.
 func readHead(s *Summary, p *parsedLines) int {
 	for i := range p.raw {
-		for _, l := range p.get(i) {
-			s.meta(&l)
-		}
+		s.applyHead(p.get(i))
 		if s.headDone() {
 			return i + 1
 		}
@@ -221,10 +219,7 @@ func readTail(s *Summary, p *parsedLines, from int) {
 		}
 	}
 	for i := start; i < len(p.raw); i++ {
-		for _, l := range p.get(i) {
-			s.meta(&l)
-			s.turn(&l)
-		}
+		s.apply(p.get(i))
 	}
 }
 
@@ -391,9 +386,7 @@ func readHeadChunked(v *view, limit int64, s *Summary, c *Counts) (h headRead, o
 			if end > pos {
 				ls := v.lines.parse(v.bytes(pos, end), c)
 				h.lines = append(h.lines, headLine{pos, ls})
-				for _, l := range ls {
-					s.meta(&l)
-				}
+				s.applyHead(ls)
 				if s.headDone() {
 					return h, true, nil
 				}
@@ -465,10 +458,7 @@ func readTailChunked(v *view, size, ws int64, head []headLine, s *Summary, res *
 		}
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
-		for _, l := range lines[i] {
-			s.meta(&l)
-			s.turn(&l)
-		}
+		s.apply(lines[i])
 	}
 	res.Counts.Add(c)
 	switch {
@@ -615,10 +605,7 @@ func ReadAppended(r io.ReaderAt, offset, size int64, skipPartial bool, maxLine i
 			res.Counts.TooLong++
 		case complete:
 			parsed = parseCounted(parsed[:0], line, &res.Counts)
-			for _, l := range parsed {
-				s.meta(&l)
-				s.turn(&l)
-			}
+			s.apply(parsed)
 		case tooLong:
 			// An unfinished line already past the cap: consume it now so it
 			// is never re-read, and skip its end when it comes.

@@ -33,6 +33,20 @@ type Agent struct {
 	// QuestionTools are the tools whose call asks the user a question
 	// (Claude Code's AskUserQuestion), by name.
 	QuestionTools []string
+	// Events are every hook event the agent's versions sessiond knows
+	// send; another is counted as drift by the adapter (Known).
+	Events []string
+}
+
+// Known reports whether event is one of the agent's events sessiond
+// knows.
+func (a Agent) Known(event string) bool {
+	for _, e := range a.Events {
+		if e == event {
+			return true
+		}
+	}
+	return false
 }
 
 // Read reads one payload: the session it names, the event, and what the

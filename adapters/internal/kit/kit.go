@@ -38,6 +38,25 @@
 //     the layout changes or what the saved state means (a parser fix that
 //     would conclude differently from the same input): a restart then reads
 //     those inputs again rather than trust an older build.
+//   - Seen and Drift, format drift said out loud: agents change their
+//     formats weekly, and what a reader does not understand (a line or
+//     item type, a status or waitingFor value, a hook event, a field of
+//     another JSON type) must neither stop it nor pass in silence. The
+//     reader notes each such value in the input's Seen (Seen.Add; kinds
+//     are adapters.DriftKind), kept in the input's state beside what the
+//     read concluded, so a read that continues an input adds to it and one
+//     that starts over (a replaced file, a new tail) starts it over too:
+//     what it holds is what a whole read of the input now would hold.
+//     After each read the adapter hands the input's Seen, with the agent
+//     version its data names, to its Drift (Drift.Set; Drift.Forget when
+//     the input is gone): Drift counts inputs, never lines, so a re-read
+//     counts once, and an unchanged input costs nothing. Observation.Drift
+//     is Drift.Report; each session read from such an input gets
+//     Seen.Problem (format_drift) among its Problems. The Seen is saved in
+//     the input's checkpoint entry (Seen.Append, ReadSeen) and handed to
+//     Drift again when a restored entry is taken, so a restart keeps the
+//     counts. Nothing here changes a status: liveness is the owner's
+//     process alone.
 //
 // The other shared packages: lineage, the process tree seen below live
 // owners (the evidence that attributes what a dead one left behind);
