@@ -3,13 +3,14 @@
 # test tier (internal/realagents) drives, into a cache dir outside the source
 # tree. Idempotent: a second run checks the installed versions and returns.
 #
-#   scripts/install-agents.sh            # install (or verify) all three
+#   scripts/install-agents.sh            # install (or verify) all of them
 #   SESSIOND_AGENTS_DIR=/opt/agents scripts/install-agents.sh
 #
 # Prints, on stdout, one line per agent that tests and CI can eval:
 #   SESSIOND_CLAUDE_BIN=<path>
 #   SESSIOND_OPENCODE_BIN=<path>
 #   SESSIOND_CODEX_BIN=<path>
+#   SESSIOND_GEMINI_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 set -euo pipefail
@@ -22,6 +23,9 @@ OPENCODE_VERSION=1.18.33
 # and a node wrapper as .bin/codex.
 CODEX_PKG=@openai/codex
 CODEX_VERSION=0.169.0
+# Gemini CLI's npm package is a node bundle; .bin/gemini is its script.
+GEMINI_PKG=@google/gemini-cli
+GEMINI_VERSION=0.61.0
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -91,7 +95,9 @@ start=$SECONDS
 claude=$(install "$CLAUDE_PKG" "$CLAUDE_VERSION" claude claude-code)
 opencode=$(install "$OPENCODE_PKG" "$OPENCODE_VERSION" opencode opencode)
 codex=$(install "$CODEX_PKG" "$CODEX_VERSION" codex codex)
+gemini=$(install "$GEMINI_PKG" "$GEMINI_VERSION" gemini gemini-cli)
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
 printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"
+printf 'SESSIOND_GEMINI_BIN=%s\n' "$gemini"
