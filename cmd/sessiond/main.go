@@ -24,6 +24,7 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
+	"github.com/sessiond/sessiond/adapters/gemini"
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
@@ -87,6 +88,8 @@ type options struct {
 	opencodeDir     string
 	opencodeBin     string
 	codexBin        string
+	geminiDirs      []string
+	geminiBin       string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -255,6 +258,9 @@ already running on this state dir or socket.
 	codexDirs := &stringList{vals: agents.Codex.DefaultRoots()}
 	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
 	fs.StringVar(&o.codexBin, "codex-bin", envOr("SESSIOND_CODEX_BIN", "codex"), "codex executable for launch and resume ($SESSIOND_CODEX_BIN)")
+	geminiDirs := &stringList{vals: agents.Gemini.DefaultRoots()}
+	fs.Var(geminiDirs, "gemini-dir", "Gemini CLI data folder, repeatable (default $GEMINI_CLI_HOME/.gemini, else ~/.gemini)")
+	fs.StringVar(&o.geminiBin, "gemini-bin", envOr("SESSIOND_GEMINI_BIN", "gemini"), "gemini executable ($SESSIOND_GEMINI_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -281,6 +287,7 @@ already running on this state dir or socket.
 	}
 	o.claudeDirs = claude.vals
 	o.codexDirs = codexDirs.vals
+	o.geminiDirs = geminiDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -323,6 +330,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME"),
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
 		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
+		gemini.New(gemini.Config{Roots: o.geminiDirs, Binary: o.geminiBin, Logger: log.Named("gemini")}),
 	}
 }
 
