@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
+	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -117,4 +119,57 @@ func lastCallAt(m message) time.Time {
 		}
 	}
 	return t
+}
+
+// toolsRunning corrects what the chat cannot say: when the model answered
+// with text and calls, Gemini CLI 0.61.0 writes the text at once and the
+// calls only once they finished, so while they run the chat reads like a
+// finished turn. Its shell tool runs as a child of the gemini in a
+// session of its own (setsid'd bash), and lives only while the call runs:
+// a session the chat calls idle whose live owner has such a child is
+// busy. An owner of several sessions counts only for the one it wrote
+// last. The process tree never makes a session idle or in flight.
+func toolsRunning(obs []adapters.Observed, snap *proc.Snapshot) {
+	if snap == nil {
+		return
+	}
+	latest := map[proc.Identity]int{}
+	for i := range obs {
+		for _, o := range obs[i].Owners {
+			if j, ok := latest[o.Identity]; !ok || obs[i].LastActivity.After(obs[j].LastActivity) {
+				latest[o.Identity] = i
+			}
+		}
+	}
+	for i := range obs {
+		o := &obs[i]
+		if o.Activity != session.ActivityIdle {
+			continue
+		}
+		for _, ow := range o.Owners {
+			if latest[ow.Identity] != i || !lineage.Live(snap, ow.Identity) {
+				continue
+			}
+			if t := toolChild(snap, ow.Identity.PID); t != nil {
+				o.Activity = session.ActivityBusy
+				o.ActivityEvidence = fmt.Sprintf("process tree: tool pid %d runs below gemini pid %d (the chat shows calls once done)", t.Identity.PID, ow.Identity.PID)
+				o.ActivitySource = session.SourceTranscript
+				break
+			}
+		}
+	}
+}
+
+// toolChild is a live child of pid leading a session of its own that is
+// no gemini: a tool running.
+func toolChild(snap *proc.Snapshot, pid int) *proc.Process {
+	for _, c := range snap.Children(pid) {
+		if c.Exited() || c.SID != c.Identity.PID {
+			continue
+		}
+		if _, ok := isGeminiArgv(c.Argv); !ok {
+			return c
+		}
+	}
+	return nil
 }

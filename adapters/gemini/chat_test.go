@@ -167,11 +167,15 @@ func TestChatTurnStates(t *testing.T) {
 }
 
 func TestChatTitleAndWaitingDetail(t *testing.T) {
-	l := newLines().header("s", "h").user("u1", "fix the build\nplease").gemini("g1", "", nil)
+	l := newLines().header("s", "h").user("u1", "fix the build\nplease").gemini("g1", "")
 	l.gemini("g1", "", l.call("c1", statusApproval, "make all"))
 	c := foldAll(t, l.b.Bytes())
 	if c.Title != "fix the build please" {
 		t.Fatalf("title %q", c.Title)
+	}
+	// g1 written twice is one message, replaced where it stands.
+	if len(c.Msgs) != 2 || c.Msgs[1].ID != "g1" || len(c.Msgs[1].Calls) != 1 {
+		t.Fatalf("messages %+v", c.Msgs)
 	}
 	w := c.turn().WaitingFor
 	if w == nil || w.Tool != "run_shell_command" || w.Input != "make all" {

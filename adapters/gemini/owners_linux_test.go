@@ -201,3 +201,42 @@ func TestOrphansByTree(t *testing.T) {
 		t.Fatalf("in flight %+v", o.InFlight)
 	}
 }
+
+// TestToolRunsBehindAnAnswer: the model answered with text and a call;
+// the chat shows only the text until the call is done, but the owner's
+// tool (a child in a session of its own) runs: busy. Without it, idle.
+func TestToolRunsBehindAnAnswer(t *testing.T) {
+	for _, tool := range []bool{true, false} {
+		tr := newTree(t)
+		folder, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		chats := tr.project("p", folder)
+		g := fakeGemini(t, folder, tool)
+		time.Sleep(100 * time.Millisecond)
+		l := newLines().header("abcdef03-0000-0000-0000-000000000000", hashOf(folder)).user("u1", "run").gemini("g1", "Running it now.")
+		tr.write(filepath.Join(chats, "session-2026-11-27T10-00-abcdef03.jsonl"), l.b.Bytes())
+		snap := waitFor(t, "the gemini", func(s *proc.Snapshot) bool {
+			if s.Procs[g.Process.Pid] == nil {
+				return false
+			}
+			return !tool || toolChild(s, g.Process.Pid) != nil
+		})
+		obs, err := New(Config{Roots: []string{tr.root}}).Discover(context.Background(), snap)
+		if err != nil || len(obs.Sessions) != 1 {
+			t.Fatalf("%v %+v", err, obs)
+		}
+		o := obs.Sessions[0]
+		want := session.ActivityIdle
+		if tool {
+			want = session.ActivityBusy
+		}
+		if o.Activity != want || (tool && !strings.Contains(o.ActivityEvidence, "process tree")) {
+			t.Fatalf("tool %v: %s (%s), want %s", tool, o.Activity, o.ActivityEvidence, want)
+		}
+		if tool {
+			syscall.Kill(toolChild(snap, g.Process.Pid).Identity.PID, syscall.SIGKILL)
+		}
+	}
+}
