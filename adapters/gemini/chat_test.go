@@ -316,8 +316,8 @@ func TestIncrementalEqualsWhole(t *testing.T) {
 // and then what was appended, fold to the same chat, and neither read
 // panics.
 func FuzzChatAppend(f *testing.F) {
-	f.Add(genChat(rand.New(rand.NewPCG(1, 2)), 60), uint16(300))
-	f.Add(genChat(rand.New(rand.NewPCG(3, 4)), 200), uint16(5000))
+	f.Add(genChat(rand.New(rand.NewPCG(1, 2)), 15), uint16(300))
+	f.Add(genChat(rand.New(rand.NewPCG(3, 4)), 30), uint16(1500))
 	f.Add([]byte("{\"sessionId\":\"s\",\"projectHash\":\"h\"}\n{\"$rewindTo\":\"x\"}\nnot json\n{\"id\":\"a\",\"type\":\"user\"}\n"), uint16(20))
 	f.Fuzz(func(t *testing.T, b []byte, cut uint16) {
 		c := min(int(cut), len(b))
