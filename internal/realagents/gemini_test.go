@@ -197,3 +197,75 @@ func TestGeminiTUIBusyIdleKilled(t *testing.T) {
 	t.Logf("interrupted %s after kill -9, problems %v", took.Round(time.Millisecond), problemKinds(s))
 	w.step("interrupted")
 }
+
+// A headless Gemini CLI session launched through sessiond is linked at
+// once to the id sessiond chose (--session-id); killed mid tool it is
+// interrupted; a resume through sessiond continues the same session: the
+// same id, the same chat appended to, and the model gets the earlier
+// turns.
+func TestGeminiLaunchKilledResume(t *testing.T) {
+	bin := agentBin(t, geminiBinEnv, "@google/gemini-cli")
+	w := newWorld(t)
+	w.writeGeminiConfig()
+	w.model.Enqueue(fakemodel.RunCommand("echo TOOL-OUTPUT-5d1; "+longTool, "Run the long job", 0))
+	w.startDaemon("--gemini-bin", bin, "--grace", "5s")
+	w.step("daemon ready")
+
+	args := []string{"--", "-m", geminiModel, "--yolo"}
+	r := w.launch(append([]string{"launch", "--agent", "gemini", "--cwd", w.proj(), "--prompt", "Run the job FIRST-PROMPT-8a2"}, args...)...)
+	id := r.Session.ID
+	s := w.waitSession(id, 90*time.Second, "linked, running and busy in its tool", func(s api.Session) bool {
+		return s.UpstreamID != "" && s.Resume != nil && s.Status == session.StatusRunning && s.Activity == session.ActivityBusy
+	})
+	up := s.UpstreamID
+	w.step("linked " + up + ", busy")
+	if s.Resume.Root != w.geminiDir() || s.Resume.Cwd != w.proj() || s.Agent != "gemini" {
+		t.Errorf("session %+v, resume cursor %+v", s, s.Resume)
+	}
+	chats, _ := filepath.Glob(filepath.Join(w.geminiDir(), "tmp", "*", "chats", "session-*-"+up[:8]+".jsonl"))
+	if len(chats) != 1 {
+		t.Fatalf("chats of %s: %v", up, chats)
+	}
+	var owner procInfo
+	w.waitFor(30*time.Second, "the relaunched gemini and its python3 tool", func() (bool, string) {
+		for _, p := range procs(func(p procInfo) bool {
+			return w.mine(p) && strings.Contains(strings.Join(p.Args, " "), "max-old-space-size")
+		}) {
+			owner = p
+		}
+		return owner.PID != 0 && len(procs(func(p procInfo) bool { return w.mine(p) && isPython(p) })) > 0, ""
+	})
+	w.waitPassSaw(time.Now(), "the tool started")
+	killed := time.Now()
+	if err := syscall.Kill(owner.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(id, killed, 2*time.Second, session.ProblemOrphanedToolCall)
+	w.step("interrupted after " + took.Round(time.Millisecond).String())
+	for _, p := range procs(func(p procInfo) bool { return w.mine(p) && isPython(p) }) {
+		syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	before, err := os.Stat(chats[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	w.model.Enqueue(fakemodel.Say("Resumed fine."))
+	w.launch(append([]string{"resume", id, "--prompt", "Continue SECOND-PROMPT-3f7"}, args...)...)
+	s = w.waitSession(id, 90*time.Second, "stopped after the resumed turn", func(s api.Session) bool {
+		return s.Status == session.StatusStopped && s.UpstreamID == up
+	})
+	w.step("resumed, stopped")
+	after, err := os.Stat(chats[0])
+	if err != nil || after.Size() <= before.Size() {
+		t.Fatalf("the resume did not append to %s: %v %d -> %d", chats[0], err, before.Size(), after.Size())
+	}
+	turns := w.model.Turns()
+	last := turns[len(turns)-1]
+	if txt := last.Text(); !strings.Contains(txt, "FIRST-PROMPT-8a2") || !strings.Contains(txt, "SECOND-PROMPT-3f7") {
+		t.Errorf("the resumed turn did not carry the first one:\n%s", tail(txt, 2000))
+	}
+	if ss := w.sessions("gemini"); len(ss) != 1 {
+		t.Errorf("%d gemini sessions after the resume, want 1: %+v", len(ss), ss)
+	}
+}
