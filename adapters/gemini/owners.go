@@ -123,6 +123,11 @@ func (a *Adapter) findProcs(snap *proc.Snapshot) []*gProc {
 	return out
 }
 
+// isSessionID: s is a session id (a UUID), not "latest" or an index.
+func isSessionID(s string) bool {
+	return len(s) == 36 && strings.Count(s, "-") == 4
+}
+
 // startedBefore: g may have written at t (unknown times rule nothing out).
 func (g *gProc) startedBefore(t time.Time) bool {
 	if g.start.IsZero() || t.IsZero() {
@@ -151,10 +156,11 @@ func (a *Adapter) holds(g *gProc, path string) (held, known bool) {
 
 // assignOwners sets each session's owners:
 //
-//   - named: a gemini whose argv resumes this very session id or starts it
-//     (--session-id), or one holding the chat file open (Gemini CLI 0.61.0
-//     opens it only for each append, so this is rare); a gemini whose
-//     --session-id names another session is no candidate;
+//   - named: a gemini in the chat's project folder whose argv resumes this
+//     very session id or starts it (--session-id), or, among several
+//     candidates, one holding the chat file open (Gemini CLI 0.61.0 opens
+//     it only for each append, so this is rare); a gemini whose
+//     --session-id or --resume names another session is no candidate;
 //   - else inferred: every gemini working in the chat's project folder
 //     (its hash is the chat's projectHash) that started before the chat's
 //     last write. One gemini writes one main chat at a time: where a
@@ -186,36 +192,38 @@ func (a *Adapter) assignOwners(obs []adapters.Observed, procs []*gProc) {
 		}
 		cands = append(cands, cand{i: i, hash: f.c.ProjectHash, last: o.LastActivity, started: f.c.Started})
 		var named []adapters.Owner
-		var inferred []adapters.Owner
+		var inferred []*gProc
 		for _, g := range procs {
 			if g.hash != f.c.ProjectHash && (o.Cwd == "" || g.p.Cwd != o.Cwd) {
-				if held, _ := a.holds(g, f.path); !held {
-					continue
-				}
+				continue // another project: Gemini CLI writes its folder's chats only
 			}
 			switch {
 			case g.resume == o.UpstreamID:
 				named = append(named, adapters.Owner{Identity: g.p.Identity, Evidence: "argv --resume " + o.UpstreamID})
-				continue
 			case g.sessionID == o.UpstreamID:
 				named = append(named, adapters.Owner{Identity: g.p.Identity, Evidence: "argv --session-id " + o.UpstreamID})
-				continue
-			case g.sessionID != "" && (g.resume == "" || g.resume == g.sessionID):
-				continue // it writes the session it names, not this one
-			case !g.startedBefore(o.LastActivity):
-				continue
+			case g.sessionID != "" || isSessionID(g.resume):
+				// it writes the session it names, not this one
+			case g.startedBefore(o.LastActivity):
+				inferred = append(inferred, g)
 			}
-			if held, _ := a.holds(g, f.path); held {
-				named = append(named, adapters.Owner{Identity: g.p.Identity, Evidence: "holds " + f.path + " open"})
-				continue
+		}
+		// Several candidates: one holding the chat open is its writer.
+		// Only then are descriptors read (lsof on macOS is not cheap).
+		if len(named) == 0 && len(inferred) > 1 {
+			for _, g := range inferred {
+				if held, _ := a.holds(g, f.path); held {
+					named = append(named, adapters.Owner{Identity: g.p.Identity, Evidence: "holds " + f.path + " open"})
+				}
 			}
-			inferred = append(inferred, adapters.Owner{Identity: g.p.Identity, Inferred: true,
-				Evidence: fmt.Sprintf("works in the chat's project folder (%s) and started before its last write", orUnknown(g.p.Cwd))})
 		}
 		if len(named) > 0 {
 			o.Owners = named
-		} else {
-			o.Owners = inferred
+			continue
+		}
+		for _, g := range inferred {
+			o.Owners = append(o.Owners, adapters.Owner{Identity: g.p.Identity, Inferred: true,
+				Evidence: fmt.Sprintf("works in the chat's project folder (%s) and started before its last write", orUnknown(g.p.Cwd))})
 		}
 	}
 	// A gemini that is the only candidate of several chats writes the one

@@ -77,7 +77,8 @@ func pids(owners []adapters.Owner) []int {
 // TestOwnersInferred: real processes. A gemini in the chat's project
 // folder that started before its last write is an inferred owner; two are
 // both candidates; one started after the last write, or in another
-// folder, or naming another session with --session-id, is none; one
+// folder, or naming another session with --session-id or --resume, is
+// none; one
 // naming this session with --session-id or --resume is its exact owner.
 func TestOwnersInferred(t *testing.T) {
 	tr := newTree(t)
@@ -94,6 +95,7 @@ func TestOwnersInferred(t *testing.T) {
 	p2 := fakeGemini(t, folder, false)
 	fakeGemini(t, other, false)
 	fakeGemini(t, folder, false, "--session-id", "99999999-0000-0000-0000-000000000000")
+	fakeGemini(t, folder, false, "--resume", "88888888-0000-0000-0000-000000000000")
 	time.Sleep(100 * time.Millisecond)
 	l := newLines().header(id, hashOf(folder)).user("u1", "hi")
 	tr.write(path, l.b.Bytes()) // written after they started
@@ -104,7 +106,7 @@ func TestOwnersInferred(t *testing.T) {
 				n++
 			}
 		}
-		return n >= 4
+		return n >= 5
 	})
 	a := New(Config{Roots: []string{tr.root}})
 	obs, err := a.Discover(context.Background(), snap)
