@@ -8,12 +8,14 @@
 // chat is chats/<parent session id>/<session id>.jsonl. <project> is a
 // short name ~/.gemini/projects.json gives the project's folder; the chat
 // names the folder only by its hash (projectHash, the SHA-256 of its
-// path). The last message says the turn state (activity.go).
+// path). The last message says the turn state (activity.go); since
+// 0.61.0 writes a call only once it finished, a tool process below the
+// owner says busy where the chat shows an answer.
 //
 // Owners are inferred (owners.go): the gemini processes whose folder has
 // the chat's projectHash and that started before its last write, exact
-// when argv resumes that very session or a descriptor holds the chat
-// open; several candidates make the session's owner ambiguous, and it
+// when argv names that very session (--resume, --session-id) or a
+// descriptor holds the chat open; several candidates make the session's owner ambiguous, and it
 // stops only when every one is dead. What a dead gemini left behind is
 // found by the process tree seen while it lived (orphans.go).
 //
@@ -22,7 +24,8 @@
 // and folds only the lines appended; a replaced file is read from its
 // start; a full rescan looks at every chat now and then; a checkpoint
 // (checkpoint.go) saves what was folded so a restart reads only what
-// changed. See docs/agents/gemini.md.
+// changed. Launch and resume (launch.go) name the session id on the
+// command line. See docs/agents/gemini.md.
 package gemini
 
 import (
