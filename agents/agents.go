@@ -100,8 +100,15 @@ var Copilot = Agent{
 	DefaultRoots: func() []string { return []string{copilotHome()} },
 }
 
+// Gemini is Gemini CLI (0.61.0): its data folder, no command hooks
+// installed by sessiond yet.
+var Gemini = Agent{
+	Name:         "gemini",
+	DefaultRoots: func() []string { return []string{geminiDir()} },
+}
+
 // all are the agents sessiond knows, in the order it names them.
-func all() []Agent { return []Agent{Claude, OpenCode, Codex, Pi, Copilot} }
+func all() []Agent { return []Agent{Claude, OpenCode, Codex, Pi, Copilot, Gemini} }
 
 // Names are the names of every agent sessiond knows, in its order.
 func Names() []string {
@@ -173,6 +180,15 @@ func openCodeDir() string {
 		return filepath.Join(v, "opencode")
 	}
 	return filepath.Join(home(), ".local", "share", "opencode")
+}
+
+// geminiDir is $GEMINI_CLI_HOME/.gemini (Gemini CLI takes that variable
+// for the home it keeps .gemini in), else ~/.gemini.
+func geminiDir() string {
+	if v := os.Getenv("GEMINI_CLI_HOME"); v != "" {
+		return filepath.Join(v, ".gemini")
+	}
+	return filepath.Join(home(), ".gemini")
 }
 
 // home is the user's home, else ".".

@@ -13,6 +13,7 @@
 #   SESSIOND_CODEX_BIN=<path>
 #   SESSIOND_PI_BIN=<path>
 #   SESSIOND_COPILOT_BIN=<path>
+#   SESSIOND_GEMINI_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 # --latest asks the registry for each package's newest release (its
@@ -38,6 +39,9 @@ PI_VERSION=0.73.1
 # tests point that at <prefix>/pkg-cache, unpacked here once.
 COPILOT_PKG=@github/copilot
 COPILOT_VERSION=1.0.102
+# Gemini CLI's npm package is a node bundle; .bin/gemini is its script.
+GEMINI_PKG=@google/gemini-cli
+GEMINI_VERSION=0.61.0
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -46,7 +50,7 @@ usage() {
 Usage: $0 [--latest] [--help]
 
 Installs the real agent CLIs (Claude Code, OpenCode, Codex, Pi, GitHub
-Copilot, ...) that the real-agents test tier (internal/realagents) drives, each into its own
+Copilot, Gemini CLI, ...) that the real-agents test tier (internal/realagents) drives, each into its own
 versioned folder under $DIR
 (\$SESSIOND_AGENTS_DIR), and prints one SESSIOND_<AGENT>_BIN=<path>
 line per agent on stdout; progress goes to stderr. A version already
@@ -55,7 +59,8 @@ installed is checked and kept: a second run only prints the lines.
   (no option)  the versions pinned in this script, which the tier is
                known to pass with: $CLAUDE_PKG $CLAUDE_VERSION,
                $OPENCODE_PKG $OPENCODE_VERSION, $CODEX_PKG $CODEX_VERSION,
-               $PI_PKG $PI_VERSION, $COPILOT_PKG $COPILOT_VERSION
+               $PI_PKG $PI_VERSION, $COPILOT_PKG $COPILOT_VERSION,
+               $GEMINI_PKG $GEMINI_VERSION
   --latest     the newest release of each instead (the npm registry's
                "latest" tag, asked now), which may be newer than the
                pins; the pinned installs are left as they are
@@ -162,6 +167,7 @@ if [ -n "$latest" ]; then
 	CODEX_VERSION=$(newest "$CODEX_PKG")
 	PI_VERSION=$(newest "$PI_PKG")
 	COPILOT_VERSION=$(newest "$COPILOT_PKG")
+	GEMINI_VERSION=$(newest "$GEMINI_PKG")
 fi
 
 start=$SECONDS
@@ -176,9 +182,11 @@ if ! ls "$copilot_cache"/pkg/*/"$COPILOT_VERSION"/.extraction-complete >/dev/nul
 	COPILOT_PKG_CACHE_HOME="$copilot_cache" COPILOT_AUTO_UPDATE=false COPILOT_OFFLINE=true \
 		"$copilot" --version >&2 || die "$copilot --version failed"
 fi
+gemini=$(install "$GEMINI_PKG" "$GEMINI_VERSION" gemini gemini-cli)
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
 printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"
 printf 'SESSIOND_PI_BIN=%s\n' "$pi"
 printf 'SESSIOND_COPILOT_BIN=%s\n' "$copilot"
+printf 'SESSIOND_GEMINI_BIN=%s\n' "$gemini"

@@ -25,6 +25,7 @@ import (
 	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
 	"github.com/sessiond/sessiond/adapters/copilot"
+	"github.com/sessiond/sessiond/adapters/gemini"
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/adapters/pi"
 	"github.com/sessiond/sessiond/agents"
@@ -92,6 +93,8 @@ type options struct {
 	piDirs          []string
 	piBin           string
 	copilotDirs     []string
+	geminiDirs      []string
+	geminiBin       string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -265,6 +268,9 @@ already running on this state dir or socket.
 	fs.StringVar(&o.piBin, "pi-bin", envOr("SESSIOND_PI_BIN", "pi"), "pi executable for launch and resume ($SESSIOND_PI_BIN)")
 	copilotDirs := &stringList{vals: agents.Copilot.DefaultRoots()}
 	fs.Var(copilotDirs, "copilot-dir", "GitHub Copilot CLI home, repeatable (default $COPILOT_HOME, else ~/.copilot)")
+	geminiDirs := &stringList{vals: agents.Gemini.DefaultRoots()}
+	fs.Var(geminiDirs, "gemini-dir", "Gemini CLI data folder, repeatable (default $GEMINI_CLI_HOME/.gemini, else ~/.gemini)")
+	fs.StringVar(&o.geminiBin, "gemini-bin", envOr("SESSIOND_GEMINI_BIN", "gemini"), "gemini executable ($SESSIOND_GEMINI_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -293,6 +299,7 @@ already running on this state dir or socket.
 	o.codexDirs = codexDirs.vals
 	o.piDirs = piDirs.vals
 	o.copilotDirs = copilotDirs.vals
+	o.geminiDirs = geminiDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -337,6 +344,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
 		pi.New(pi.Config{Roots: o.piDirs, Binary: o.piBin, Logger: log.Named("pi")}),
 		copilot.New(copilot.Config{Roots: o.copilotDirs, Logger: log.Named("copilot")}),
+		gemini.New(gemini.Config{Roots: o.geminiDirs, Binary: o.geminiBin, Logger: log.Named("gemini")}),
 	}
 }
 

@@ -19,6 +19,7 @@
 //	POST /v1/messages/count_tokens       Anthropic token counting
 //	POST /v1/chat/completions            OpenAI chat completions, streaming or not
 //	POST /v1/responses                   OpenAI Responses, streaming or not
+//	POST /v1beta/models/{m}:{method}     Gemini generateContent, streamGenerateContent (SSE), countTokens
 //	GET  /v1/models[/{id}]               a model list both clients accept
 //	anything else                        404 with an error body, recorded
 //
@@ -436,6 +437,9 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 		r.Reply = &rep
 		s.record(r)
 		s.replyResponses(w, hr, r, rep)
+	case hr.Method == http.MethodPost && strings.HasPrefix(path, "/v1beta/models/"):
+		model, method, _ := geminiRoute(path)
+		s.serveGemini(w, hr, r, model, method)
 	case hr.Method == http.MethodGet && (path == "/v1/models" || strings.HasPrefix(path, "/v1/models/")):
 		r.Kind = KindModels
 		if hr.Header.Get("anthropic-version") != "" || hr.Header.Get("x-api-key") != "" {

@@ -1,0 +1,405 @@
+package gemini
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
+)
+
+// A chat file, as Gemini CLI 0.61.0 writes it (its ChatRecordingService,
+// observed in docs/agents/gemini.md), is a log of JSON lines, each one of:
+//
+//   - the header, first: {sessionId, projectHash, startTime, lastUpdated,
+//     kind: "main"|"subagent", directories?};
+//   - a message record {id, timestamp, type: user|gemini|info|error|warning,
+//     content, toolCalls?, ...}: a record whose id was seen before replaces
+//     that message where it stands (a gemini message is written again as
+//     its tool calls' statuses change);
+//   - {"$set": {...}}: header fields changed (lastUpdated, summary), or,
+//     with "messages", the whole conversation replaced;
+//   - {"$rewindTo": id}: that message and every one after it removed (all
+//     of them when the id is unknown).
+//
+// A reader folds the lines into a chat, keeping only what the adapter
+// reports: the header, the first user prompt (the title), and the last
+// maxKept messages in order (the last one says the turn state). Folding is
+// incremental: the lines appended since the last read are folded into the
+// state as it was, which must equal folding the whole file (held by the
+// differential test and the fuzzer): the fold is a function of the lines
+// alone, whatever reads they came in.
+
+// maxKept bounds the messages a chat keeps (the last ones).
+const maxKept = 32
+
+// maxLine bounds one line: a longer one is skipped (counted as bad) without
+// being held in memory. "$set" lines carry the whole conversation, so the
+// bound is generous. A variable for tests.
+var maxLine = 64 << 20
+
+// Tool call statuses (the scheduler's, 0.61.0).
+const (
+	statusValidating = "validating"
+	statusScheduled  = "scheduled"
+	statusApproval   = "awaiting_approval"
+	statusExecuting  = "executing"
+	statusSuccess    = "success"
+	statusError      = "error"
+	statusCancelled  = "cancelled"
+)
+
+// done reports whether a tool call's status is final.
+func done(status string) bool {
+	return status == statusSuccess || status == statusError || status == statusCancelled
+}
+
+// call is one tool call of a gemini message.
+type call struct {
+	ID, Name, Status string
+	// Args is a short form of the arguments (a shell command, a file).
+	Args string
+	At   time.Time
+}
+
+// message is what a chat keeps of one message.
+type message struct {
+	ID   string
+	Type string
+	At   time.Time
+	// Text: a gemini message has text (an answer, not only calls); a
+	// user message has a prompt (not only tool results).
+	Text  bool
+	Calls []call
+}
+
+// typeContext is the Type kept for the <session_context> user message
+// Gemini CLI writes at a session's start: setup, not a prompt.
+const typeContext = "context"
+
+// chat is a chat file folded.
+type chat struct {
+	// Header fields.
+	ID, ProjectHash, Kind, Summary string
+	Started, Updated               time.Time
+	HasHeader                      bool
+	// Title is the first user prompt, cut to fit.
+	Title string
+	// Msgs are the last messages, oldest first; Dropped says whether
+	// earlier ones were dropped to keep maxKept.
+	Msgs    []message
+	Dropped bool
+	// Seen are the ids of every message present, hashed: a record of an
+	// id dropped from Msgs replaces a message no longer kept, and moves
+	// nothing.
+	Seen map[uint64]bool
+	// Last is the time of the last message or header update.
+	Last time.Time
+	// Bad counts lines skipped: not JSON, not a record, or too long.
+	Bad int
+}
+
+// record is any line of a chat file; which fields are present tells its
+// kind, in the order Gemini CLI's loader tests them.
+type record struct {
+	RewindTo  *string         `json:"$rewindTo"`
+	ID        *string         `json:"id"`
+	Set       json.RawMessage `json:"$set"`
+	SessionID *string         `json:"sessionId"`
+
+	ProjectHash *string    `json:"projectHash"`
+	StartTime   string     `json:"startTime"`
+	LastUpdated string     `json:"lastUpdated"`
+	Kind        string     `json:"kind"`
+	Summary     *string    `json:"summary"`
+	Messages    *[]rawMsg  `json:"messages"`
+	Type        string     `json:"type"`
+	Timestamp   string     `json:"timestamp"`
+	Content     any        `json:"content"`
+	ToolCalls   []toolCall `json:"toolCalls"`
+}
+
+// rawMsg is a message inside a $set or a whole-file chat.
+type rawMsg struct {
+	ID        string     `json:"id"`
+	Type      string     `json:"type"`
+	Timestamp string     `json:"timestamp"`
+	Content   any        `json:"content"`
+	ToolCalls []toolCall `json:"toolCalls"`
+}
+
+type toolCall struct {
+	ID        string         `json:"id"`
+	Name      string         `json:"name"`
+	Status    string         `json:"status"`
+	Timestamp string         `json:"timestamp"`
+	Args      map[string]any `json:"args"`
+}
+
+// fold applies one line. A line that is not a record is counted bad.
+func (c *chat) fold(line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	var r record
+	if err := json.Unmarshal(line, &r); err != nil || line[0] != '{' {
+		c.Bad++
+		return
+	}
+	switch {
+	case r.RewindTo != nil:
+		c.rewind(*r.RewindTo)
+	case r.ID != nil:
+		c.put(rawMsg{ID: *r.ID, Type: r.Type, Timestamp: r.Timestamp, Content: r.Content, ToolCalls: r.ToolCalls})
+	case len(r.Set) > 0 && r.Set[0] == '{':
+		var s record
+		if err := json.Unmarshal(r.Set, &s); err != nil {
+			c.Bad++
+			return
+		}
+		c.header(&s, false)
+		if s.Messages != nil {
+			c.replace(*s.Messages)
+		}
+	case r.SessionID != nil && r.ProjectHash != nil:
+		c.header(&r, true)
+	default:
+		c.Bad++
+	}
+}
+
+// header takes the header fields r has.
+func (c *chat) header(r *record, first bool) {
+	if first {
+		c.HasHeader = true
+	}
+	if r.SessionID != nil && *r.SessionID != "" {
+		c.ID = *r.SessionID
+	}
+	if r.ProjectHash != nil && *r.ProjectHash != "" {
+		c.ProjectHash = *r.ProjectHash
+	}
+	if r.Kind != "" {
+		c.Kind = r.Kind
+	}
+	if r.Summary != nil {
+		c.Summary = oneline.Cut(*r.Summary, 200)
+	}
+	if t := parseTime(r.StartTime); !t.IsZero() {
+		c.Started = t
+	}
+	if t := parseTime(r.LastUpdated); !t.IsZero() {
+		c.Updated = t
+		c.touch(t)
+	}
+}
+
+func (c *chat) touch(t time.Time) {
+	if t.After(c.Last) {
+		c.Last = t
+	}
+}
+
+// put adds a message, or replaces the one of its id where it stands.
+func (c *chat) put(m rawMsg) {
+	if c.Seen == nil {
+		c.Seen = map[uint64]bool{}
+	}
+	km := keep(m)
+	c.touch(km.At)
+	for _, tc := range km.Calls {
+		c.touch(tc.At)
+	}
+	if c.Title == "" && km.Type == "user" {
+		c.Title = oneline.Cut(contentText(m.Content), 200)
+	}
+	h := hashID(m.ID)
+	if c.Seen[h] {
+		for i := range c.Msgs {
+			if c.Msgs[i].ID == m.ID {
+				c.Msgs[i] = km
+				return
+			}
+		}
+		return // an update of a message no longer kept
+	}
+	c.Seen[h] = true
+	c.Msgs = append(c.Msgs, km)
+	if len(c.Msgs) > maxKept {
+		n := len(c.Msgs) - maxKept
+		c.Msgs = append(c.Msgs[:0:0], c.Msgs[n:]...)
+		c.Dropped = true
+	}
+}
+
+// replace replaces the whole conversation ($set messages).
+func (c *chat) replace(msgs []rawMsg) {
+	c.Msgs, c.Dropped, c.Seen = nil, false, nil
+	for _, m := range msgs {
+		c.put(m)
+	}
+}
+
+// rewind removes the message id and every one after it. A message no
+// longer kept is older than every kept one: they all go, and the chat
+// keeps no last message (the turn ended: a rewind is the user's, between
+// turns). An unknown id drops every message, as Gemini CLI's loader does.
+func (c *chat) rewind(id string) {
+	for i := range c.Msgs {
+		if c.Msgs[i].ID == id {
+			for _, m := range c.Msgs[i:] {
+				delete(c.Seen, hashID(m.ID))
+			}
+			c.Msgs = c.Msgs[:i]
+			return
+		}
+	}
+	if c.Dropped && c.Seen[hashID(id)] {
+		for _, m := range c.Msgs {
+			delete(c.Seen, hashID(m.ID))
+		}
+		delete(c.Seen, hashID(id))
+		c.Msgs = nil
+		return
+	}
+	c.Msgs, c.Dropped, c.Seen = nil, false, nil
+}
+
+// keep is what a chat keeps of a message.
+func keep(m rawMsg) message {
+	out := message{ID: m.ID, Type: m.Type, At: parseTime(m.Timestamp)}
+	text := strings.TrimSpace(contentText(m.Content))
+	out.Text = text != ""
+	if m.Type == "user" && strings.HasPrefix(text, "<session_context>") {
+		out.Type = typeContext
+	}
+	for _, tc := range m.ToolCalls {
+		out.Calls = append(out.Calls, call{ID: oneline.Cut(tc.ID, 200), Name: oneline.Cut(tc.Name, 100), Status: oneline.Cut(tc.Status, 40),
+			Args: argsText(tc.Args), At: parseTime(tc.Timestamp)})
+	}
+	return out
+}
+
+// argsText is the argument a user recognizes a call by.
+func argsText(args map[string]any) string {
+	for _, k := range []string{"command", "file_path", "absolute_path", "path", "pattern", "url", "query", "prompt"} {
+		if s, ok := args[k].(string); ok && s != "" {
+			return oneline.Cut(s, 200)
+		}
+	}
+	return ""
+}
+
+func hashID(id string) uint64 {
+	h := fnv.New64a()
+	io.WriteString(h, id)
+	return h.Sum64()
+}
+
+// contentText is the text of a PartListUnion: a string, a part, or a list
+// of them.
+func contentText(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case map[string]any:
+		s, _ := c["text"].(string)
+		return s
+	case []any:
+		var b strings.Builder
+		for _, p := range c {
+			b.WriteString(contentText(p))
+		}
+		return b.String()
+	}
+	return ""
+}
+
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// readLines folds the complete lines of r, which starts at offset, into
+// c, and returns the offset after the last complete line: a last line
+// without its newline is still being written, and is read next time. A
+// line longer than maxLine is skipped.
+func readLines(r io.Reader, offset int64, c *chat) (int64, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	long := false
+	for {
+		frag, err := br.ReadSlice('\n')
+		switch {
+		case err == bufio.ErrBufferFull:
+			if !long && len(line)+len(frag) <= maxLine {
+				line = append(line, frag...)
+			} else {
+				long, line = true, nil
+			}
+			continue
+		case err == io.EOF:
+			return offset, nil // an unfinished line: read again later
+		case err != nil:
+			return offset, err
+		}
+		n := int64(len(line) + len(frag))
+		if long || n > int64(maxLine) {
+			c.Bad++
+			offset += n
+			long, line = false, line[:0]
+			continue
+		}
+		whole := frag
+		if len(line) > 0 {
+			whole = append(line, frag...)
+		}
+		c.fold(whole)
+		offset += n
+		line = line[:0]
+	}
+}
+
+// readWhole reads a whole-file chat (a .json of older Gemini CLIs: one
+// ConversationRecord).
+func readWhole(b []byte) (chat, error) {
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return chat{}, fmt.Errorf("not a chat: %w", err)
+	}
+	if r.SessionID == nil || *r.SessionID == "" {
+		return chat{}, errors.New("not a chat: no sessionId")
+	}
+	var c chat
+	c.header(&r, true)
+	if r.Messages != nil {
+		c.replace(*r.Messages)
+	}
+	return c, nil
+}
+
+// clone copies c so a read that fails half way leaves c as it was.
+func (c *chat) clone() chat {
+	out := *c
+	out.Msgs = append([]message(nil), c.Msgs...)
+	if c.Seen != nil {
+		out.Seen = make(map[uint64]bool, len(c.Seen))
+		for k, v := range c.Seen {
+			out.Seen[k] = v
+		}
+	}
+	return out
+}
