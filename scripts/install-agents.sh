@@ -10,6 +10,7 @@
 #   SESSIOND_CLAUDE_BIN=<path>
 #   SESSIOND_OPENCODE_BIN=<path>
 #   SESSIOND_CODEX_BIN=<path>
+#   SESSIOND_QWEN_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 set -euo pipefail
@@ -22,6 +23,9 @@ OPENCODE_VERSION=1.18.33
 # and a node wrapper as .bin/codex.
 CODEX_PKG=@openai/codex
 CODEX_VERSION=0.169.0
+# Qwen Code: a node program (its bundle, cli.js) as .bin/qwen.
+QWEN_PKG=@qwen-code/qwen-code
+QWEN_VERSION=0.24.4
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -91,7 +95,9 @@ start=$SECONDS
 claude=$(install "$CLAUDE_PKG" "$CLAUDE_VERSION" claude claude-code)
 opencode=$(install "$OPENCODE_PKG" "$OPENCODE_VERSION" opencode opencode)
 codex=$(install "$CODEX_PKG" "$CODEX_VERSION" codex codex)
+qwen=$(install "$QWEN_PKG" "$QWEN_VERSION" qwen qwen-code)
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
 printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"
+printf 'SESSIOND_QWEN_BIN=%s\n' "$qwen"
