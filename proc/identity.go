@@ -108,6 +108,9 @@ var markerVars = []string{
 	// a tool left behind names its session; CODEX_HOME relocates its data.
 	"CODEX_THREAD_ID",
 	"CODEX_HOME",
+	// Qwen Code sets QWEN_CODE_SESSION_ID (the session id) in every tool
+	// it runs, as Codex does its thread.
+	"QWEN_CODE_SESSION_ID",
 	// HOME: a claude without CLAUDE_CONFIG_DIR keeps its data in
 	// $HOME/.claude, which is not ours when its HOME is another.
 	"HOME",
