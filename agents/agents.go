@@ -83,8 +83,15 @@ var Codex = Agent{
 	},
 }
 
+// Qwen is Qwen Code (0.24.4): its home, $QWEN_HOME, else ~/.qwen. No
+// command hooks yet.
+var Qwen = Agent{
+	Name:         "qwen",
+	DefaultRoots: func() []string { return []string{qwenHome()} },
+}
+
 // all are the agents sessiond knows, in the order it names them.
-func all() []Agent { return []Agent{Claude, OpenCode, Codex} }
+func all() []Agent { return []Agent{Claude, OpenCode, Codex, Qwen} }
 
 // Names are the names of every agent sessiond knows, in its order.
 func Names() []string {
@@ -131,6 +138,15 @@ func codexHome() string {
 		return v
 	}
 	return filepath.Join(home(), ".codex")
+}
+
+// qwenHome is $QWEN_HOME, else ~/.qwen: where Qwen Code 0.24.4 keeps its
+// session registry, and its chats unless $QWEN_RUNTIME_DIR moves them.
+func qwenHome() string {
+	if v := os.Getenv("QWEN_HOME"); v != "" {
+		return v
+	}
+	return filepath.Join(home(), ".qwen")
 }
 
 // openCodeDir is $XDG_DATA_HOME/opencode, else ~/.local/share/opencode.

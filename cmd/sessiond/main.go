@@ -25,6 +25,7 @@ import (
 	"github.com/sessiond/sessiond/adapters/claude"
 	"github.com/sessiond/sessiond/adapters/codex"
 	"github.com/sessiond/sessiond/adapters/opencode"
+	"github.com/sessiond/sessiond/adapters/qwen"
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
@@ -87,6 +88,8 @@ type options struct {
 	opencodeDir     string
 	opencodeBin     string
 	codexBin        string
+	qwenDirs        []string
+	qwenBin         string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -255,6 +258,9 @@ already running on this state dir or socket.
 	codexDirs := &stringList{vals: agents.Codex.DefaultRoots()}
 	fs.Var(codexDirs, "codex-dir", "Codex home, repeatable (default $CODEX_HOME, else ~/.codex)")
 	fs.StringVar(&o.codexBin, "codex-bin", envOr("SESSIOND_CODEX_BIN", "codex"), "codex executable for launch and resume ($SESSIOND_CODEX_BIN)")
+	qwenDirs := &stringList{vals: agents.Qwen.DefaultRoots()}
+	fs.Var(qwenDirs, "qwen-dir", "Qwen Code home, repeatable (default $QWEN_HOME, else ~/.qwen)")
+	fs.StringVar(&o.qwenBin, "qwen-bin", envOr("SESSIOND_QWEN_BIN", "qwen"), "qwen executable for launch and resume ($SESSIOND_QWEN_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -281,6 +287,7 @@ already running on this state dir or socket.
 	}
 	o.claudeDirs = claude.vals
 	o.codexDirs = codexDirs.vals
+	o.qwenDirs = qwenDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -323,6 +330,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 			ServerPassword: os.Getenv("OPENCODE_SERVER_PASSWORD"), ServerUsername: os.Getenv("OPENCODE_SERVER_USERNAME"),
 			BackupDir: filepath.Join(o.stateDir, "backups", "opencode"), RepairGrace: o.repairGrace}),
 		codex.New(codex.Config{Roots: o.codexDirs, Binary: o.codexBin, NoLearnedRoots: !o.codexLearnRoots, Logger: log.Named("codex")}),
+		qwen.New(qwen.Config{Roots: o.qwenDirs, Binary: o.qwenBin, Logger: log.Named("qwen")}),
 	}
 }
 
