@@ -281,6 +281,8 @@ func (a *Adapter) refresh(f *fileState) error {
 	if !f.read || replaced {
 		st, from = state{}, 0
 	}
+	a.reads++
+	a.bytesRead += size - from
 	end, err := readFrom(file, from, size, a.cfg.MaxLine, &st)
 	if err != nil {
 		return fmt.Errorf("read chat: %w", err)

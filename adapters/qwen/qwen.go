@@ -74,6 +74,9 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last fileState.gen given
+	// reads and bytesRead count the chats read and the bytes read.
+	reads     int
+	bytesRead int64
 
 	restored kit.Restored[*fileState]
 	book     kit.Book[uint64]
