@@ -196,8 +196,8 @@ func TestOwnersRegistry(t *testing.T) {
 		}
 	}
 	s := newSnap()
-	s.chain(100, killedCwd)            // registered with a new session
-	s.chain(200, killedCwd)            // unregistered
+	s.chain(100, killedCwd)             // registered with a new session
+	s.chain(200, killedCwd)             // unregistered
 	write(102, 1020, testBoot, "fresh") // live
 	write(7, 70, testBoot, idKilled)    // stale: no such process
 	write(8, 80, "other-boot", "old")   // another boot
