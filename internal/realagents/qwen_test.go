@@ -1,0 +1,311 @@
+package realagents
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/fakemodel"
+	"github.com/sessiond/sessiond/session"
+)
+
+const qwenBinEnv = "SESSIOND_QWEN_BIN"
+
+// useQwen points Qwen Code at the fake model's OpenAI chat-completions
+// API: its API key, base URL and model from the environment, as the
+// world's every process gets it.
+func (w *world) useQwen() {
+	var extra []string
+	for _, kv := range w.Extra {
+		if !strings.HasPrefix(kv, "OPENAI_API_KEY=") {
+			extra = append(extra, kv)
+		}
+	}
+	w.Extra = append(extra,
+		"OPENAI_API_KEY=fake-key",
+		"OPENAI_BASE_URL="+w.model.OpenAIBaseURL(),
+		"OPENAI_MODEL=fake-model",
+		"QWEN_CODE_SUPPRESS_YOLO_WARNING=1",
+	)
+	// Turns that offer Qwen's shell tool take the script; anything else
+	// (the auto mode's classifier, a title) gets a short answer without
+	// consuming it.
+	w.model.SetHandler(func(r *fakemodel.Request) (fakemodel.Reply, bool) {
+		if offersQwenShell(r) {
+			return fakemodel.Reply{}, false
+		}
+		return fakemodel.Say("ok"), true
+	})
+}
+
+func offersQwenShell(r *fakemodel.Request) bool {
+	for _, t := range r.Tools {
+		if t == qwenShell {
+			return true
+		}
+	}
+	return false
+}
+
+// qwenShell is Qwen Code's shell tool.
+const qwenShell = "run_shell_command"
+
+// qwenRun is a reply that runs command with Qwen's shell tool.
+func qwenRun(command, description string) fakemodel.Reply {
+	return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: qwenShell, Input: map[string]any{"command": command, "description": description}}}}
+}
+
+// qwenTools are the live processes of a Qwen session's tools: they carry
+// the session id in QWEN_CODE_SESSION_ID.
+func qwenTools(upstream string) []procInfo {
+	return procs(func(p procInfo) bool { return p.Env["QWEN_CODE_SESSION_ID"] == upstream })
+}
+
+// qwenInner is the innermost qwen below pid (pid itself if it has no
+// qwen child): `qwen` runs cli.js, which relaunches itself once more, and
+// the last one does the work.
+func qwenInner(pid int) int {
+	for {
+		kids := procs(func(p procInfo) bool { return p.PPID == pid && len(p.Args) > 0 && strings.Contains(strings.Join(p.Args, " "), "qwen-code/cli.js") })
+		if len(kids) != 1 {
+			return pid
+		}
+		pid = kids[0].PID
+	}
+}
+
+// `qwen -p` started outside sessiond, its tool a shell that forks a long
+// python3: running and busy while the tool runs, owned by the innermost
+// qwen process (the one that runs the tool); kill -9 of it makes the
+// session interrupted at once, with the call in flight and the surviving
+// bash and python3 as orphans, which reap kills.
+func TestQwenHeadlessKilledMidToolReap(t *testing.T) {
+	bin := agentBin(t, qwenBinEnv, "@qwen-code/qwen-code")
+	w := newWorld(t)
+	w.useQwen()
+	w.model.Enqueue(qwenRun(longTool+"; echo done", "Run the long job"))
+	w.startDaemon("--grace", "5s")
+	lw := w.watchLiveNeverDead()
+	w.step("daemon ready")
+
+	_, out := w.start("qwen -p", w.proj(), bin, "-p", "Run the long job", "--yolo")
+	diag := func() string { return tail(out.String(), 2000) }
+	var up string
+	var python procInfo
+	w.waitFor(90*time.Second, "qwen's python3 tool running", func() (bool, string) {
+		ps := procs(func(p procInfo) bool { return w.mine(p) && p.Env["QWEN_CODE_SESSION_ID"] != "" && isPython(p) })
+		if len(ps) == 0 {
+			return false, diag()
+		}
+		python, up = ps[0], ps[0].Env["QWEN_CODE_SESSION_ID"]
+		return true, ""
+	})
+	w.step("tool running")
+	bash, ok := readProc(python.PPID)
+	if !ok {
+		t.Fatalf("the python3's parent %d is gone", python.PPID)
+	}
+	owner := bash.PPID
+	if o, _ := readProc(owner); !strings.Contains(strings.Join(o.Args, " "), "qwen-code/cli.js") || qwenInner(owner) != owner {
+		t.Fatalf("the tool's qwen %d is not the innermost cli.js: %+v", owner, o)
+	}
+	lw.claim("qwen", up, owner)
+	s := w.waitUpstream(up, 15*time.Second, "running and busy", runningWith(session.ActivityBusy))
+	if s.Agent != "qwen" || s.Cwd != w.proj() || s.Title != "Run the long job" {
+		t.Errorf("session %+v", s)
+	}
+	w.checkOwner(s, owner, "the qwen running the tool")
+	w.waitPassSaw(time.Now(), "the tool started")
+	w.step("running/busy")
+
+	killed := time.Now()
+	if err := syscall.Kill(owner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(s.ID, killed, 2*time.Second, session.ProblemOrphanedToolCall, session.ProblemOrphanProcesses)
+	t.Logf("interrupted %s after kill -9 (event time), problems %v", took.Round(time.Millisecond), problemKinds(s))
+	w.step("interrupted")
+	if d := problemDetails(s, session.ProblemOrphanedToolCall); !strings.Contains(d, qwenShell) {
+		t.Errorf("orphaned_tool_call %q does not name the shell call", d)
+	}
+	orphans := qwenTools(up)
+	if len(orphans) != 2 {
+		t.Fatalf("left behind: %+v, want the bash and its python3", orphans)
+	}
+	w.reapAll(s.ID, orphans)
+	w.step("reaped")
+}
+
+// The interactive TUI typed into a tmux pane, no flags: a session as soon
+// as Qwen registers it (running, idle, in that pane, owned by the
+// innermost qwen), busy while its approved tool runs and idle after the
+// answer; busy again on the next long tool, and interrupted within
+// seconds of a kill -9 of the qwen, with the call in flight. Qwen asks
+// before running the tool (its auto mode's classifier cannot answer), and
+// nothing in its files says so: the session is busy meanwhile.
+func TestQwenInteractiveTmux(t *testing.T) {
+	bin := agentBin(t, qwenBinEnv, "@qwen-code/qwen-code")
+	w := newWorld(t)
+	w.useQwen()
+	// Answered by what was asked: the TUI sends other requests with its
+	// tools too (the order of the turns is not the script's).
+	w.model.SetHandler(func(r *fakemodel.Request) (fakemodel.Reply, bool) {
+		if !offersQwenShell(r) || len(r.Messages) == 0 {
+			return fakemodel.Say("ok"), true
+		}
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case last.Role == "tool":
+			return fakemodel.Say("Job done."), true
+		case strings.Contains(last.Text, "Run a short job"):
+			return qwenRun(`python3 -c "import time; time.sleep(2)"; echo short-done`, "A short job"), true
+		case strings.Contains(last.Text, "Run the long job"):
+			return qwenRun(longTool+"; echo done", "Run the long job"), true
+		}
+		return fakemodel.Say("ok"), true
+	})
+	w.startDaemon("--grace", "5s", "--reconcile-interval", "1s")
+	lw := w.watchLiveNeverDead()
+	w.step("daemon ready")
+
+	p := w.startTmux(bin).newPane(w.proj())
+	p.typeLine("qwen")
+	p.waitScreen(180*time.Second, "Type your message")
+	diag := func() string { return compactScreen(p.capture()) }
+	wrapper, ok := p.child(func(procInfo) bool { return true })
+	if !ok {
+		t.Fatalf("no qwen below the pane's shell %d:\n%s", p.ShellPID, diag())
+	}
+	owner := qwenInner(wrapper.PID)
+	if owner == wrapper.PID {
+		t.Fatalf("no cli.js below the qwen %d", wrapper.PID)
+	}
+	w.step("TUI ready")
+
+	// The registry names the session before any prompt.
+	var up string
+	w.waitFor(30*time.Second, "the TUI's registry entry", func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(w.Home, ".qwen", "sessions", itoa(owner)+".json"))
+		if err != nil {
+			return false, err.Error()
+		}
+		var e struct {
+			SessionID string `json:"sessionId"`
+		}
+		json.Unmarshal(b, &e)
+		up = e.SessionID
+		return up != "", string(b)
+	})
+	lw.claim("qwen", up, owner)
+	t.Cleanup(func() {
+		if t.Failed() {
+			w.logQwenChat(up)
+		}
+	})
+	s := w.waitUpstream(up, 15*time.Second, "running and idle before the first prompt", runningWith(session.ActivityIdle))
+	w.checkOwner(s, owner, "the TUI's innermost qwen")
+	w.checkPane(up, p)
+	w.step("registered, idle")
+
+	p.typeLine("Run a short job")
+	p.waitScreen(90*time.Second, "Allow execution")
+	w.waitUpstream(up, 15*time.Second, "busy while Qwen asks", runningWith(session.ActivityBusy))
+	w.step("asks, busy")
+	p.keys("Enter") // 1. Yes, allow once
+	s = w.waitUpstream(up, 90*time.Second, "idle after the answer", func(s api.Session) bool {
+		return s.Status == session.StatusRunning && s.Activity == session.ActivityIdle && s.Title == "Run a short job"
+	})
+	w.step("idle after the turn")
+
+	p.typeLine("Run the long job")
+	p.waitScreen(90*time.Second, "Allow execution")
+	p.keys("Enter")
+	w.waitFor(90*time.Second, "the TUI's python3 tool running", func() (bool, string) {
+		for _, t := range qwenTools(up) {
+			if isPython(t) {
+				return true, ""
+			}
+		}
+		return false, diag()
+	})
+	s = w.waitUpstream(up, 15*time.Second, "running and busy in the long tool", runningWith(session.ActivityBusy))
+	w.step("busy in the long tool")
+
+	// Qwen queues its records and writes them in order, and the TUI's
+	// queue may lag well behind it (docs/agents/qwen.md): the call is in
+	// flight once the chat shows it, the prompt until then.
+	want := session.ProblemIncompleteMessage
+	if w.qwenChatHas(up, 30*time.Second, "time.sleep(300)") {
+		want = session.ProblemOrphanedToolCall
+	} else {
+		t.Logf("the chat did not show the running call within 30 s: the prompt is what is in flight")
+	}
+	killed := time.Now()
+	if err := syscall.Kill(owner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(s.ID, killed, 2*time.Second, want)
+	t.Logf("interrupted %s after kill -9 (event time), problems %v", took.Round(time.Millisecond), problemKinds(s))
+	w.step("interrupted")
+	// The TUI runs its tools on a pseudo-terminal: they die with it.
+	w.waitFor(10*time.Second, "the TUI's tools gone with it", func() (bool, string) {
+		left := qwenTools(up)
+		return len(left) == 0, pidsString(left)
+	})
+}
+
+func pidsString(ps []procInfo) string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, itoa(p.PID)+" "+p.Comm)
+	}
+	return strings.Join(out, ", ")
+}
+
+// logQwenChat logs the records of a session's chat, one line each, and
+// the model's turns: what sessiond read, for a failure message.
+func (w *world) logQwenChat(up string) {
+	m, _ := filepath.Glob(filepath.Join(w.Home, ".qwen", "projects", "*", "chats", up+".jsonl"))
+	for _, path := range m {
+		b, _ := os.ReadFile(path)
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			var r struct {
+				Timestamp, Type, Subtype string
+				Message                  json.RawMessage
+			}
+			if json.Unmarshal([]byte(l), &r) == nil {
+				lines = append(lines, r.Timestamp+" "+r.Type+" "+r.Subtype+" "+tail(string(r.Message), 160))
+			}
+		}
+		w.t.Logf("%s:\n%s", path, strings.Join(lines, "\n"))
+	}
+	for _, r := range w.model.Turns() {
+		last := ""
+		if n := len(r.Messages); n > 0 {
+			last = r.Messages[n-1].Role + ": " + tail(r.Messages[n-1].Text, 120)
+		}
+		w.t.Logf("model turn %d at %s: %d tools, last %s, reply %+v", r.Seq, r.Time.Format("15:04:05.000"), len(r.Tools), last, r.Reply)
+	}
+}
+
+// qwenChatHas waits until the session's chat holds text, and reports
+// whether it did within d.
+func (w *world) qwenChatHas(up string, d time.Duration, text string) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		m, _ := filepath.Glob(filepath.Join(w.Home, ".qwen", "projects", "*", "chats", up+".jsonl"))
+		for _, path := range m {
+			if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), text) {
+				return true
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return false
+}
