@@ -71,7 +71,9 @@ func qwenTools(upstream string) []procInfo {
 // the last one does the work.
 func qwenInner(pid int) int {
 	for {
-		kids := procs(func(p procInfo) bool { return p.PPID == pid && len(p.Args) > 0 && strings.Contains(strings.Join(p.Args, " "), "qwen-code/cli.js") })
+		kids := procs(func(p procInfo) bool {
+			return p.PPID == pid && len(p.Args) > 0 && strings.Contains(strings.Join(p.Args, " "), "qwen-code/cli.js")
+		})
 		if len(kids) != 1 {
 			return pid
 		}
