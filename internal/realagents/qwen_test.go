@@ -311,3 +311,99 @@ func (w *world) qwenChatHas(up string, d time.Duration, text string) bool {
 	}
 	return false
 }
+
+// A headless Qwen session launched through sessiond is linked at once
+// (sessiond picks its id, --session-id); killed mid tool it is
+// interrupted; a resume through sessiond continues the same session: the
+// same id and chat, appended to, and the model gets the earlier turns.
+func TestQwenLaunchKilledResume(t *testing.T) {
+	bin := agentBin(t, qwenBinEnv, "@qwen-code/qwen-code")
+	w := newWorld(t)
+	w.useQwen()
+	w.model.Enqueue(qwenRun("echo TOOL-OUTPUT-5d1; "+longTool+"; echo done", "Run the long job"))
+	w.startDaemon("--qwen-bin", bin, "--grace", "5s")
+	lw := w.watchLiveNeverDead()
+	w.step("daemon ready")
+
+	r := w.launch("launch", "--agent", "qwen", "--cwd", w.proj(), "--prompt", "Run the job FIRST-PROMPT-8a2", "--", "--yolo")
+	id := r.Session.ID
+	if r.Session.UpstreamID == "" {
+		t.Fatalf("launch answer %+v: not linked", r)
+	}
+	up := r.Session.UpstreamID
+	var python procInfo
+	w.waitFor(90*time.Second, "the launched qwen's python3 tool", func() (bool, string) {
+		for _, p := range qwenTools(up) {
+			if isPython(p) {
+				python = p
+				return true, ""
+			}
+		}
+		return false, logTail(r.LogPath)
+	})
+	owner := qwenAbove(python.PID)
+	lw.claim("qwen", up, owner)
+	s := w.waitSession(id, 30*time.Second, "running and busy in its tool", func(s api.Session) bool {
+		return s.Status == session.StatusRunning && s.Activity == session.ActivityBusy && s.Resume != nil
+	})
+	if s.Resume.Root != filepath.Join(w.Home, ".qwen") || s.Resume.Cwd != w.proj() || s.Agent != "qwen" || s.UpstreamID != up {
+		t.Errorf("session %+v, resume cursor %+v", s, s.Resume)
+	}
+	w.waitPassSaw(time.Now(), "the tool started")
+	w.step("linked " + up + ", busy")
+
+	killed := time.Now()
+	if err := syscall.Kill(owner, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s, took := w.waitInterrupted(id, killed, 2*time.Second, session.ProblemOrphanedToolCall)
+	w.step("interrupted after " + took.Round(time.Millisecond).String())
+	if orphans := qwenTools(up); len(orphans) > 0 {
+		w.reapAll(id, orphans)
+	}
+
+	w.model.Enqueue(fakemodel.Say("Second answer, marker SECOND-ANSWER-c47."))
+	n := len(w.model.Turns())
+	r2 := w.launch("resume", id, "--prompt", "And again SECOND-PROMPT-e90", "--", "--yolo")
+	if r2.Session.ID != id || r2.Session.UpstreamID != up || r2.Fresh || r2.Forked {
+		t.Fatalf("resume answer %+v", r2)
+	}
+	s = w.waitSession(id, 90*time.Second, "stopped after the resumed turn", func(s api.Session) bool {
+		return s.Status == session.StatusStopped && s.Exit != nil && s.Exit.PID == r2.Session.PID
+	})
+	if s.Exit.Code != 0 || s.UpstreamID != up || s.Activity != "" && s.Activity != session.ActivityIdle {
+		t.Fatalf("resumed run ended %+v, upstream %s, activity %s, problems %v; log:\n%s", s.Exit, s.UpstreamID, s.Activity, problemKinds(s), logTail(r2.LogPath))
+	}
+	w.step("resumed turn stopped")
+	var resumed *fakemodel.Request
+	for _, tr := range w.model.Turns()[n:] {
+		if strings.Contains(tr.Text(), "SECOND-PROMPT-e90") {
+			resumed = tr
+		}
+	}
+	if resumed == nil {
+		t.Fatal("the model never got the resumed prompt")
+	}
+	if txt := resumed.Text(); !strings.Contains(txt, "FIRST-PROMPT-8a2") || !strings.Contains(txt, "TOOL-OUTPUT-5d1") && !strings.Contains(txt, "echo TOOL-OUTPUT-5d1") {
+		t.Fatalf("the resumed request lacks the earlier turn:\n%s", tail(txt, 3000))
+	}
+	m, _ := filepath.Glob(filepath.Join(w.Home, ".qwen", "projects", "*", "chats", "*.jsonl"))
+	if len(m) != 1 || filepath.Base(m[0]) != up+".jsonl" {
+		t.Errorf("chats %v, want the one of %s", m, up)
+	}
+}
+
+// qwenAbove is the nearest qwen (cli.js) ancestor of pid, 0 if none.
+func qwenAbove(pid int) int {
+	for i := 0; i < 16 && pid > 1; i++ {
+		p, ok := readProc(pid)
+		if !ok {
+			return 0
+		}
+		if strings.Contains(strings.Join(p.Args, " "), "qwen-code/cli.js") {
+			return pid
+		}
+		pid = p.PPID
+	}
+	return 0
+}
