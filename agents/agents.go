@@ -83,11 +83,18 @@ var Codex = Agent{
 	},
 }
 
-// Qwen is Qwen Code (0.24.4): its home, $QWEN_HOME, else ~/.qwen. No
-// command hooks yet.
+// Qwen is Qwen Code (0.24.4): its home, $QWEN_HOME, else ~/.qwen, and
+// the hooks of settings.json there, in Claude Code's shape.
 var Qwen = Agent{
 	Name:         "qwen",
 	DefaultRoots: func() []string { return []string{qwenHome()} },
+	Hooks: &Hooks{
+		File: "settings.json",
+		Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure",
+			"Notification", "Stop", "SessionEnd"},
+		Matched: map[string]bool{"PreToolUse": true, "PermissionRequest": true, "PostToolUse": true, "PostToolUseFailure": true},
+		Timeout: 5,
+	},
 }
 
 // all are the agents sessiond knows, in the order it names them.
