@@ -36,4 +36,5 @@ func TestReadHookFixtures(t *testing.T) {
 		t.Error(a.ToolSessionVar())
 	}
 }
+
 const qwenShellTool = "run_shell_command"
