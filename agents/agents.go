@@ -90,8 +90,9 @@ var Qwen = Agent{
 	DefaultRoots: func() []string { return []string{qwenHome()} },
 	Hooks: &Hooks{
 		File: "settings.json",
-		Events: []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure",
-			"Notification", "Stop", "SessionEnd"},
+		// Not Notification: its permission_prompt follows PermissionRequest
+		// and names no command (the adapter ignores it).
+		Events:  []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd"},
 		Matched: map[string]bool{"PreToolUse": true, "PermissionRequest": true, "PostToolUse": true, "PostToolUseFailure": true},
 		Timeout: 5,
 	},

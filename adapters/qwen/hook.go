@@ -22,5 +22,14 @@ var (
 // ToolSessionVar implements adapters.ToolMarker.
 func (a *Adapter) ToolSessionVar() string { return sessionVar }
 
-// ReadHook reads one payload of `sessionctl hook qwen`.
-func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) { return hooks.Read(payload) }
+// ReadHook reads one payload of `sessionctl hook qwen`. A Notification
+// says nothing of the activity: Qwen sends its permission_prompt right
+// after the PermissionRequest, without the command, and its idle_prompt
+// after the Stop (both seen on 0.24.4).
+func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) {
+	h, err := hooks.Read(payload)
+	if err == nil && h.Event == "Notification" {
+		h.Activity, h.WaitingFor = "", nil
+	}
+	return h, err
+}

@@ -20,6 +20,12 @@ func TestReadHookFixtures(t *testing.T) {
 		if h.UpstreamID != "797e2cee-0fa1-4bc6-9a47-b63c2e3d67b6" || h.Cwd != "/tmp/qx/home6/proj" {
 			t.Errorf("%s: %+v", h.Event, h)
 		}
+		if h.Event == "Notification" {
+			if h.Activity != "" || h.WaitingFor != nil {
+				t.Errorf("Notification says %s %+v", h.Activity, h.WaitingFor)
+			}
+			continue
+		}
 		got[h.Event] = h.Activity
 		if h.Event == "PermissionRequest" {
 			if h.Activity != session.ActivityWaiting || h.WaitingFor == nil || h.WaitingFor.Kind != session.WaitingPermission ||

@@ -2,6 +2,7 @@ package realagents
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -406,4 +407,82 @@ func qwenAbove(pid int) int {
 		pid = p.PPID
 	}
 	return 0
+}
+
+// The Qwen Code TUI in a tmux pane asks before it runs a command (its auto
+// mode's classifier cannot judge it). Nothing in the chat shows the
+// question: it reads like a running tool (docs/agents/qwen.md). With
+// sessiond's hooks installed by `sessionctl hooks install qwen`, the
+// session is waiting for that permission, with the command, from its
+// PermissionRequest hook; approved, busy; idle once the turn ends.
+// Uninstalled, settings.json keeps no hook of sessiond's.
+func TestQwenTUIPermissionWaiting(t *testing.T) {
+	bin := agentBin(t, qwenBinEnv, "@qwen-code/qwen-code")
+	w := newWorld(t)
+	w.useQwen()
+	const command = `python3 -c "import time; time.sleep(4)"; echo approved-and-done`
+	w.model.SetHandler(func(r *fakemodel.Request) (fakemodel.Reply, bool) {
+		if !offersQwenShell(r) || len(r.Messages) == 0 {
+			return fakemodel.Say("ok"), true
+		}
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case last.Role == "tool":
+			return fakemodel.Say("All done."), true
+		case strings.Contains(last.Text, "Run the job"):
+			return qwenRun(command, "The job"), true
+		}
+		return fakemodel.Say("ok"), true
+	})
+	w.startDaemon("--qwen-bin", bin, "--grace", "5s", "--reconcile-interval", "1s")
+	root := filepath.Join(w.Home, ".qwen")
+	if err := os.MkdirAll(root, 0o700); err != nil { // as a qwen run before makes it
+		t.Fatal(err)
+	}
+	if out, errs, code := w.Ctl("hooks", "install", "qwen", "--root", root); code != 0 {
+		t.Fatalf("hooks install qwen: exit %d: %s %s", code, out, errs)
+	}
+	w.step("hooks installed")
+
+	p := w.startTmux(bin).newPane(w.proj())
+	p.typeLine("qwen")
+	p.waitScreen(180*time.Second, "Type your message")
+	w.step("TUI ready")
+	p.typeLine("Run the job")
+	p.waitScreen(90*time.Second, "Allow execution")
+	shown := time.Now()
+	want := session.WaitingFor{Kind: session.WaitingPermission, Tool: qwenShell, Input: command}
+	var s api.Session
+	w.waitFor(30*time.Second, "a Qwen session waiting for the permission", func() (bool, string) {
+		for _, c := range w.sessions("qwen") {
+			if c.Status == session.StatusRunning && c.Activity == session.ActivityWaiting && c.WaitingFor != nil &&
+				*c.WaitingFor == want && c.ActivitySource == session.SourceHook {
+				s = c
+				return true, ""
+			}
+			return false, sessionLine(c)
+		}
+		return false, "no Qwen session yet"
+	})
+	up := s.UpstreamID
+	w.step(fmt.Sprintf("waiting for permission %s after the prompt showed", time.Since(shown).Round(time.Millisecond)))
+	w.waitPassAfter(time.Now(), "the permission prompt")
+	if s = w.Show(s.ID); s.Activity != session.ActivityWaiting {
+		t.Fatalf("a pass later: %s", sessionLine(s))
+	}
+
+	p.keys("Enter") // 1. Yes, allow once
+	w.waitUpstream(up, 30*time.Second, "busy while the approved command runs", func(s api.Session) bool {
+		return runningWith(session.ActivityBusy)(s) && s.WaitingFor == nil
+	})
+	w.step("approved: busy")
+	w.waitUpstream(up, 90*time.Second, "idle once the turn ends", runningWith(session.ActivityIdle))
+	w.step("turn ended: idle")
+
+	if out, errs, code := w.Ctl("hooks", "uninstall", "qwen", "--root", root); code != 0 {
+		t.Fatalf("hooks uninstall: exit %d: %s %s", code, out, errs)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "settings.json")); err == nil && strings.Contains(string(b), "sessionctl") {
+		t.Fatalf("settings.json after uninstall: %s", b)
+	}
 }
