@@ -107,8 +107,23 @@ var Gemini = Agent{
 	DefaultRoots: func() []string { return []string{geminiDir()} },
 }
 
+// Qwen is Qwen Code (0.24.4): its home, $QWEN_HOME, else ~/.qwen, and
+// the hooks of settings.json there, in Claude Code's shape.
+var Qwen = Agent{
+	Name:         "qwen",
+	DefaultRoots: func() []string { return []string{qwenHome()} },
+	Hooks: &Hooks{
+		File: "settings.json",
+		// Not Notification: its permission_prompt follows PermissionRequest
+		// and names no command (the adapter ignores it).
+		Events:  []string{"UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure", "Stop", "SessionEnd"},
+		Matched: map[string]bool{"PreToolUse": true, "PermissionRequest": true, "PostToolUse": true, "PostToolUseFailure": true},
+		Timeout: 5,
+	},
+}
+
 // all are the agents sessiond knows, in the order it names them.
-func all() []Agent { return []Agent{Claude, OpenCode, Codex, Pi, Copilot, Gemini} }
+func all() []Agent { return []Agent{Claude, OpenCode, Codex, Pi, Copilot, Gemini, Qwen} }
 
 // Names are the names of every agent sessiond knows, in its order.
 func Names() []string {
@@ -172,6 +187,15 @@ func copilotHome() string {
 		return v
 	}
 	return filepath.Join(home(), ".copilot")
+}
+
+// qwenHome is $QWEN_HOME, else ~/.qwen: where Qwen Code 0.24.4 keeps its
+// session registry, and its chats unless $QWEN_RUNTIME_DIR moves them.
+func qwenHome() string {
+	if v := os.Getenv("QWEN_HOME"); v != "" {
+		return v
+	}
+	return filepath.Join(home(), ".qwen")
 }
 
 // openCodeDir is $XDG_DATA_HOME/opencode, else ~/.local/share/opencode.

@@ -13,6 +13,7 @@ func TestDefaultRoots(t *testing.T) {
 	t.Setenv("CLAUDE_CONFIG_DIR", "")
 	t.Setenv("CODEX_HOME", "")
 	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv("QWEN_HOME", "")
 	for _, tc := range []struct {
 		a    Agent
 		want []string
@@ -20,6 +21,7 @@ func TestDefaultRoots(t *testing.T) {
 		{Claude, []string{"/home/u/.claude"}},
 		{Codex, []string{"/home/u/.codex"}},
 		{OpenCode, []string{"/home/u/.local/share/opencode"}},
+		{Qwen, []string{"/home/u/.qwen"}},
 	} {
 		if got := tc.a.DefaultRoots(); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.a.Name, got, tc.want)
@@ -37,16 +39,20 @@ func TestDefaultRoots(t *testing.T) {
 	if got := OpenCode.DefaultRoots(); !reflect.DeepEqual(got, []string{"/d/opencode"}) {
 		t.Errorf("opencode: %v", got)
 	}
+	t.Setenv("QWEN_HOME", "/q")
+	if got := Qwen.DefaultRoots(); !reflect.DeepEqual(got, []string{"/q"}) {
+		t.Errorf("qwen: %v", got)
+	}
 }
 
-// Claude and Codex run command hooks, OpenCode none; every agent is found
+// Claude, Codex and Qwen Code run command hooks, OpenCode none; every agent is found
 // by its name.
 func TestRegistry(t *testing.T) {
 	var hooks []string
 	for _, a := range WithHooks() {
 		hooks = append(hooks, a.Name)
 	}
-	if !reflect.DeepEqual(hooks, []string{"claude", "codex"}) {
+	if !reflect.DeepEqual(hooks, []string{"claude", "codex", "qwen"}) {
 		t.Errorf("agents with hooks %v", hooks)
 	}
 	for _, n := range Names() {

@@ -111,6 +111,9 @@ var markerVars = []string{
 	// Copilot CLI sets COPILOT_AGENT_SESSION_ID (the session id) in every
 	// tool it runs.
 	"COPILOT_AGENT_SESSION_ID",
+	// Qwen Code sets QWEN_CODE_SESSION_ID (the session id) in every tool
+	// it runs, as Codex does its thread.
+	"QWEN_CODE_SESSION_ID",
 	// HOME: a claude without CLAUDE_CONFIG_DIR keeps its data in
 	// $HOME/.claude, which is not ours when its HOME is another.
 	"HOME",

@@ -14,6 +14,7 @@
 #   SESSIOND_PI_BIN=<path>
 #   SESSIOND_COPILOT_BIN=<path>
 #   SESSIOND_GEMINI_BIN=<path>
+#   SESSIOND_QWEN_BIN=<path>
 # Progress and timings go to stderr. A pinned version missing from the
 # registry is an error: this script never takes another version.
 # --latest asks the registry for each package's newest release (its
@@ -42,6 +43,9 @@ COPILOT_VERSION=1.0.102
 # Gemini CLI's npm package is a node bundle; .bin/gemini is its script.
 GEMINI_PKG=@google/gemini-cli
 GEMINI_VERSION=0.61.0
+# Qwen Code: a node program (its bundle, cli.js) as .bin/qwen.
+QWEN_PKG=@qwen-code/qwen-code
+QWEN_VERSION=0.24.4
 
 DIR="${SESSIOND_AGENTS_DIR:-$HOME/.cache/sessiond-agents}"
 
@@ -50,7 +54,7 @@ usage() {
 Usage: $0 [--latest] [--help]
 
 Installs the real agent CLIs (Claude Code, OpenCode, Codex, Pi, GitHub
-Copilot, Gemini CLI, ...) that the real-agents test tier (internal/realagents) drives, each into its own
+Copilot, Gemini CLI, Qwen Code) that the real-agents test tier (internal/realagents) drives, each into its own
 versioned folder under $DIR
 (\$SESSIOND_AGENTS_DIR), and prints one SESSIOND_<AGENT>_BIN=<path>
 line per agent on stdout; progress goes to stderr. A version already
@@ -60,7 +64,7 @@ installed is checked and kept: a second run only prints the lines.
                known to pass with: $CLAUDE_PKG $CLAUDE_VERSION,
                $OPENCODE_PKG $OPENCODE_VERSION, $CODEX_PKG $CODEX_VERSION,
                $PI_PKG $PI_VERSION, $COPILOT_PKG $COPILOT_VERSION,
-               $GEMINI_PKG $GEMINI_VERSION
+               $GEMINI_PKG $GEMINI_VERSION, $QWEN_PKG $QWEN_VERSION
   --latest     the newest release of each instead (the npm registry's
                "latest" tag, asked now), which may be newer than the
                pins; the pinned installs are left as they are
@@ -168,6 +172,7 @@ if [ -n "$latest" ]; then
 	PI_VERSION=$(newest "$PI_PKG")
 	COPILOT_VERSION=$(newest "$COPILOT_PKG")
 	GEMINI_VERSION=$(newest "$GEMINI_PKG")
+	QWEN_VERSION=$(newest "$QWEN_PKG")
 fi
 
 start=$SECONDS
@@ -183,6 +188,7 @@ if ! ls "$copilot_cache"/pkg/*/"$COPILOT_VERSION"/.extraction-complete >/dev/nul
 		"$copilot" --version >&2 || die "$copilot --version failed"
 fi
 gemini=$(install "$GEMINI_PKG" "$GEMINI_VERSION" gemini gemini-cli)
+qwen=$(install "$QWEN_PKG" "$QWEN_VERSION" qwen qwen-code)
 log "done in $((SECONDS - start))s"
 printf 'SESSIOND_CLAUDE_BIN=%s\n' "$claude"
 printf 'SESSIOND_OPENCODE_BIN=%s\n' "$opencode"
@@ -190,3 +196,4 @@ printf 'SESSIOND_CODEX_BIN=%s\n' "$codex"
 printf 'SESSIOND_PI_BIN=%s\n' "$pi"
 printf 'SESSIOND_COPILOT_BIN=%s\n' "$copilot"
 printf 'SESSIOND_GEMINI_BIN=%s\n' "$gemini"
+printf 'SESSIOND_QWEN_BIN=%s\n' "$qwen"

@@ -44,7 +44,7 @@ sessiond takes a hook as evidence of the activity of the session it names
 process descends from that session's live owner; never as evidence that the
 session runs.`,
 		Example:   "  echo '{\"session_id\":\"…\",\"hook_event_name\":\"Stop\"}' | sessionctl hook claude --verbose",
-		Args:      exactArgs(1, "the agent whose hook this is (claude, codex)"),
+		Args:      exactArgs(1, "the agent whose hook this is (claude, codex, qwen)"),
 		ValidArgs: hookAgentNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), hookBudget)
@@ -212,7 +212,7 @@ func newHooksChange(a *app, verb string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:       verb + " AGENT",
 		Short:     short,
-		Args:      exactArgs(1, "the agent (claude, codex)"),
+		Args:      exactArgs(1, "the agent (claude, codex, qwen)"),
 		ValidArgs: hookAgentNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ag, err := hookinstall.For(args[0])

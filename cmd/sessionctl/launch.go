@@ -17,7 +17,7 @@ func newLaunch(a *app) *cobra.Command {
 	var tmux bool
 	var env []string
 	cmd := &cobra.Command{
-		Use:   "launch --agent claude|opencode|codex --cwd DIR [--prompt TEXT] [--tmux] [--env K=V] [-- extra agent args]",
+		Use:   "launch --agent claude|opencode|codex|qwen --cwd DIR [--prompt TEXT] [--tmux] [--env K=V] [-- extra agent args]",
 		Short: "Launch an agent session that sessiond tracks from its first millisecond",
 		Long: `Launch an agent session. Headless (the default) runs one prompt with its
 output in a log under sessiond's state dir; --tmux starts the interactive
@@ -25,7 +25,7 @@ CLI in a detached tmux session and prints how to attach. Arguments after
 -- go to the agent unchanged.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if req.Agent == "" {
-				return usageError{fmt.Errorf("launch needs --agent (claude, opencode or codex)")}
+				return usageError{fmt.Errorf("launch needs --agent (claude, opencode, codex or qwen)")}
 			}
 			if req.Cwd == "" {
 				wd, err := os.Getwd()
@@ -63,7 +63,7 @@ CLI in a detached tmux session and prints how to attach. Arguments after
 			return a.printLaunch(resp, "launched")
 		},
 	}
-	cmd.Flags().StringVar(&req.Agent, "agent", "", "claude, opencode or codex")
+	cmd.Flags().StringVar(&req.Agent, "agent", "", "claude, opencode, codex or qwen")
 	cmd.Flags().StringVar(&req.Cwd, "cwd", "", "directory to run in (default: the current one)")
 	cmd.Flags().StringVar(&req.Prompt, "prompt", "", "the first prompt (required headless)")
 	cmd.Flags().BoolVar(&tmux, "tmux", false, "run the interactive CLI in a detached tmux session")

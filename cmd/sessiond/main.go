@@ -28,6 +28,7 @@ import (
 	"github.com/sessiond/sessiond/adapters/gemini"
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/adapters/pi"
+	"github.com/sessiond/sessiond/adapters/qwen"
 	"github.com/sessiond/sessiond/agents"
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/daemon"
@@ -95,6 +96,8 @@ type options struct {
 	copilotDirs     []string
 	geminiDirs      []string
 	geminiBin       string
+	qwenDirs        []string
+	qwenBin         string
 	// repairGrace is how long an OpenCode session's data must be still
 	// before a repair writes it.
 	repairGrace time.Duration
@@ -271,6 +274,9 @@ already running on this state dir or socket.
 	geminiDirs := &stringList{vals: agents.Gemini.DefaultRoots()}
 	fs.Var(geminiDirs, "gemini-dir", "Gemini CLI data folder, repeatable (default $GEMINI_CLI_HOME/.gemini, else ~/.gemini)")
 	fs.StringVar(&o.geminiBin, "gemini-bin", envOr("SESSIOND_GEMINI_BIN", "gemini"), "gemini executable ($SESSIOND_GEMINI_BIN)")
+	qwenDirs := &stringList{vals: agents.Qwen.DefaultRoots()}
+	fs.Var(qwenDirs, "qwen-dir", "Qwen Code home, repeatable (default $QWEN_HOME, else ~/.qwen)")
+	fs.StringVar(&o.qwenBin, "qwen-bin", envOr("SESSIOND_QWEN_BIN", "qwen"), "qwen executable for launch and resume ($SESSIOND_QWEN_BIN)")
 	durs := &envDurations{fs: fs, keys: map[string]string{}, bad: map[string]error{}}
 	durs.Bool(&o.learnRoots, "claude-learn-roots", "SESSIOND_CLAUDE_LEARN_ROOTS", true, "also read the config roots of live claude processes (their CLAUDE_CONFIG_DIR) ($SESSIOND_CLAUDE_LEARN_ROOTS)")
 	durs.Bool(&o.codexLearnRoots, "codex-learn-roots", "SESSIOND_CODEX_LEARN_ROOTS", true, "also read the Codex homes of live codex processes (their CODEX_HOME) ($SESSIOND_CODEX_LEARN_ROOTS)")
@@ -300,6 +306,7 @@ already running on this state dir or socket.
 	o.piDirs = piDirs.vals
 	o.copilotDirs = copilotDirs.vals
 	o.geminiDirs = geminiDirs.vals
+	o.qwenDirs = qwenDirs.vals
 	var err error
 	if o.autoRepair, err = daemon.ParsePolicies(*autoRepair); err != nil {
 		return nil, err
@@ -345,6 +352,7 @@ func buildAdapters(o *options, log *zap.Logger) []adapters.Adapter {
 		pi.New(pi.Config{Roots: o.piDirs, Binary: o.piBin, Logger: log.Named("pi")}),
 		copilot.New(copilot.Config{Roots: o.copilotDirs, Logger: log.Named("copilot")}),
 		gemini.New(gemini.Config{Roots: o.geminiDirs, Binary: o.geminiBin, Logger: log.Named("gemini")}),
+		qwen.New(qwen.Config{Roots: o.qwenDirs, Binary: o.qwenBin, Logger: log.Named("qwen")}),
 	}
 }
 

@@ -1,0 +1,446 @@
+package qwen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/session"
+)
+
+// rootState is what the adapter knows of one Qwen home.
+type rootState struct {
+	path  string
+	files map[string]*fileState // by path
+	dirs  map[string]*dirState  // listed folders, by path
+	reg   registry
+	// regErr is why sessions/ could not be read this pass (its last
+	// reading stands).
+	regErr error
+}
+
+func newRoot(path string) *rootState {
+	return &rootState{path: path, files: map[string]*fileState{}, dirs: map[string]*dirState{}}
+}
+
+// dirState is a folder's last listing.
+type dirState struct {
+	mtime    time.Time
+	listedAt time.Time
+	names    []string
+}
+
+// fileState is what the adapter knows of one chat.
+type fileState struct {
+	path string
+	id   string
+
+	read     bool
+	size     int64
+	mtime    time.Time
+	dev, ino uint64
+	// offset is where the next read starts: the end of the last whole
+	// line.
+	offset int64
+	st     state
+	// gen changes with every read (checkpoint.go saves what changed).
+	gen uint64
+}
+
+// isChat: <id>.jsonl (not the .runtime.json beside it).
+func isChat(name string, e fs.DirEntry) bool {
+	id, ok := strings.CutSuffix(name, ".jsonl")
+	return ok && e.Type().IsRegular() && validID(id)
+}
+
+func isDir(name string, e fs.DirEntry) bool { return e.IsDir() && !strings.HasPrefix(name, ".") }
+
+// Discover implements adapters.Adapter.
+func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.Observation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	full := a.rescan.Due(now, a.cfg.FullRescan)
+	v := newOwnerView(snap, a.cfg.StartTimer, a.pidNS)
+	hot := hotSet(v)
+	var obs adapters.Observation
+	looked := 0
+	var rootErrs []error
+	for _, path := range a.order {
+		if err := ctx.Err(); err != nil {
+			return adapters.Observation{}, fmt.Errorf("qwen discover: %w", err)
+		}
+		r := a.roots[path]
+		errs, ok := a.scanRoot(r, full, now, hot)
+		obs.Errors = append(obs.Errors, errs...)
+		if ok {
+			looked++
+		} else {
+			for _, e := range errs {
+				rootErrs = append(rootErrs, e)
+			}
+		}
+	}
+	if looked == 0 && len(a.order) > 0 {
+		a.inputs.Report(obs.Errors)
+		return adapters.Observation{}, fmt.Errorf("qwen: no Qwen home could be read: %w", errors.Join(rootErrs...))
+	}
+	if full {
+		a.restored.Drop()
+	}
+	for _, path := range a.order {
+		v.nameEntries(a.roots[path].reg.entries)
+	}
+	var ps []promptSession
+	for _, path := range a.order {
+		for _, f := range a.roots[path].files {
+			if f.read && f.st.meta.Title != "" {
+				ps = append(ps, promptSession{id: f.id, prompt: f.st.meta.Title, created: f.st.meta.Started, last: f.st.turn.Last})
+			}
+		}
+	}
+	v.namePrompts(ps)
+	for _, path := range a.order {
+		obs.Sessions = append(obs.Sessions, a.observeRoot(a.roots[path], v)...)
+	}
+	a.addToolProcs(obs.Sessions, snap)
+	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
+	obs.Warnings = a.warnings()
+	a.inputs.Report(obs.Errors)
+	a.updateWatch()
+	return obs, nil
+}
+
+// hot is what makes a cold chat worth a stat: a live qwen works in its
+// cwd, or names it.
+type hot struct {
+	cwds map[string]bool
+	ids  map[string]bool
+}
+
+func hotSet(v *ownerView) hot {
+	h := hot{cwds: map[string]bool{}, ids: map[string]bool{}}
+	for _, q := range v.procs {
+		if q.p.Cwd != "" {
+			h.cwds[filepath.Clean(q.p.Cwd)] = true
+		}
+		if q.args.Session != "" {
+			h.ids[q.args.Session] = true
+		}
+	}
+	for _, ids := range v.toolOf {
+		for id := range ids {
+			h.ids[id] = true
+		}
+	}
+	return h
+}
+
+// scanRoot lists and reads the chats of one Qwen home, and its registry.
+// ok is false when the home itself could not be looked at.
+func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, h hot) ([]adapters.InputError, bool) {
+	fi, err := os.Stat(r.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		clear(r.files)
+		clear(r.dirs)
+		r.reg = registry{}
+		return nil, true // Qwen never ran with this home
+	case err != nil:
+		return []adapters.InputError{{Input: r.path, Err: err}}, false
+	case !fi.IsDir():
+		return []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, false
+	}
+	var errs []adapters.InputError
+	r.regErr = readRegistry(r.path, &r.reg, full, now)
+	if r.regErr != nil {
+		errs = append(errs, adapters.InputError{Input: filepath.Join(r.path, "sessions"), Err: r.regErr})
+	}
+	for _, e := range r.reg.entries {
+		h.ids[e.SessionID] = true
+	}
+	paths, lerrs := a.listChats(r, full, now)
+	errs = append(errs, lerrs...)
+	for _, path := range paths {
+		f := r.files[path]
+		if f.read && !full && now.Sub(f.mtime) >= a.cfg.ColdAfter && !h.ids[f.id] && !h.cwds[filepath.Clean(f.st.meta.Cwd)] {
+			continue
+		}
+		if err := a.refresh(f); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				delete(r.files, path)
+				continue
+			}
+			errs = append(errs, adapters.InputError{Input: path, Err: err})
+		}
+	}
+	return errs, true
+}
+
+// listChats lists projects/*/chats/ where they changed and returns every
+// chat path known.
+func (a *Adapter) listChats(r *rootState, full bool, now time.Time) ([]string, []adapters.InputError) {
+	var errs []adapters.InputError
+	projects := filepath.Join(r.path, "projects")
+	seen := map[string]bool{}
+	var paths []string
+	for _, p := range a.list(r, projects, full, now, &errs, isDir) {
+		chats := filepath.Join(projects, p, "chats")
+		for _, n := range a.list(r, chats, full, now, &errs, isChat) {
+			path := filepath.Join(chats, n)
+			seen[path] = true
+			if r.files[path] == nil {
+				id := strings.TrimSuffix(n, ".jsonl")
+				f, _ := a.restored.Take(path)
+				if f == nil || f.id != id {
+					f = &fileState{}
+				}
+				f.path, f.id = path, id
+				r.files[path] = f
+			}
+			paths = append(paths, path)
+		}
+	}
+	for p := range r.files {
+		if !seen[p] {
+			delete(r.files, p)
+		}
+	}
+	return paths, errs
+}
+
+// list returns the names in dir that keep passes, listing it again only
+// when its mtime changed, a listing was not settled, or at a full rescan.
+// A folder that does not exist has no names; one that cannot be read is
+// an error, and its last listing stands.
+func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(string, fs.DirEntry) bool) []string {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(r.dirs, dir)
+		return nil
+	}
+	d := r.dirs[dir]
+	if err != nil {
+		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
+		if d != nil {
+			return d.names
+		}
+		return nil
+	}
+	if d != nil && !full && fi.ModTime().Equal(d.mtime) && kit.Settled(d.mtime, d.listedAt) {
+		return d.names
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
+		if d != nil {
+			return d.names
+		}
+		return nil
+	}
+	nd := &dirState{mtime: fi.ModTime(), listedAt: now}
+	for _, e := range ents {
+		if keep(e.Name(), e) {
+			nd.names = append(nd.names, e.Name())
+		}
+	}
+	r.dirs[dir] = nd
+	return nd.names
+}
+
+// refresh stats f and reads what changed: a new or replaced file (another
+// inode, or shorter than what was read) from its start, a grown one from
+// where the last read ended.
+func (a *Adapter) refresh(f *fileState) error {
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return err
+	}
+	dev, ino, _ := kit.FileID(fi)
+	size, mtime := fi.Size(), fi.ModTime()
+	replaced := f.read && (dev != f.dev || ino != f.ino || size < f.offset)
+	if f.read && !replaced && size == f.size && mtime.Equal(f.mtime) {
+		return nil
+	}
+	file, err := os.Open(f.path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	st, from := f.st.clone(), f.offset
+	if !f.read || replaced {
+		st, from = state{}, 0
+	}
+	a.reads++
+	a.bytesRead += size - from
+	end, err := readFrom(file, from, size, a.cfg.MaxLine, &st)
+	if err != nil {
+		return fmt.Errorf("read chat: %w", err)
+	}
+	f.st, f.offset = st, end
+	f.read, f.size, f.mtime, f.dev, f.ino = true, size, mtime, dev, ino
+	a.gen++
+	f.gen = a.gen
+	return nil
+}
+
+// observeRoot turns the chats and live registry entries of r into
+// observations: one per session id (a chat over a registry entry alone).
+func (a *Adapter) observeRoot(r *rootState, v *ownerView) []adapters.Observed {
+	byID := map[string]*fileState{}
+	for _, f := range r.files {
+		if o := byID[f.id]; o == nil || f.mtime.After(o.mtime) {
+			byID[f.id] = f
+		}
+	}
+	entries := map[string][]*entry{}
+	for i := range r.reg.entries {
+		e := &r.reg.entries[i]
+		entries[e.SessionID] = append(entries[e.SessionID], e)
+	}
+	var out []adapters.Observed
+	for id, f := range byID {
+		o := observed(r, f)
+		o.Owners = v.ownersOf(id, o.Cwd, f.st.turn.Last, entries[id])
+		out = append(out, o)
+	}
+	// A TUI registers before its chat has a line: its session exists
+	// (idle, waiting for the first prompt) while the process lives.
+	for id, es := range entries {
+		if byID[id] != nil {
+			continue
+		}
+		for _, e := range es {
+			if _, ok := v.live(e); !ok {
+				continue
+			}
+			o := adapters.Observed{
+				UpstreamID: id, Source: e.path, Root: r.path, Cwd: e.Cwd,
+				Activity: session.ActivityIdle, ActivityEvidence: "registry entry, no chat yet", ActivitySource: session.SourceRegistry,
+				LastActivity: e.StartedAt,
+			}
+			o.Owners = v.ownersOf(id, e.Cwd, e.StartedAt, es)
+			out = append(out, o)
+			break
+		}
+	}
+	return out
+}
+
+// observed is one chat's observation, owners aside.
+func observed(r *rootState, f *fileState) adapters.Observed {
+	st := &f.st
+	o := adapters.Observed{
+		UpstreamID:       f.id,
+		Source:           f.path,
+		Root:             r.path,
+		Cwd:              st.meta.Cwd,
+		Title:            st.meta.Title,
+		Activity:         session.ActivityIdle,
+		ActivityEvidence: "chat tail",
+		ActivitySource:   session.SourceTranscript,
+		LastActivity:     st.turn.Last,
+	}
+	if o.LastActivity.IsZero() {
+		o.LastActivity = f.mtime
+	}
+	if !f.read {
+		o.Activity = session.ActivityUnknown
+		return o
+	}
+	t := &st.turn
+	switch t.Phase {
+	case phasePrompt:
+		o.Activity, o.ActivityEvidence = session.ActivityBusy, "chat tail: a prompt without a reply yet"
+		o.InFlight = append(o.InFlight, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "prompt", Since: t.Since,
+			Detail: fmt.Sprintf("the prompt of %s got no reply", t.Since.Format(time.RFC3339))})
+	case phaseCalls:
+		o.Activity, o.ActivityEvidence = session.ActivityBusy, "chat tail: a tool call without its result"
+		for _, c := range t.Pending {
+			o.InFlight = append(o.InFlight, adapters.Issue{Kind: session.ProblemOrphanedToolCall, Key: c.ID, Since: c.Since,
+				Detail: fmt.Sprintf("%s call %s without its result: %s", c.Name, c.ID, c.Args)})
+		}
+	case phaseResults:
+		o.Activity, o.ActivityEvidence = session.ActivityBusy, "chat tail: tool results not answered yet"
+		o.InFlight = append(o.InFlight, adapters.Issue{Kind: session.ProblemIncompleteMessage, Key: "results", Since: t.Last,
+			Detail: "the tool results went back to the model, which never answered"})
+	}
+	return o
+}
+
+// warnings names the inputs read only in part.
+func (a *Adapter) warnings() []adapters.InputError {
+	var out []adapters.InputError
+	for _, path := range a.order {
+		r := a.roots[path]
+		out = append(out, r.reg.bad...)
+		for _, f := range r.files {
+			if !f.read {
+				continue
+			}
+			var why []string
+			if err := f.st.sessionErr(f.id); err != nil {
+				why = append(why, err.Error())
+			}
+			if f.st.bad > 0 {
+				w := fmt.Sprintf("%d lines skipped: not a JSON record", f.st.bad)
+				if f.st.recovered > 0 {
+					w += fmt.Sprintf(" (%d records found glued after them, read)", f.st.recovered)
+				}
+				why = append(why, w)
+			}
+			if f.st.long > 0 {
+				why = append(why, fmt.Sprintf("%d lines skipped: longer than %d bytes", f.st.long, a.cfg.MaxLine))
+			}
+			if len(why) > 0 {
+				out = append(out, adapters.InputError{Input: f.path, Err: errors.New(strings.Join(why, "; "))})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Input < out[j].Input })
+	return out
+}
+
+// maxChatWatches bounds the chats/ folders watched per home.
+const maxChatWatches = 16
+
+// updateWatch keeps the watch list: each home, its projects/ and
+// sessions/, and the chats/ folders written to most recently.
+func (a *Adapter) updateWatch() {
+	var out []string
+	for _, path := range a.order {
+		r := a.roots[path]
+		for _, p := range []string{r.path, filepath.Join(r.path, "projects"), filepath.Join(r.path, "sessions")} {
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+				out = append(out, p)
+			}
+		}
+		type dm struct {
+			dir   string
+			mtime time.Time
+		}
+		var chats []dm
+		for dir, d := range r.dirs {
+			if filepath.Base(dir) == "chats" {
+				chats = append(chats, dm{dir, d.mtime})
+			}
+		}
+		sort.Slice(chats, func(i, j int) bool { return chats[i].mtime.After(chats[j].mtime) })
+		for i := 0; i < len(chats) && i < maxChatWatches; i++ {
+			out = append(out, chats[i].dir)
+		}
+	}
+	a.watchMu.Lock()
+	a.watch = out
+	a.watchMu.Unlock()
+}
