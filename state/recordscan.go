@@ -18,7 +18,7 @@ import (
 // else (a record written by an older sessiond, a hand-edited value, a
 // float, an unknown member) returns false, and decodeRecord decodes it
 // with the general decoder, which reads every record the same way
-// (TestScanRecordMatchesDecoder, FuzzScanRecord). A restart decodes every
+// (TestScanRecordMatchesDecoder, FuzzDecodeRecord). A restart decodes every
 // record before it is ready; this is about 4 times as fast as the general
 // decoder (BenchmarkDecodeRecord).
 func scanRecord(v []byte) (*session.Record, bool) {
@@ -382,7 +382,7 @@ func scanBytes(b []byte) (ctrl, high bool) {
 // The values most records share: strOf returns these constants rather
 // than a new string for each record.
 var (
-	knownAgents     = []string{"claude", "opencode", "codex"}
+	knownAgents     = []string{"claude", "opencode", "codex", "pi", "copilot", "gemini", "qwen"}
 	knownStatuses   = []string{string(session.StatusStopped), string(session.StatusRunning), string(session.StatusInterrupted), string(session.StatusStarting), string(session.StatusUnknown)}
 	knownActivities = []string{string(session.ActivityIdle), string(session.ActivityBusy), string(session.ActivityWaiting), string(session.ActivityUnknown)}
 	knownSources    = []string{string(session.SourceRegistry), string(session.SourceHook), string(session.SourceTranscript), string(session.SourceServer)}

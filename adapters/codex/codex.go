@@ -14,7 +14,8 @@
 // are not read for liveness at all.
 //
 // A pending approval looks exactly like a running tool in the rollout, so
-// this adapter never says waiting (docs/agents/codex.md). Tools Codex ran
+// the rollout never says waiting: only sessiond's hooks do
+// (docs/agents/codex.md). Tools Codex ran
 // carry CODEX_THREAD_ID, which anything they start inherits; those a dead
 // owner left behind are orphan_processes, reapable only on evidence from
 // the process tree seen while the owner lived (orphans.go). Reading is incremental (discover.go): a
