@@ -44,7 +44,7 @@ func (w *world) startTmux(bins ...string) *tmuxServer {
 	}
 	var env []string
 	for _, kv := range w.Environ() {
-		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "TMUX") {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "TMUX") && !ciVariable(kv) {
 			env = append(env, kv)
 		}
 	}
@@ -52,6 +52,18 @@ func (w *world) startTmux(bins ...string) *tmuxServer {
 	ts := &tmuxServer{w: w, sock: filepath.Join(w.Dir, "tmux.sock"), env: env}
 	w.t.Cleanup(func() { ts.run("kill-server") })
 	return ts
+}
+
+// ciVariable: a variable by which a CLI tells it runs in CI (CI=true in
+// .ci/run). A person's terminal has none, and Gemini CLI, seeing one,
+// never starts its TUI ("No input provided via stdin").
+func ciVariable(kv string) bool {
+	name, _, _ := strings.Cut(kv, "=")
+	switch name {
+	case "CI", "CONTINUOUS_INTEGRATION", "BUILD_ID", "BUILD_NUMBER", "RUN_ID", "GITHUB_ACTIONS":
+		return true
+	}
+	return strings.HasPrefix(name, "CI_")
 }
 
 // run runs one tmux command against the world's server, bounded in time.

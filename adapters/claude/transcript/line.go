@@ -191,8 +191,13 @@ func nextRecordStart(b []byte, from int) int {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// lineTypes are the record types, returned without allocating.
-var lineTypes = [...]string{"user", "assistant", "queue-operation", "attachment", "atis-latch", "api-request-shape", "api-request-blob", "api-request", "tools-used", "last-prompt", "cost-state", "summary", "system", "file-history-snapshot", "custom-title"}
+// lineTypes are the record types, returned without allocating: those
+// seen in transcripts, then the session metadata lines Claude Code
+// appends again on a resume or a title change (the same list in 2.1.328
+// and 2.1.332, read from the binary; 2.1.332's resume was seen writing
+// "mode"). None of the metadata says anything of the turn.
+var lineTypes = [...]string{"user", "assistant", "queue-operation", "attachment", "atis-latch", "api-request-shape", "api-request-blob", "api-request", "tools-used", "last-prompt", "cost-state", "summary", "system", "file-history-snapshot", "custom-title",
+	"ai-title", "tag", "agent-name", "agent-color", "agent-setting", "mode", "permission-mode", "memory-mode", "repl-mode", "isolation-latch", "dev-mods", "hybrid-organization", "relocated", "session-owner", "pr-link", "worktree-state", "bridge-session", "frame-link", "derived-from", "data-flow-records"}
 
 // line turns the scan into a line.
 func (s *lineScan) line() Line {
