@@ -160,6 +160,19 @@ func TestTopInTmux(t *testing.T) {
 		return s
 	}
 
+	// filter types a filter as a person does: each key once the screen
+	// shows the last one taken (keys sent before the view reads the one
+	// before may arrive in one read, and an escape with them).
+	filter := func(text string) {
+		t.Helper()
+		keys("/")
+		await("the filter prompt", func(s string) bool { return strings.Contains(s, "filter: ▏") })
+		keys("-l", text)
+		await("the filter typed", func(s string) bool { return strings.Contains(s, "filter: "+text+"▏") })
+		keys("Enter")
+		await("the filter kept", func(s string) bool { return strings.Contains(s, `filter "`+text+`"`) })
+	}
+
 	first := await("all five sessions, by attention", func(s string) bool { return increasing(rowOrder(s, ids()...)) })
 	if !strings.Contains(first, "waiting: permission") || !strings.Contains(first, "interrupted") ||
 		!strings.Contains(first, "1 waiting, 1 interrupted, 1 busy, 1 idle, 1 stopped") {
@@ -177,9 +190,7 @@ func TestTopInTmux(t *testing.T) {
 	})
 
 	// Filter down to the busy session, show it, stop it.
-	keys("/")
-	keys("-l", "infra")
-	keys("Enter")
+	filter("infra")
 	await("only the busy session", func(s string) bool {
 		o := rowOrder(s, ids()...)
 		return o[2] >= 0 && o[0] < 0 && o[1] < 0 && o[3] < 0 && o[4] < 0
@@ -213,9 +224,8 @@ func TestTopInTmux(t *testing.T) {
 	// sessiond's plan (a dry run), and any key but y cancels it.
 	keys("Escape")
 	await("all five again", func(s string) bool { return rowOrder(s, w.done)[0] >= 0 })
-	keys("/")
-	keys("-l", "web")
-	keys("Enter", "r")
+	filter("web")
+	keys("r")
 	await("the repair plan", func(s string) bool {
 		return strings.Contains(s, "repair "+w.interr+": [ ]") && strings.Contains(s, "y carry it out")
 	})
@@ -233,9 +243,8 @@ func TestTopInTmux(t *testing.T) {
 	// Abort of the waiting session: its plan, then cancelled.
 	keys("Escape")
 	await("the filter cleared", func(s string) bool { return rowOrder(s, w.done)[0] >= 0 })
-	keys("/")
-	keys("-l", "api")
-	keys("Enter", "A")
+	filter("api")
+	keys("A")
 	await("the abort plan", func(s string) bool {
 		return strings.Contains(s, "abort the turn in progress of claude pid") && strings.Contains(s, "y carry it out")
 	})
@@ -245,9 +254,8 @@ func TestTopInTmux(t *testing.T) {
 	// A prompt to the waiting session is queued until it is idle.
 	keys("Escape") // alone: ESC and a key at once read as alt+key
 	await("the filter cleared", func(s string) bool { return rowOrder(s, w.done)[0] >= 0 })
-	keys("/")
-	keys("-l", "docs")
-	keys("Enter", "s")
+	filter("docs")
+	keys("s")
 	await("the prompt line", func(s string) bool { return strings.Contains(s, "send to "+w.idle+": ") })
 	keys("-l", "go on")
 	keys("Enter")
