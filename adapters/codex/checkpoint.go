@@ -26,7 +26,7 @@ var _ adapters.Checkpointer = (*Adapter)(nil)
 // layout changes, or when what a turn state means changes (a parser fix
 // that concludes differently from the same lines): an entry of another
 // format is ignored, and its rollout read again.
-const checkpointFormat = 2 // 2: the turn's drift
+const checkpointFormat = 3 // 2: the turn's drift; 3: id_allocation is no drift
 
 // maxSavedPending bounds the pending calls an entry may hold (garbage
 // must not allocate without limit).

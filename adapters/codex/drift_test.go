@@ -89,3 +89,38 @@ func TestDriftOfRolloutItems(t *testing.T) {
 		t.Fatalf("after a new turn: %+v", obs.Drift)
 	}
 }
+
+// TestNewerItemsAreNoDrift: the item types 0.171.0 adds (id_allocation,
+// token_usage_record), whatever their payload, in a rollout's running
+// turn, are known: no drift, no format_drift.
+func TestNewerItemsAreNoDrift(t *testing.T) {
+	root := home(t, "killed.jsonl")
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true})
+	if _, err := a.Discover(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	for _, f := range a.roots[root].files {
+		path = f.path
+	}
+	fh, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteString(strings.Join(unknownItems, "\n") + "\n")
+	fh.Close()
+	obs, err := a.Discover(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(obs.Drift) != 0 {
+		t.Errorf("drift %+v", obs.Drift)
+	}
+	for _, o := range obs.Sessions {
+		for _, p := range o.Problems {
+			if p.Kind == session.ProblemFormatDrift {
+				t.Errorf("%s: %+v", o.UpstreamID, p)
+			}
+		}
+	}
+}

@@ -21,7 +21,8 @@ import (
 // task_started ... task_complete or turn_aborted; a tool call is a
 // "response_item" function_call (or custom_tool_call) answered by its
 // *_output with the same call_id. Any other item type is skipped, whatever
-// its payload (0.171.0 adds id_allocation and token_usage_record). Checked
+// its payload (0.171.0 adds id_allocation and token_usage_record, both
+// known; a type not in knownItems is counted as drift). Checked
 // on 0.169.0 (internal/testkit/codextest/testdata/) and 0.171.0.
 
 // meta is what the session_meta line says of the session.
@@ -68,8 +69,9 @@ type turn struct {
 }
 
 // knownItems are the rollout item types (a line's top-level "type")
-// Codex 0.169.0 writes.
-var knownItems = [...]string{"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state", "token_usage_record"}
+// Codex writes: 0.169.0's, and 0.171.0's token_usage_record and
+// id_allocation.
+var knownItems = [...]string{"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state", "token_usage_record", "id_allocation"}
 
 // noteItem counts a line's item type when it is not one of knownItems. The
 // type is read where Codex writes it, before the payload
