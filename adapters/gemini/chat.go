@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/oneline"
 )
 
@@ -54,6 +56,24 @@ const (
 	statusError      = "error"
 	statusCancelled  = "cancelled"
 )
+
+// knownStatus reports whether a tool call's status is one 0.61.0 writes.
+func knownStatus(status string) bool {
+	switch status {
+	case statusValidating, statusScheduled, statusApproval, statusExecuting, statusSuccess, statusError, statusCancelled:
+		return true
+	}
+	return false
+}
+
+// knownType reports whether a message's type is one 0.61.0 writes.
+func knownType(typ string) bool {
+	switch typ {
+	case "user", "gemini", "info", "error", "warning":
+		return true
+	}
+	return false
+}
 
 // done reports whether a tool call's status is final.
 func done(status string) bool {
@@ -103,6 +123,11 @@ type chat struct {
 	Last time.Time
 	// Bad counts lines skipped: not JSON, not a record, or too long.
 	Bad int
+	// Drift is what the lines showed that sessiond does not understand
+	// (kit.Seen): a message type or a tool call status 0.61.0 does not
+	// write, a "$" operation it does not know, a field of another JSON
+	// type. Gemini CLI writes no version of its own in a chat.
+	Drift kit.Seen
 }
 
 // record is any line of a chat file; which fields are present tells its
@@ -149,7 +174,7 @@ func (c *chat) fold(line []byte) {
 		return
 	}
 	var r record
-	if err := json.Unmarshal(line, &r); err != nil || line[0] != '{' {
+	if err := c.decode(line, &r); err != nil || line[0] != '{' {
 		c.Bad++
 		return
 	}
@@ -160,7 +185,7 @@ func (c *chat) fold(line []byte) {
 		c.put(rawMsg{ID: *r.ID, Type: r.Type, Timestamp: r.Timestamp, Content: r.Content, ToolCalls: r.ToolCalls})
 	case len(r.Set) > 0 && r.Set[0] == '{':
 		var s record
-		if err := json.Unmarshal(r.Set, &s); err != nil {
+		if err := c.decode(r.Set, &s); err != nil {
 			c.Bad++
 			return
 		}
@@ -171,8 +196,40 @@ func (c *chat) fold(line []byte) {
 	case r.SessionID != nil && r.ProjectHash != nil:
 		c.header(&r, true)
 	default:
+		if op, ok := operation(line); ok {
+			c.Drift.Add(adapters.DriftLineType, op)
+			return
+		}
 		c.Bad++
 	}
+}
+
+// decode decodes b into v. A field of another JSON type than the one
+// read is noted as drift and left unused; the rest is decoded all the
+// same (encoding/json goes on past it).
+func (c *chat) decode(b []byte, v any) error {
+	err := json.Unmarshal(b, v)
+	if f, ok := kit.FieldType(err); ok {
+		c.Drift.Add(adapters.DriftFieldType, f)
+		return nil
+	}
+	return err
+}
+
+// operation is the "$" key of a line that is no record sessiond knows:
+// an operation ("$set", "$rewindTo" are 0.61.0's) of a newer version.
+func operation(line []byte) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return "", false
+	}
+	op := ""
+	for k := range m {
+		if strings.HasPrefix(k, "$") && (op == "" || k < op) {
+			op = k
+		}
+	}
+	return op, op != ""
 }
 
 // header takes the header fields r has.
@@ -213,6 +270,14 @@ func (c *chat) put(m rawMsg) {
 		c.Seen = map[uint64]bool{}
 	}
 	km := keep(m)
+	if m.Type != "" && !knownType(m.Type) {
+		c.Drift.Add(adapters.DriftLineType, m.Type)
+	}
+	for _, tc := range m.ToolCalls {
+		if tc.Status != "" && !knownStatus(tc.Status) {
+			c.Drift.Add(adapters.DriftStatus, tc.Status)
+		}
+	}
 	c.touch(km.At)
 	for _, tc := range km.Calls {
 		c.touch(tc.At)
@@ -377,13 +442,13 @@ func readLines(r io.Reader, offset int64, c *chat) (int64, error) {
 // ConversationRecord).
 func readWhole(b []byte) (chat, error) {
 	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
+	var c chat
+	if err := c.decode(b, &r); err != nil {
 		return chat{}, fmt.Errorf("not a chat: %w", err)
 	}
 	if r.SessionID == nil || *r.SessionID == "" {
 		return chat{}, errors.New("not a chat: no sessionId")
 	}
-	var c chat
 	c.header(&r, true)
 	if r.Messages != nil {
 		c.replace(*r.Messages)

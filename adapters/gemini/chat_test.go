@@ -237,7 +237,7 @@ func genChat(rng *rand.Rand, n int) []byte {
 			c := fmt.Sprintf("c%d", i)
 			l.gemini(id, "", l.call(c, statusExecuting, "sleep 1"))
 			if rng.IntN(2) == 0 {
-				l.gemini(id, "", l.call(c, []string{statusSuccess, statusError, statusCancelled, statusApproval}[rng.IntN(4)], "sleep 1"))
+				l.gemini(id, "", l.call(c, []string{statusSuccess, statusError, statusCancelled, statusApproval, "deferred"}[rng.IntN(5)], "sleep 1"))
 			}
 			ids = append(ids, id)
 		case k < 15 && len(ids) > 0:
@@ -259,7 +259,18 @@ func genChat(rng *rand.Rand, n int) []byte {
 		case k < 18:
 			l.line(map[string]any{"$set": map[string]any{"summary": fmt.Sprintf("summary %d", i), "lastUpdated": l.ts()}})
 		case k < 19:
-			l.b.WriteString("{garbage\n")
+			switch rng.IntN(4) {
+			case 0:
+				l.line(map[string]any{"id": id, "timestamp": l.ts(), "type": "thought", "content": "x"}) // drift
+				ids = append(ids, id)
+			case 1:
+				l.line(map[string]any{"$truncate": 3}) // drift
+			case 2:
+				l.line(map[string]any{"id": id, "timestamp": 7, "type": "user", "content": "q"}) // a field of another type
+				ids = append(ids, id)
+			default:
+				l.b.WriteString("{garbage\n")
+			}
 		default:
 			l.line(map[string]any{"$rewindTo": "nowhere"})
 			ids = ids[:0]
@@ -272,6 +283,12 @@ func genChat(rng *rand.Rand, n int) []byte {
 // adapter as it grows, in random steps cutting lines anywhere, folds to
 // the same state as the whole file read once by a fresh adapter.
 func TestIncrementalEqualsWhole(t *testing.T) {
+	drifted := 0
+	defer func() {
+		if drifted == 0 {
+			t.Error("no generated chat showed drift")
+		}
+	}()
 	for seed := uint64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed*7))
 		b := genChat(rng, 20+rng.IntN(150))
@@ -305,6 +322,9 @@ func TestIncrementalEqualsWhole(t *testing.T) {
 		}
 		if !reflect.DeepEqual(f.c, g.c) || f.offset != g.offset {
 			t.Fatalf("seed %d: incremental\n%+v (offset %d)\nwhole\n%+v (offset %d)", seed, f.c, f.offset, g.c, g.offset)
+		}
+		if !f.c.Drift.Empty() {
+			drifted++
 		}
 		if f.c.turn().Activity != g.c.turn().Activity {
 			t.Fatalf("seed %d: activity differs", seed)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -25,7 +26,7 @@ var _ adapters.Checkpointer = (*Adapter)(nil)
 // layout changes, or when what a folded chat means changes (a parser fix
 // that concludes differently from the same lines): an entry of another
 // format is ignored, and its chat read again.
-const checkpointFormat = 1
+const checkpointFormat = 2 // 2: the chat's drift
 
 // maxSavedSeen bounds the message ids an entry may hold (garbage must
 // not allocate without limit).
@@ -132,6 +133,7 @@ func encodeFileState(f *fileState, maxWhole int64) []byte {
 	for h := range c.Seen {
 		w.Uvarint(h)
 	}
+	c.Drift.Append(&w)
 	return w.B
 }
 
@@ -197,6 +199,7 @@ func decodeFileState(path string, b []byte, maxWhole int64) (*fileState, error) 
 			c.Seen[r.Uvarint()] = true
 		}
 	}
+	c.Drift = kit.ReadSeen(&r)
 	r.End()
 	switch {
 	case r.Err() != nil:

@@ -122,6 +122,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
+	obs.Drift = a.driftReport()
 	a.inputs.Report(obs.Errors)
 	a.updateWatch()
 	return obs, nil
@@ -231,6 +232,8 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time, errs *[]adap
 			f, _ := a.restored.Take(path)
 			if f == nil {
 				f = &fileState{}
+			} else {
+				a.drift.Set(path, "chat", "", f.c.Drift)
 			}
 			f.path, f.project, f.parent, f.whole = path, project, parent, strings.HasSuffix(path, ".json")
 			r.files[path] = f
@@ -352,6 +355,7 @@ func (a *Adapter) refresh(f *fileState, now time.Time) error {
 	f.read, f.size, f.mtime, f.dev, f.ino, f.readAt = true, size, mtime, dev, ino, now
 	a.gen++
 	f.gen = a.gen
+	a.drift.Set(f.path, "chat", "", f.c.Drift)
 	return nil
 }
 
@@ -435,6 +439,9 @@ func (a *Adapter) observed(r *rootState, f *fileState) adapters.Observed {
 	if o.Title == "" {
 		o.Title = c.Title
 	}
+	if is, ok := c.Drift.Problem("gemini", ""); ok {
+		o.Problems = append(o.Problems, is)
+	}
 	if o.LastActivity.IsZero() || f.mtime.After(o.LastActivity) {
 		o.LastActivity = f.mtime
 	}
@@ -508,3 +515,20 @@ func (a *Adapter) updateWatch() {
 }
 
 const maxChatWatches = 64
+
+// driftReport takes the drift of chats no longer listed out of the tally
+// (walking only those that showed drift) and reports it. Gemini CLI
+// writes no version in its chats: the drift is counted under none.
+func (a *Adapter) driftReport() []adapters.Drift {
+	if a.drift.Len() > 0 {
+		a.drift.Keep(func(path string) bool {
+			for _, r := range a.roots {
+				if r.files[path] != nil {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return a.drift.Report()
+}
