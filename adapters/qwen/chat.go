@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/oneline"
 )
 
@@ -121,6 +123,16 @@ type state struct {
 	// found glued after a broken line; long the lines skipped as longer
 	// than maxLine.
 	bad, recovered, long int
+	// drift is what the lines showed that sessiond does not understand
+	// (kit.Seen): a record type or a tool result status 0.24.4 does not
+	// write, a field of another JSON type. Counted under meta.Version.
+	drift kit.Seen
+}
+
+// knownStatus reports whether a tool result's status is one 0.24.4
+// writes (its tool scheduler's final states).
+func knownStatus(status string) bool {
+	return status == "success" || status == "error" || status == "cancelled"
 }
 
 // maxPending bounds the calls kept pending (garbage must not allocate
@@ -142,7 +154,13 @@ func (s *state) apply(raw []byte) {
 		return
 	}
 	var r record
-	if err := json.Unmarshal(raw, &r); err != nil || r.Type == "" {
+	err := json.Unmarshal(raw, &r)
+	if f, ok := kit.FieldType(err); ok {
+		// A field of another type is not used; the rest of the record is.
+		s.drift.Add(adapters.DriftFieldType, f)
+		err = nil
+	}
+	if err != nil || r.Type == "" {
 		s.bad++
 		// A torn record with a whole one glued after it: take the whole one.
 		if i := bytes.LastIndex(raw, recordStart); i > 0 {
@@ -225,6 +243,9 @@ func (s *state) take(r *record) {
 			}
 		}
 		if tr := r.ToolCallResult; tr != nil {
+			if tr.Status != "" && !knownStatus(tr.Status) {
+				s.drift.Add(adapters.DriftStatus, tr.Status)
+			}
 			t.resolve(tr.CallID)
 			if tr.Status == "cancelled" {
 				t.Cancelled = true
@@ -238,6 +259,13 @@ func (s *state) take(r *record) {
 		default:
 			t.Phase = phaseResults
 		}
+	case "system":
+		// Subtypes (ui_telemetry, attribution_snapshot, …) say nothing of
+		// the turn: none is drift.
+	default:
+		// A record of a type 0.24.4 does not write: its time counts, it
+		// says nothing of the turn.
+		s.drift.Add(adapters.DriftLineType, r.Type)
 	}
 }
 

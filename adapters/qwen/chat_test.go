@@ -180,6 +180,11 @@ func TestIncrementalReadEqualsWholeRead(t *testing.T) {
 		all = append(all, bytes.SplitAfter(fixture(t, f), []byte("\n"))...)
 	}
 	all = append(all, []byte("garbage\n"), []byte(strings.Repeat("y", 3000)+"\n"), []byte("\n"), []byte("{}\n"))
+	// Drift: a record type, a status 0.24.4 does not write, a field of
+	// another type.
+	all = append(all, []byte(`{"uuid":"d1","sessionId":"s","timestamp":"2026-11-27T10:00:00Z","type":"checkpoint","version":"0.25.0"}`+"\n"),
+		[]byte(`{"uuid":"d2","sessionId":"s","timestamp":"2026-11-27T10:00:01Z","type":"tool_result","toolCallResult":{"callId":"c","status":"deferred"}}`+"\n"),
+		[]byte(`{"uuid":"d3","sessionId":"s","timestamp":1795000000,"type":"user","message":{"role":"user","parts":[{"text":"q"}]}}`+"\n"))
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 300; i++ {
 		var b bytes.Buffer

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -26,7 +27,7 @@ var _ adapters.Checkpointer = (*Adapter)(nil)
 // layout changes, or when what a saved state means changes (a parser fix
 // that concludes differently from the same lines): an entry of another
 // format is ignored, and its chat read again.
-const checkpointFormat = 1
+const checkpointFormat = 2 // 2: the chat's drift
 
 // Restore implements adapters.Checkpointer. Entries wait for the first
 // listing to find their chats; those it does not find are dropped by the
@@ -115,6 +116,7 @@ func encodeFileState(f *fileState, maxLine int) []byte {
 		w.Str(c.Args)
 		w.Time(c.Since)
 	}
+	st.drift.Append(&w)
 	return w.B
 }
 
@@ -163,6 +165,7 @@ func decodeFileState(path string, b []byte, maxLine int) (*fileState, error) {
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
 		t.Pending = append(t.Pending, call{ID: r.Str(), Name: r.Str(), Args: r.Str(), Since: r.Time()})
 	}
+	st.drift = kit.ReadSeen(&r)
 	r.End()
 	switch {
 	case r.Err() != nil:

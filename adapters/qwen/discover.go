@@ -116,6 +116,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
+	obs.Drift = a.driftReport()
 	a.inputs.Report(obs.Errors)
 	a.updateWatch()
 	return obs, nil
@@ -204,6 +205,8 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time) ([]string, [
 				f, _ := a.restored.Take(path)
 				if f == nil || f.id != id {
 					f = &fileState{}
+				} else {
+					a.drift.Set(path, "chat", f.st.meta.Version, f.st.drift)
 				}
 				f.path, f.id = path, id
 				r.files[path] = f
@@ -291,6 +294,7 @@ func (a *Adapter) refresh(f *fileState) error {
 	f.read, f.size, f.mtime, f.dev, f.ino = true, size, mtime, dev, ino
 	a.gen++
 	f.gen = a.gen
+	a.drift.Set(f.path, "chat", st.meta.Version, st.drift)
 	return nil
 }
 
@@ -353,6 +357,9 @@ func observed(r *rootState, f *fileState) adapters.Observed {
 	}
 	if o.LastActivity.IsZero() {
 		o.LastActivity = f.mtime
+	}
+	if is, ok := st.drift.Problem("qwen", st.meta.Version); ok {
+		o.Problems = append(o.Problems, is)
 	}
 	if !f.read {
 		o.Activity = session.ActivityUnknown
@@ -443,4 +450,20 @@ func (a *Adapter) updateWatch() {
 	a.watchMu.Lock()
 	a.watch = out
 	a.watchMu.Unlock()
+}
+
+// driftReport takes the drift of chats no longer listed out of the tally
+// (walking only those that showed drift) and reports it, with the hooks'.
+func (a *Adapter) driftReport() []adapters.Drift {
+	if a.drift.Len() > 0 {
+		a.drift.Keep(func(path string) bool {
+			for _, r := range a.roots {
+				if r.files[path] != nil {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return a.drift.Report(&a.hookDrift)
 }

@@ -82,6 +82,9 @@ type Adapter struct {
 	book     kit.Book[uint64]
 
 	lineage *lineage.Memory
+	// drift is what the chats showed that sessiond does not understand,
+	// by path; hookDrift the hooks' (kit.Drift).
+	drift, hookDrift kit.Drift
 
 	watchMu sync.Mutex
 	watch   []string
