@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -24,7 +25,7 @@ var _ adapters.Checkpointer = (*Adapter)(nil)
 // layout changes, or when what a turn state means changes (a parser fix
 // that concludes differently from the same lines): an entry of another
 // format is ignored, and its file read again.
-const checkpointFormat = 1
+const checkpointFormat = 2 // 2: the turn's drift
 
 // maxSavedPending bounds the pending calls an entry may hold (garbage
 // must not allocate without limit).
@@ -128,6 +129,7 @@ func encodeFileState(f *fileState, maxTail int64) []byte {
 		w.Str(c.Args)
 		w.Time(c.Since)
 	}
+	t.Drift.Append(&w)
 	return w.B
 }
 
@@ -184,6 +186,7 @@ func decodeFileState(path string, b []byte, maxTail int64) (*fileState, error) {
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
 		t.Pending = append(t.Pending, call{ID: r.Str(), Name: r.Str(), Args: r.Str(), Since: r.Time()})
 	}
+	t.Drift = kit.ReadSeen(&r)
 	r.End()
 	switch {
 	case r.Err() != nil:

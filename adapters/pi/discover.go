@@ -108,6 +108,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	a.addOrphans(obs.Sessions, snap, procs)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
+	obs.Drift = a.driftReport()
 	a.inputs.Report(obs.Errors)
 	a.updateWatch()
 	return obs, nil
@@ -161,6 +162,8 @@ func (a *Adapter) listSessions(r *rootState, full bool, now time.Time) ([]string
 				f, _ := a.restored.Take(p)
 				if f == nil || f.id != m[2] {
 					f = &fileState{}
+				} else {
+					a.drift.Set(p, "session file", f.head.driftVersion(), f.turn.Drift)
 				}
 				f.path, f.id = p, m[2]
 				r.files[p] = f
@@ -290,6 +293,7 @@ func (a *Adapter) refresh(f *fileState, now time.Time) error {
 	f.edge = readEdge(file, f.offset)
 	a.gen++
 	f.gen = a.gen
+	a.drift.Set(f.path, "session file", f.head.driftVersion(), f.turn.Drift)
 	return nil
 }
 
@@ -341,6 +345,9 @@ func (a *Adapter) observed(r *rootState, f *fileState, procs []*piProc) adapters
 		o.LastActivity = f.mtime
 	}
 	o.Owners = a.ownersOf(f, procs)
+	if is, ok := f.turn.Drift.Problem("pi", f.head.driftVersion()); ok {
+		o.Problems = append(o.Problems, is)
+	}
 	if !f.read || !f.turn.Known {
 		o.Activity = session.ActivityUnknown
 		return o
@@ -443,3 +450,19 @@ func (a *Adapter) updateWatch() {
 }
 
 const maxDirWatches = 64
+
+// driftReport takes the drift of session files no longer listed out of
+// the tally (walking only those that showed drift) and reports it.
+func (a *Adapter) driftReport() []adapters.Drift {
+	if a.drift.Len() > 0 {
+		a.drift.Keep(func(path string) bool {
+			for _, r := range a.roots {
+				if r.files[path] != nil {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return a.drift.Report()
+}

@@ -86,7 +86,7 @@ func TestIncrementalReadEqualsWholeRead(t *testing.T) {
 			for step := 0; step < 40; step++ {
 				var next string
 				sec := 10 + step
-				switch k := rng.IntN(9); k {
+				switch k := rng.IntN(11); k {
 				case 0, 1:
 					next = user(sec, fmt.Sprintf("prompt %d", step))
 				case 2:
@@ -102,6 +102,10 @@ func TestIncrementalReadEqualsWholeRead(t *testing.T) {
 					next = "{not json\n"
 				case 7:
 					next = entry(sec, "session_info", map[string]any{"name": fmt.Sprintf("name %d", step)})
+				case 8:
+					next = entry(sec, "checkpoint", nil) // drift
+				case 9:
+					next = say(sec, "hm", "paused") // drift, and a boundary
 				default:
 					next = entry(sec, "thinking_level_change", map[string]any{"thinkingLevel": "off"})
 				}
@@ -114,9 +118,9 @@ func TestIncrementalReadEqualsWholeRead(t *testing.T) {
 				appendTo(t, path, text[:cut])
 				body.WriteString(text[:cut])
 				pending = text[cut:] // the rest comes with the next step
-				got, _ := discover(t, inc, nil)
-				whole, _ := discover(t, New(Config{Roots: []string{root}, Host: &fakeHost{}, MaxTail: 1 << 30}), nil)
-				if !reflect.DeepEqual(got[id1], whole[id1]) {
+				got, gotObs := discover(t, inc, nil)
+				whole, wholeObs := discover(t, New(Config{Roots: []string{root}, Host: &fakeHost{}, MaxTail: 1 << 30}), nil)
+				if !reflect.DeepEqual(got[id1], whole[id1]) || !reflect.DeepEqual(gotObs.Drift, wholeObs.Drift) {
 					t.Fatalf("step %d: incremental\n%+v\nwhole\n%+v\nfile:\n%s", step, got[id1], whole[id1], body.String())
 				}
 			}

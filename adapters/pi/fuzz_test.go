@@ -22,6 +22,7 @@ func FuzzSessionAppend(f *testing.F) {
 	f.Add([]byte(hdr(id1, "/p")+user(1, "go")+"not json\n"+callBash(2, "c1", "x")), uint16(200))
 	f.Add([]byte(`{"type":"message","message":{"role":"assistant","stopReason":"toolUse","content":[{"type":"toolCall","id":"a"}]}}`+"\n"), uint16(20))
 	f.Add([]byte(`{"type":"message","message":{"role":"user","content":"a string"}}`+"\n"+`{"type":"session_info","name":"n"}`+"\n"), uint16(30))
+	f.Add([]byte(hdr(id1, "/p")+user(1, "go")+entry(2, "checkpoint", nil)+say(3, "hm", "paused")+entry(4, "bookmark", nil)), uint16(150))
 	f.Fuzz(func(t *testing.T, b []byte, cut uint16) {
 		c := min(int(cut), len(b))
 		var whole, parts readResult
@@ -44,7 +45,7 @@ func FuzzSessionAppend(f *testing.F) {
 		}
 		w, p := whole.turn, parts.turn
 		if w.Busy != p.Busy || w.Known != p.Known || w.Stop != p.Stop || !w.Since.Equal(p.Since) || !w.Waiting.Equal(p.Waiting) ||
-			!w.Last.Equal(p.Last) || !slices.Equal(ids(whole), ids(parts)) || whole.offset != parts.offset {
+			!w.Last.Equal(p.Last) || !slices.Equal(ids(whole), ids(parts)) || whole.offset != parts.offset || !w.Drift.Equal(p.Drift) {
 			t.Fatalf("cut at %d: parts %+v (offset %d), whole %+v (offset %d)", c, p, parts.offset, w, whole.offset)
 		}
 		readHead(bytes.NewReader(b), int64(len(b)))

@@ -94,6 +94,10 @@ type Adapter struct {
 	lineage *lineage.Memory
 	owned   map[proc.Identity]*ownerMemo
 
+	// drift is what the session files showed that sessiond does not
+	// understand, by path (kit.Drift).
+	drift kit.Drift
+
 	watchMu sync.Mutex
 	watch   []string
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/oneline"
 )
 
@@ -67,6 +69,41 @@ type turn struct {
 	// (session_info), which wins.
 	Title string
 	named bool
+	// Drift is what the turn's lines (from its boundary on) showed that
+	// sessiond does not understand: an entry type, a message role or a
+	// stopReason 0.73.1 does not write, a field of another JSON type.
+	// Scoped to the turn as the state is, so an append read and a read of
+	// the whole tail say the same.
+	Drift kit.Seen
+}
+
+// knownEntries are the entry types (a line's "type") Pi 0.73.1 writes
+// (its session manager); knownRoles the roles of a message entry;
+// knownStops the stopReasons of an assistant message.
+var (
+	knownEntries = []string{"session", "message", "model_change", "thinking_level_change", "compaction", "branch_summary",
+		"custom", "custom_message", "label", "session_info"}
+	knownRoles = []string{"user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary", "compactionSummary"}
+	knownStops = []string{"stop", "length", "toolUse", "error", "aborted"}
+)
+
+func known(set []string, v string) bool {
+	for _, k := range set {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// driftVersion is the version drift is counted under: the session
+// format the header names (Pi writes no version of its own in a session
+// file), "" when the header was not read.
+func (h header) driftVersion() string {
+	if h.Version == 0 {
+		return ""
+	}
+	return fmt.Sprintf("session format %d", h.Version)
 }
 
 // line is the part of a session line the adapter reads.
@@ -148,8 +185,30 @@ const (
 // but Last.
 func (t *turn) apply(raw []byte) bool {
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil || l.Type == "" {
+	err := json.Unmarshal(raw, &l)
+	field, retyped := kit.FieldType(err)
+	if retyped {
+		err = nil // that field is not used; the rest of the line is
+	}
+	if err != nil || l.Type == "" {
 		return false
+	}
+	if endsState(&l) {
+		t.Drift = kit.Seen{} // a boundary: the turn's lines start here
+	}
+	if retyped {
+		t.Drift.Add(adapters.DriftFieldType, field)
+	}
+	if !known(knownEntries, l.Type) {
+		t.Drift.Add(adapters.DriftLineType, l.Type)
+	}
+	if m := l.Message; l.Type == "message" && m != nil {
+		if !known(knownRoles, m.Role) {
+			t.Drift.Add(adapters.DriftLineType, "message:"+m.Role)
+		}
+		if m.Role == "assistant" && m.StopReason != "" && !known(knownStops, m.StopReason) {
+			t.Drift.Add(adapters.DriftStatus, m.StopReason)
+		}
 	}
 	ts := l.time()
 	if !ts.IsZero() {
@@ -214,6 +273,31 @@ func (t *turn) apply(raw []byte) bool {
 		}
 	}
 	return true
+}
+
+// endsState reports whether l is a boundary as apply takes it: a prompt,
+// or an assistant reply that ended its turn (any stopReason but toolUse;
+// without one, no tool call).
+func endsState(l *line) bool {
+	m := l.Message
+	if l.Type != "message" || m == nil {
+		return false
+	}
+	switch m.Role {
+	case "user":
+		return true
+	case "assistant":
+		if m.StopReason != "" {
+			return m.StopReason != "toolUse"
+		}
+		for _, b := range blocks(m.Content) {
+			if b.Type == "toolCall" && b.ID != "" {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // boundary reports whether raw starts a state of its own: a prompt, or a
