@@ -65,7 +65,7 @@ func TestRealChats(t *testing.T) {
 				t.Errorf("%s after line %d: %s (%s), want %s", tc.file, i+1, got.Activity, got.Evidence, tc.want[i])
 			}
 		}
-		if c.Bad != 0 || c.Title != tc.title || c.Kind != "main" || c.ProjectHash == "" || !c.HasHeader {
+		if c.Bad != 0 || !c.Drift.Empty() || c.Title != tc.title || c.Kind != "main" || c.ProjectHash == "" || !c.HasHeader {
 			t.Errorf("%s: %+v", tc.file, c)
 		}
 	}

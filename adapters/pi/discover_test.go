@@ -332,8 +332,8 @@ func TestRealFiles(t *testing.T) {
 		}
 	}
 	obs, all := discover(t, newAdapter(root), nil)
-	if len(all.Warnings) != 0 {
-		t.Errorf("warnings %v", all.Warnings)
+	if len(all.Warnings) != 0 || len(all.Drift) != 0 {
+		t.Errorf("warnings %v, drift %+v", all.Warnings, all.Drift)
 	}
 	for name, w := range want {
 		o := obs[ids[name]]
