@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/wire"
 )
 
@@ -26,7 +27,7 @@ var _ adapters.Checkpointer = (*Adapter)(nil)
 // the layout changes, or when what a turn state means changes (a parser
 // fix that concludes differently from the same lines): an entry of
 // another format is ignored, and its session read again.
-const checkpointFormat = 1
+const checkpointFormat = 2 // 2: the events' drift
 
 // Restore implements adapters.Checkpointer. Entries wait for the first
 // listing to find their folders; those it does not find are dropped by
@@ -144,6 +145,7 @@ func encodeSession(s *sessState) []byte {
 	}
 	w.Time(s.wsv.Created)
 	w.Time(s.wsv.Updated)
+	st.Drift.Append(&w)
 	return w.B
 }
 
@@ -203,6 +205,7 @@ func decodeSession(path string, b []byte) (*sessState, error) {
 	}
 	s.wsv.Created = r.Time()
 	s.wsv.Updated = r.Time()
+	st.Drift = kit.ReadSeen(&r)
 	r.End()
 	switch {
 	case r.Err() != nil:

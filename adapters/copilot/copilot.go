@@ -92,6 +92,10 @@ type Adapter struct {
 	// lineage is what was seen below owners while they lived (orphans.go).
 	lineage *lineage.Memory
 
+	// drift is what the event logs showed that sessiond does not
+	// understand, by session folder (kit.Drift).
+	drift kit.Drift
+
 	watchMu sync.Mutex
 	watch   []string
 }

@@ -194,7 +194,7 @@ func TestWorkspaceTitle(t *testing.T) {
 
 // observable is what a pass says of a session, compared between reads.
 func observable(o adapters.Observed) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%v|%+v|%+v|%s", o.UpstreamID, o.Cwd, o.Title, o.Activity, o.LastActivity.UTC(), o.WaitingFor, o.InFlight, o.ActivityEvidence)
+	return fmt.Sprintf("%s|%s|%s|%s|%v|%+v|%+v|%s|%+v", o.UpstreamID, o.Cwd, o.Title, o.Activity, o.LastActivity.UTC(), o.WaitingFor, o.InFlight, o.ActivityEvidence, o.Problems)
 }
 
 // randomSession writes a random but well-formed run of the CLI's lines,
@@ -246,9 +246,14 @@ func randomSession(t *testing.T, s *copilottest.Session, rng *rand.Rand, steps i
 			must(t, s.Resume(rng.IntN(50)))
 			open, perms = nil, nil
 		case 10:
-			if rng.IntN(4) == 0 {
+			switch rng.IntN(6) {
+			case 0:
 				must(t, s.Shutdown("routine"))
-			} else {
+			case 1:
+				must(t, s.Shutdown("suspended")) // drift
+			case 2:
+				must(t, s.Raw([]byte(`{"type":"session.future_thing","data":{},"id":"z","timestamp":"2026-11-28T00:50:00.000Z","parentId":null}`))) // drift
+			default:
 				must(t, s.Raw([]byte(`{"type":"session.info","data":{"infoType":"x","message":"\u00e9 \"quoted\" text"},"id":"x","timestamp":"2026-11-28T00:50:00.000Z","parentId":null}`)))
 			}
 		}

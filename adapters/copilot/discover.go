@@ -117,6 +117,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
+	obs.Drift = a.driftReport()
 	a.inputs.Report(obs.Errors)
 	a.updateWatch(now)
 	return obs, nil
@@ -209,6 +210,8 @@ func (a *Adapter) listSessions(r *rootState, dir string, full bool, now time.Tim
 			s, _ := a.restored.Take(path)
 			if s == nil || s.id != id {
 				s = &sessState{}
+			} else {
+				a.drift.Set(path, "event log", s.st.Version, s.st.Drift)
 			}
 			s.id, s.dir = id, path
 			r.sessions[id] = s
@@ -288,6 +291,7 @@ func (a *Adapter) refresh(s *sessState, now time.Time) error {
 	if changed {
 		a.gen++
 		s.gen = a.gen
+		a.drift.Set(s.dir, "event log", s.st.Version, s.st.Drift)
 	}
 	return errors.Join(errs...)
 }
@@ -421,6 +425,9 @@ func observed(r *rootState, s *sessState) adapters.Observed {
 	if o.LastActivity.IsZero() {
 		o.LastActivity = s.lastWrite()
 	}
+	if is, ok := st.Drift.Problem("copilot", st.Version); ok {
+		o.Problems = append(o.Problems, is)
+	}
 	switch {
 	case !s.events.read:
 		// The TUI makes the folder and workspace.yaml at its start, and
@@ -532,3 +539,19 @@ func (a *Adapter) updateWatch(now time.Time) {
 }
 
 const maxSessionWatches = 16
+
+// driftReport takes the drift of sessions no longer listed out of the
+// tally (walking only those that showed drift) and reports it.
+func (a *Adapter) driftReport() []adapters.Drift {
+	if a.drift.Len() > 0 {
+		a.drift.Keep(func(dir string) bool {
+			for _, r := range a.roots {
+				if s := r.sessions[filepath.Base(dir)]; s != nil && s.dir == dir {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	return a.drift.Report()
+}

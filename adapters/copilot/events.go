@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/oneline"
 )
 
@@ -87,6 +89,11 @@ type state struct {
 	Aborted string
 	// Last is the time of the last line read.
 	Last time.Time
+	// Drift is what the lines showed that sessiond does not understand
+	// (kit.Seen): an event type 1.0.102's schema does not name, a
+	// shutdownType it does not, a field of another JSON type. Over the
+	// whole file, counted under Version.
+	Drift kit.Seen
 }
 
 // Bounds on what one state keeps (garbage must not allocate without
@@ -157,6 +164,9 @@ func (s *state) apply(raw []byte) bool {
 		if !json.Valid(raw) {
 			return false
 		}
+		if !knownEvents[typ] {
+			s.Drift.Add(adapters.DriftLineType, typ)
+		}
 		if ts := quickTime(raw); !ts.IsZero() {
 			s.Last = ts
 		}
@@ -164,7 +174,18 @@ func (s *state) apply(raw []byte) bool {
 	}
 	var e event
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return false
+		f, ok := kit.FieldType(err)
+		if !ok {
+			return false
+		}
+		// That field is not used; the rest of the line is.
+		s.Drift.Add(adapters.DriftFieldType, f)
+	}
+	if e.Type != "" && !knownEvents[e.Type] {
+		s.Drift.Add(adapters.DriftLineType, e.Type)
+	}
+	if sd := e.Data.ShutdownType; e.Type == "session.shutdown" && sd != "" && sd != "routine" && sd != "error" {
+		s.Drift.Add(adapters.DriftStatus, sd)
 	}
 	ts, _ := time.Parse(time.RFC3339Nano, e.Timestamp)
 	if !ts.IsZero() {

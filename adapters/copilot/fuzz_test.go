@@ -40,6 +40,9 @@ func FuzzReadEvents(f *testing.F) {
 	f.Add(seedEvents(f), uint(100))
 	f.Add([]byte("{\"type\":\"abort\"\n\n{}\n\xff\n"), uint(3))
 	f.Add([]byte(`{"type":"tool.execution_start","data":{"toolCallId":"c"},"timestamp":"x"}`+"\n"), uint(0))
+	f.Add([]byte(`{"type":"session.future","data":{},"timestamp":"2026-11-28T00:00:00.000Z"}`+"\n"+
+		`{"type":"session.shutdown","data":{"shutdownType":"suspended"},"timestamp":"2026-11-28T00:00:01.000Z"}`+"\n"+
+		`{"type":"abort","data":{"reason":7},"timestamp":"2026-11-28T00:00:02.000Z"}`+"\n"), uint(90))
 	f.Fuzz(func(t *testing.T, data []byte, cut uint) {
 		r := bytes.NewReader(data)
 		var whole state
