@@ -35,6 +35,9 @@ import (
 type driftCase struct {
 	agent, version, input string
 	lineType, status      string
+	// hooks: the agent takes hooks, so an unknown hook event is posted
+	// (as the agent would, `sessionctl hook <agent>`) and named too.
+	hooks bool
 	// seed writes the agent's data for a session owned by a process it
 	// starts (or owner, a plain process), and returns the session's id.
 	seed func(t *testing.T, e *env) (upstream string, owner *exec.Cmd)
@@ -65,7 +68,7 @@ func TestFormatDriftGemini(t *testing.T) {
 }
 
 func TestFormatDriftQwen(t *testing.T) {
-	runDriftCase(t, driftCase{agent: "qwen", version: "0.24.4", input: "chat", lineType: "checkpoint", status: "deferred",
+	runDriftCase(t, driftCase{agent: "qwen", version: "0.24.4", input: "chat", lineType: "checkpoint", status: "deferred", hooks: true,
 		seed: func(t *testing.T, e *env) (string, *exec.Cmd) {
 			folder := project(t, e)
 			owner, oid := daemontest.StartOwner(t)
@@ -192,6 +195,7 @@ func runDriftCase(t *testing.T, c driftCase) {
 				}
 			}
 			lt, st := got["line_type"], got["status"]
+			delete(got, "hook_event") // said, and forgotten with the daemon: hooks are read once
 			ok := len(got) == 2 &&
 				lt.Version == c.version && lt.Input == c.input && lt.Inputs == 1 && slices.Equal(lt.Values, []api.DriftValue{{Value: c.lineType, Inputs: 1}}) &&
 				st.Version == c.version && st.Input == c.input && st.Inputs == 1 && slices.Equal(st.Values, []api.DriftValue{{Value: c.status, Inputs: 1}})
@@ -203,6 +207,22 @@ func runDriftCase(t *testing.T, c driftCase) {
 	out, _, code := e.Ctl("health")
 	if want := fmt.Sprintf("1 unknown line type (%s) in 1 %s", c.lineType, c.input); code != 0 || !strings.Contains(out, want) {
 		t.Errorf("health (exit %d) lacks %q:\n%s", code, want, out)
+	}
+
+	if c.hooks {
+		hook := exec.Command(e.Sessionctl, "hook", c.agent)
+		hook.Env = e.Environ()
+		hook.Stdin = strings.NewReader(fmt.Sprintf(`{"session_id":%q,"hook_event_name":"FutureEvent","cwd":%q}`, id, filepath.Join(e.Home, "proj")))
+		if out, err := hook.CombinedOutput(); err != nil {
+			t.Fatalf("sessionctl hook %s: %v: %s", c.agent, err, out)
+		}
+		testenv.EventuallyOK(t, 5*time.Second, "the unknown hook event in health", func() (bool, string) {
+			out, _, _ = e.Ctl("health")
+			return strings.Contains(out, c.agent+" (version not written): 1 unknown hook event (FutureEvent) in 1 hooked session"), out
+		})
+		if s, _ := showSession(e, id); s.Status != session.StatusRunning {
+			t.Errorf("after the unknown hook: %s (%s)", s.Status, s.StatusReason)
+		}
 	}
 
 	// A restart: the counts are those saved, the session still runs.
