@@ -33,6 +33,13 @@
 //     lists their inputs takes them (decoded then or at Restore); the first
 //     full pass drops those it did not take, and the next Checkpoint
 //     deletes them.
+//   - Entries, Restore and Checkpoint whole for an adapter with one entry
+//     per input, keyed by its path and versioned by a generation (codex,
+//     gemini, qwen, pi, copilot): the adapter makes one of its Book,
+//     Restored, counter and lock, with its encoder and decoder, and hands
+//     Checkpoint the states to save; the loops over entries are the kit's.
+//     Claude (entries decoded when taken) and opencode (entries by
+//     content) drive Book and Restored themselves.
 //   - Entries are encoded with package wire, each starting with the
 //     adapter's format byte, which wire.Reader.Format checks. Bump it when
 //     the layout changes or what the saved state means (a parser fix that
