@@ -20,6 +20,11 @@
 //   - Settled and RacyWindow: a stat taken within RacyWindow of a file's or
 //     folder's mtime does not show a change made in the same mtime tick
 //     (git's "racily clean" entries); that input is looked at again.
+//   - Dirs, the folders a pass lists with their last listings: Dirs.List
+//     lists a folder again only when its mtime changed, its listing was
+//     not settled or the pass is full, and keeps the last listing of one
+//     it cannot read (codex, gemini, qwen and pi list their session
+//     folders so).
 //   - FileID, a file's (device, inode): a file replaced at its path (a
 //     rewrite, a restored copy) is read from its start, not continued.
 //   - Book, the checkpoint's ledger: for each entry the store holds, the
