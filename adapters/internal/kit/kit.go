@@ -71,9 +71,12 @@
 //     process alone.
 //
 // The other shared packages: lineage, the process tree seen below live
-// owners (the evidence that attributes what a dead one left behind);
-// inputlog, unreadable inputs logged once per change; hookjson, hook
-// payloads; oneline, an agent's words made to fit a field; paths. The
+// owners (the evidence that attributes what a dead one left behind;
+// Memory.AddToolProcs is the whole pass of an agent that marks its tools
+// with their session: codex, qwen, copilot); inputlog, unreadable inputs
+// logged once per change; hookjson, hook payloads; oneline, an agent's
+// words made to fit a field (Argv, a command line in a problem's
+// detail); paths. The
 // codex adapter (discover.go, owners.go, checkpoint.go) is the smallest
 // complete example.
 package kit
