@@ -13,6 +13,7 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/claude/transcript"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -182,7 +183,7 @@ func (a *Adapter) judgeLeftover(v *procView, ev *lineage.Evidence, regTicks map[
 		}
 		return "", adapters.Issue{}, false
 	}
-	what := fmt.Sprintf("%s (cwd %s)", shortArgv(p.Argv), orUnknown(p.Cwd))
+	what := fmt.Sprintf("%s (cwd %s)", shortArgv(p.Argv), oneline.OrUnknown(p.Cwd))
 	is := adapters.Issue{Kind: session.ProblemOrphanProcesses, Key: strconv.Itoa(pid)}
 	if found {
 		id := p.Identity
@@ -216,13 +217,6 @@ func carried(p *proc.Process) string {
 		return codeVar
 	}
 	return strings.Join(vs, " and ")
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "?"
-	}
-	return s
 }
 
 // ownerAlive reports whether the process a tool names as its owner is

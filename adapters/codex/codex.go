@@ -150,7 +150,7 @@ func (a *Adapter) addRoot(path string, learned bool) {
 	if a.roots[path] != nil {
 		return
 	}
-	a.roots[path] = &rootState{path: path, learned: learned, files: map[string]*fileState{}, dirs: map[string]*dirState{}}
+	a.roots[path] = &rootState{path: path, learned: learned, files: map[string]*fileState{}, dirs: kit.Dirs{}}
 	a.order = append(a.order, path)
 }
 

@@ -25,18 +25,11 @@ type rootState struct {
 	path    string
 	learned bool
 	files   map[string]*fileState // by path
-	dirs    map[string]*dirState  // listed folders, by path
+	dirs    kit.Dirs              // listed folders, by path
 	// unheld is, by session id, when a pass first saw its writer lock held
 	// by nobody (exactly: the table read and every candidate checked),
 	// since when no pass saw it held (Config.ReleaseGrace).
 	unheld map[string]time.Time
-}
-
-// dirState is a folder's last listing.
-type dirState struct {
-	mtime    time.Time
-	listedAt time.Time
-	names    []string // rollout names, or subfolder names for year/month
 }
 
 // fileState is what the adapter knows of one rollout.
@@ -199,16 +192,16 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 	seen := map[string]bool{}
 	var dayDirs []string
 	sessions := filepath.Join(r.path, "sessions")
-	for _, y := range a.list(r, sessions, full, now, &errs, isDigits(4)) {
-		for _, m := range a.list(r, filepath.Join(sessions, y), full, now, &errs, isDigits(2)) {
-			for _, d := range a.list(r, filepath.Join(sessions, y, m), full, now, &errs, isDigits(2)) {
+	for _, y := range r.dirs.List(sessions, full, now, &errs, isDigits(4)) {
+		for _, m := range r.dirs.List(filepath.Join(sessions, y), full, now, &errs, isDigits(2)) {
+			for _, d := range r.dirs.List(filepath.Join(sessions, y, m), full, now, &errs, isDigits(2)) {
 				dayDirs = append(dayDirs, filepath.Join(sessions, y, m, d))
 			}
 		}
 	}
 	var paths []string
 	add := func(dir string, archived bool) {
-		for _, n := range a.list(r, dir, full, now, &errs, isRollout) {
+		for _, n := range r.dirs.List(dir, full, now, &errs, isRollout) {
 			p := filepath.Join(dir, n)
 			if seen[p] {
 				continue
@@ -257,46 +250,6 @@ func isDigits(n int) func(string, fs.DirEntry) bool {
 
 func isRollout(name string, e fs.DirEntry) bool {
 	return e.Type().IsRegular() && rolloutName.MatchString(name)
-}
-
-// list returns the names in dir that keep passes, listing it again only
-// when its mtime changed (or a listing was not settled, or at a full
-// rescan: one mtime tick can hide a new file).
-// A folder that does not exist has no names; one that cannot be read is
-// an error, and its last listing stands.
-func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(string, fs.DirEntry) bool) []string {
-	fi, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		delete(r.dirs, dir)
-		return nil
-	}
-	d := r.dirs[dir]
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	if d != nil && !full && fi.ModTime().Equal(d.mtime) && kit.Settled(d.mtime, d.listedAt) {
-		return d.names
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	nd := &dirState{mtime: fi.ModTime(), listedAt: now}
-	for _, e := range ents {
-		if keep(e.Name(), e) {
-			nd.names = append(nd.names, e.Name())
-		}
-	}
-	r.dirs[dir] = nd
-	return nd.names
 }
 
 // lockFiles lists thread-writer-locks/: the ids with a lock file, held or

@@ -1,19 +1,11 @@
 package codex
 
 import (
-	"cmp"
-	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
+	"time"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
-	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"github.com/sessiond/sessiond/proc"
-	"github.com/sessiond/sessiond/session"
 )
 
 // Tool processes, and what a dead Codex left behind.
@@ -77,13 +69,10 @@ const threadVar = "CODEX_THREAD_ID"
 // threadOf is the thread p carries: the tag of a tool session.
 func threadOf(p *proc.Process) string { return p.Env[threadVar] }
 
-// isCodexTool: a setsid'd child of an owner leads a tool session if Codex
-// gave it a thread.
-func isCodexTool(c *proc.Process) bool { return threadOf(c) != "" }
-
 // addToolProcs looks at the processes that carry a session's
 // CODEX_THREAD_ID, after it has remembered the trees of the owners alive
-// now.
+// now (lineage.Memory.AddToolProcs; an app-server that owns many sessions
+// once).
 //
 // While the session's owner lives, one of its tools started after the
 // rollout's last write is progress the rollout does not show: Codex
@@ -102,103 +91,9 @@ func (a *Adapter) addToolProcs(obs []adapters.Observed, snap *proc.Snapshot, unc
 	if a.lineage == nil {
 		a.lineage = lineage.NewTagged(treeBounds, threadOf)
 	}
-	at := map[string]int{}
-	anyLive := false
-	for i := range obs {
-		at[obs[i].UpstreamID] = i
-		anyLive = anyLive || len(liveOwners(snap, obs[i].Owners)) > 0
-	}
-	// The processes that carry the thread of a session seen: on most
-	// passes none, and the process table is not indexed at all when no
-	// owner lives and nothing is remembered.
-	uid := os.Getuid()
-	var cands []*proc.Process
-	for _, p := range snap.Procs {
-		if _, ok := at[p.Env[threadVar]]; ok && p.UID == uid && !p.Exited() && !isCodexArgv(p.Argv) {
-			cands = append(cands, p)
-		}
-	}
-	slices.SortFunc(cands, func(x, y *proc.Process) int { return cmp.Compare(x.Identity.PID, y.Identity.PID) })
-	var ev *lineage.Evidence
-	if anyLive || a.lineage.Len() > 0 {
-		tr := lineage.NewTree(snap)
-		a.rememberTrees(obs, tr)
-		a.lineage.Forget(tr)
-		ev = a.lineage.Evidence(tr)
-	}
-
-	for _, p := range cands {
-		pid := p.Identity.PID
-		o := &obs[at[p.Env[threadVar]]]
-		pr, found := ev.Attribute(p)
-		owner, why := pr.Owner, pr.Why("Codex")
-		if live := liveOwners(snap, o.Owners); len(live) > 0 {
-			if found && lineage.Live(snap, owner) && slices.Contains(live, owner) {
-				if t, err := a.cfg.Host.StartTime(p.Identity); err == nil && t.After(o.LastActivity) {
-					o.LastActivity = t
-				}
-			}
-			continue
-		}
-		if unchecked[o.UpstreamID] {
-			continue
-		}
-		what := fmt.Sprintf("%s (cwd %s)", shortArgv(p.Argv), orUnknown(p.Cwd))
-		is := adapters.Issue{Kind: session.ProblemOrphanProcesses, Key: strconv.Itoa(pid)}
-		switch {
-		case found && !lineage.Live(snap, owner):
-			id := p.Identity
-			is.Process = &id
-			is.Detail = fmt.Sprintf("pid %d of this Codex session still runs with no live Codex owning it: %s; %s", pid, what, why)
-		case found:
-			is.Detail = fmt.Sprintf("pid %d carries this session's %s, but its Codex pid %d still runs and may track it (%s): a suspect, not reaped: %s", pid, threadVar, owner.PID, why, what)
-		default:
-			is.Detail = fmt.Sprintf("pid %d carries this session's %s, but nothing ties it to the session's Codex: not seen below it, not in a tool session it started nor in its process group or session (the variable is inherited: a tmux server started from a tool hands it to every pane). A suspect, not reaped: %s", pid, threadVar, what)
-		}
-		o.Problems = append(o.Problems, is)
-	}
-}
-
-// rememberTrees remembers the tree of each owner alive now (an app-server
-// that owns many sessions once).
-func (a *Adapter) rememberTrees(obs []adapters.Observed, tr *lineage.Tree) {
-	done := map[proc.Identity]bool{}
-	for i := range obs {
-		for _, o := range obs[i].Owners {
-			if !done[o.Identity] {
-				done[o.Identity] = true
-				a.lineage.Remember(tr, o.Identity, "", isCodexTool)
-			}
-		}
-	}
-}
-
-// liveOwners are the identities of owners that are in the snapshot as
-// that very process.
-func liveOwners(snap *proc.Snapshot, owners []adapters.Owner) []proc.Identity {
-	var out []proc.Identity
-	for _, o := range owners {
-		if lineage.Live(snap, o.Identity) {
-			out = append(out, o.Identity)
-		}
-	}
-	return out
-}
-
-func shortArgv(argv []string) string {
-	if len(argv) == 0 {
-		return "?"
-	}
-	s := filepath.Base(argv[0])
-	if len(argv) > 1 {
-		s += " " + strings.Join(argv[1:], " ")
-	}
-	return oneline.Cut(s, 100)
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "?"
-	}
-	return s
+	a.lineage.AddToolProcs(obs, snap, lineage.Marked{Var: threadVar, Agent: "Codex", Session: "Codex",
+		Own:       func(p *proc.Process) bool { return isCodexArgv(p.Argv) },
+		StartTime: func(id proc.Identity) (time.Time, error) { return a.cfg.Host.StartTime(id) },
+		Unjudged:  func(o *adapters.Observed) bool { return unchecked[o.UpstreamID] },
+	})
 }

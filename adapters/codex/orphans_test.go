@@ -67,6 +67,11 @@ func (h stubHost) StartTime(id proc.Identity) (time.Time, error) {
 
 var synBase = time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
 
+// isCodexTool is the tool test lineage.Memory.AddToolProcs makes of
+// threadVar: a setsid'd child of an owner leads a tool session if Codex
+// gave it a thread.
+func isCodexTool(c *proc.Process) bool { return threadOf(c) != "" }
+
 func synAdapter() *Adapter {
 	return New(Config{Roots: []string{"/nonexistent"}, NoLearnedRoots: true, Host: stubHost{base: synBase}})
 }

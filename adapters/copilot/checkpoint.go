@@ -2,10 +2,7 @@ package copilot
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
-
-	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
@@ -32,55 +29,30 @@ const checkpointFormat = 2 // 2: the events' drift
 // Restore implements adapters.Checkpointer. Entries wait for the first
 // listing to find their folders; those it does not find are dropped by
 // the next Checkpoint.
-func (a *Adapter) Restore(saved map[string][]byte) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.restored.Reset(len(saved))
-	a.book.Reset(len(saved))
-	bad := 0
-	var firstErr error
-	for path, b := range saved {
-		s, err := decodeSession(path, b)
-		if err != nil {
-			bad++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("%s: %w", path, err)
-			}
-			a.book.Saved(path, 0) // deleted by the next Checkpoint unless read again
-			continue
-		}
-		a.gen++
-		s.gen = a.gen
-		a.restored.Hold(path, s)
-		a.book.Saved(path, s.gen)
-	}
-	a.log.Info("restored saved session state", zap.Int("sessions", len(saved)-bad), zap.Int("unusable", bad))
-	if firstErr != nil {
-		a.log.Info("some saved session state is not usable; those sessions are read again", zap.Int("unusable", bad), zap.NamedError("first", firstErr))
-	}
-}
+func (a *Adapter) Restore(saved map[string][]byte) { a.entries().Restore(saved) }
 
 // Checkpoint implements adapters.Checkpointer: the sessions read since
 // their last save, and the saved ones no longer listed. Restored entries
 // no listing has taken yet stay until a full pass ran.
 func (a *Adapter) Checkpoint() adapters.Checkpoint {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ch := a.book.Changes()
-	for _, r := range a.roots {
-		for _, s := range r.sessions {
-			if s.dirRead.read && !ch.Unchanged(s.dir, s.gen) {
-				ch.Put(s.dir, s.gen, encodeSession(s))
+	return a.entries().Checkpoint(func(yield func(string, *sessState) bool) {
+		for _, r := range a.roots {
+			for _, s := range r.sessions {
+				if s.dirRead.read && !yield(s.dir, s) {
+					return
+				}
 			}
 		}
-	}
-	cp, commit := ch.End(a.restored.Holds)
-	cp.Commit = func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		commit()
-	}
-	return cp
+	})
+}
+
+// entries is the glue of the adapter's checkpoint entries (kit.Entries).
+func (a *Adapter) entries() kit.Entries[*sessState] {
+	return kit.Entries[*sessState]{Mu: &a.mu, Book: &a.book, Restored: &a.restored, Last: &a.gen,
+		Gen:    func(s *sessState) *uint64 { return &s.gen },
+		Decode: decodeSession,
+		Encode: encodeSession,
+		Log:    a.log, What: "session", Inputs: "sessions"}
 }
 
 func writeFile(w *wire.Writer, f *fileRead) {

@@ -2,11 +2,8 @@ package gemini
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
-
-	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
@@ -35,55 +32,30 @@ const maxSavedSeen = 1 << 20
 // Restore implements adapters.Checkpointer. Entries wait for the first
 // listing to find their chats; those it does not find are dropped by the
 // next Checkpoint.
-func (a *Adapter) Restore(saved map[string][]byte) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.restored.Reset(len(saved))
-	a.book.Reset(len(saved))
-	bad := 0
-	var firstErr error
-	for path, b := range saved {
-		f, err := decodeFileState(path, b, a.cfg.MaxWhole)
-		if err != nil {
-			bad++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("%s: %w", path, err)
-			}
-			a.book.Saved(path, 0) // deleted by the next Checkpoint unless read again
-			continue
-		}
-		a.gen++
-		f.gen = a.gen
-		a.restored.Hold(path, f)
-		a.book.Saved(path, f.gen)
-	}
-	a.log.Info("restored saved chat state", zap.Int("chats", len(saved)-bad), zap.Int("unusable", bad))
-	if firstErr != nil {
-		a.log.Info("some saved chat state is not usable; those chats are read again", zap.Int("unusable", bad), zap.NamedError("first", firstErr))
-	}
-}
+func (a *Adapter) Restore(saved map[string][]byte) { a.entries().Restore(saved) }
 
 // Checkpoint implements adapters.Checkpointer: the chats read since their
 // last save, and the saved ones no longer listed. Restored entries no
 // listing has taken yet stay until a pass ran.
 func (a *Adapter) Checkpoint() adapters.Checkpoint {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ch := a.book.Changes()
-	for _, r := range a.roots {
-		for path, f := range r.files {
-			if f.read && !ch.Unchanged(path, f.gen) {
-				ch.Put(path, f.gen, encodeFileState(f, a.cfg.MaxWhole))
+	return a.entries().Checkpoint(func(yield func(string, *fileState) bool) {
+		for _, r := range a.roots {
+			for path, f := range r.files {
+				if f.read && !yield(path, f) {
+					return
+				}
 			}
 		}
-	}
-	cp, commit := ch.End(a.restored.Holds)
-	cp.Commit = func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		commit()
-	}
-	return cp
+	})
+}
+
+// entries is the glue of the adapter's checkpoint entries (kit.Entries).
+func (a *Adapter) entries() kit.Entries[*fileState] {
+	return kit.Entries[*fileState]{Mu: &a.mu, Book: &a.book, Restored: &a.restored, Last: &a.gen,
+		Gen:    func(f *fileState) *uint64 { return &f.gen },
+		Decode: func(path string, b []byte) (*fileState, error) { return decodeFileState(path, b, a.cfg.MaxWhole) },
+		Encode: func(f *fileState) []byte { return encodeFileState(f, a.cfg.MaxWhole) },
+		Log:    a.log, What: "chat", Inputs: "chats"}
 }
 
 // encodeFileState writes f in checkpointFormat (package wire's encoding).

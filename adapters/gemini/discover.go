@@ -25,7 +25,7 @@ import (
 type rootState struct {
 	path  string
 	files map[string]*fileState // by path
-	dirs  map[string]*dirState  // listed folders, by path
+	dirs  kit.Dirs              // listed folders, by path
 	// folders are the project folders projects.json names, by the short
 	// name of their tmp/ folder; byHash the same folders by their hash.
 	folders map[string]string
@@ -38,15 +38,8 @@ type rootState struct {
 }
 
 func newRoot(path string) *rootState {
-	return &rootState{path: path, files: map[string]*fileState{}, dirs: map[string]*dirState{},
+	return &rootState{path: path, files: map[string]*fileState{}, dirs: kit.Dirs{},
 		folders: map[string]string{}, byHash: map[string]string{}, roots: map[string]string{}}
-}
-
-// dirState is a folder's last listing.
-type dirState struct {
-	mtime    time.Time
-	listedAt time.Time
-	names    []string
 }
 
 // fileState is what the adapter knows of one chat file.
@@ -241,15 +234,15 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time, errs *[]adap
 		paths = append(paths, path)
 	}
 	tmp := filepath.Join(r.path, "tmp")
-	for _, project := range a.list(r, tmp, full, now, errs, isDir) {
+	for _, project := range r.dirs.List(tmp, full, now, errs, isDir) {
 		chats := filepath.Join(tmp, project, "chats")
-		for _, name := range a.list(r, chats, full, now, errs, isChatEntry) {
+		for _, name := range r.dirs.List(chats, full, now, errs, isChatEntry) {
 			p := filepath.Join(chats, name)
 			if isSessionFile(name) {
 				add(p, project, "")
 				continue
 			}
-			for _, sub := range a.list(r, p, full, now, errs, isSubagentChat) {
+			for _, sub := range r.dirs.List(p, full, now, errs, isSubagentChat) {
 				add(filepath.Join(p, sub), project, name)
 			}
 		}
@@ -274,45 +267,6 @@ func isChatEntry(name string, e fs.DirEntry) bool {
 
 func isSubagentChat(name string, e fs.DirEntry) bool {
 	return e.Type().IsRegular() && strings.HasSuffix(name, ".jsonl") && !strings.HasPrefix(name, ".")
-}
-
-// list returns the names in dir that keep passes, listing it again only
-// when its mtime changed (or a listing was not settled, or at a full
-// rescan). A folder that does not exist has no names; one that cannot be
-// read is an error, and its last listing stands.
-func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(string, fs.DirEntry) bool) []string {
-	fi, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		delete(r.dirs, dir)
-		return nil
-	}
-	d := r.dirs[dir]
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	if d != nil && !full && fi.ModTime().Equal(d.mtime) && kit.Settled(d.mtime, d.listedAt) {
-		return d.names
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	nd := &dirState{mtime: fi.ModTime(), listedAt: now}
-	for _, e := range ents {
-		if keep(e.Name(), e) {
-			nd.names = append(nd.names, e.Name())
-		}
-	}
-	r.dirs[dir] = nd
-	return nd.names
 }
 
 // refresh stats f and reads what changed: a new or replaced chat from its

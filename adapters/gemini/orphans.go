@@ -2,10 +2,8 @@ package gemini
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -113,7 +111,7 @@ func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot, procs
 		pid := p.Identity.PID
 		id := p.Identity
 		is := adapters.Issue{Kind: session.ProblemOrphanProcesses, Key: strconv.Itoa(pid), Process: &id,
-			Detail: fmt.Sprintf("pid %d (%s, cwd %s) still runs; its gemini (pid %d) is dead: %s", pid, shortArgv(p.Argv), orUnknown(p.Cwd), pr.Owner.PID, pr.Why("gemini"))}
+			Detail: fmt.Sprintf("pid %d (%s, cwd %s) still runs; its gemini (pid %d) is dead: %s", pid, oneline.Argv(p.Argv), oneline.OrUnknown(p.Cwd), pr.Owner.PID, pr.Why("gemini"))}
 		if t, err := a.cfg.Host.StartTime(p.Identity); err == nil {
 			is.Since = t
 		}
@@ -132,15 +130,4 @@ func hasLiveOwner(snap *proc.Snapshot, owners []adapters.Owner) bool {
 		}
 	}
 	return false
-}
-
-func shortArgv(argv []string) string {
-	if len(argv) == 0 {
-		return "?"
-	}
-	s := filepath.Base(argv[0])
-	if len(argv) > 1 {
-		s += " " + strings.Join(argv[1:], " ")
-	}
-	return oneline.Cut(s, 100)
 }

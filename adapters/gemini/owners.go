@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"github.com/sessiond/sessiond/proc"
 )
 
@@ -223,7 +224,7 @@ func (a *Adapter) assignOwners(obs []adapters.Observed, procs []*gProc) {
 		}
 		for _, g := range inferred {
 			o.Owners = append(o.Owners, adapters.Owner{Identity: g.p.Identity, Inferred: true,
-				Evidence: fmt.Sprintf("works in the chat's project folder (%s) and started before its last write", orUnknown(g.p.Cwd))})
+				Evidence: fmt.Sprintf("works in the chat's project folder (%s) and started before its last write", oneline.OrUnknown(g.p.Cwd))})
 		}
 	}
 	// A gemini that is the only candidate of several chats writes the one
@@ -270,11 +271,4 @@ func (a *Adapter) fileOf(path string) *fileState {
 		}
 	}
 	return nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "?"
-	}
-	return s
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
+	"github.com/sessiond/sessiond/adapters/internal/oneline"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -165,13 +166,6 @@ func (a *Adapter) judgeLeftover(snap *proc.Snapshot, ev *lineage.Evidence, p *pr
 	if pr.How == lineage.Left {
 		why = pr.Why("opencode")
 	}
-	is.Detail = fmt.Sprintf("pid %d (%s) carries %s=%d of this session's opencode, which is dead, but nothing ties it to that opencode: %s. A suspect, not reaped (cwd %s)", pid, cmd, pidVar, ownerPID, why, orUnknown(p.Cwd))
+	is.Detail = fmt.Sprintf("pid %d (%s) carries %s=%d of this session's opencode, which is dead, but nothing ties it to that opencode: %s. A suspect, not reaped (cwd %s)", pid, cmd, pidVar, ownerPID, why, oneline.OrUnknown(p.Cwd))
 	return m.sessions, is, true
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "?"
-	}
-	return s
 }

@@ -2,10 +2,7 @@ package pi
 
 import (
 	"errors"
-	"fmt"
 	"path/filepath"
-
-	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
@@ -34,55 +31,30 @@ const maxSavedPending = 1 << 12
 // Restore implements adapters.Checkpointer. Entries wait for the first
 // listing to find their files; those it does not find are dropped by the
 // next Checkpoint.
-func (a *Adapter) Restore(saved map[string][]byte) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.restored.Reset(len(saved))
-	a.book.Reset(len(saved))
-	bad := 0
-	var firstErr error
-	for path, b := range saved {
-		f, err := decodeFileState(path, b, a.cfg.MaxTail)
-		if err != nil {
-			bad++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("%s: %w", path, err)
-			}
-			a.book.Saved(path, 0) // deleted by the next Checkpoint unless read again
-			continue
-		}
-		a.gen++
-		f.gen = a.gen
-		a.restored.Hold(path, f)
-		a.book.Saved(path, f.gen)
-	}
-	a.log.Info("restored saved Pi session state", zap.Int("files", len(saved)-bad), zap.Int("unusable", bad))
-	if firstErr != nil {
-		a.log.Info("some saved Pi session state is not usable; those files are read again", zap.Int("unusable", bad), zap.NamedError("first", firstErr))
-	}
-}
+func (a *Adapter) Restore(saved map[string][]byte) { a.entries().Restore(saved) }
 
 // Checkpoint implements adapters.Checkpointer: the files read since their
 // last save, and the saved ones no longer listed. Restored entries no
 // listing has taken yet stay until a pass ran.
 func (a *Adapter) Checkpoint() adapters.Checkpoint {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ch := a.book.Changes()
-	for _, r := range a.roots {
-		for path, f := range r.files {
-			if f.read && !ch.Unchanged(path, f.gen) {
-				ch.Put(path, f.gen, encodeFileState(f, a.cfg.MaxTail))
+	return a.entries().Checkpoint(func(yield func(string, *fileState) bool) {
+		for _, r := range a.roots {
+			for path, f := range r.files {
+				if f.read && !yield(path, f) {
+					return
+				}
 			}
 		}
-	}
-	cp, commit := ch.End(a.restored.Holds)
-	cp.Commit = func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		commit()
-	}
-	return cp
+	})
+}
+
+// entries is the glue of the adapter's checkpoint entries (kit.Entries).
+func (a *Adapter) entries() kit.Entries[*fileState] {
+	return kit.Entries[*fileState]{Mu: &a.mu, Book: &a.book, Restored: &a.restored, Last: &a.gen,
+		Gen:    func(f *fileState) *uint64 { return &f.gen },
+		Decode: func(path string, b []byte) (*fileState, error) { return decodeFileState(path, b, a.cfg.MaxTail) },
+		Encode: func(f *fileState) []byte { return encodeFileState(f, a.cfg.MaxTail) },
+		Log:    a.log, What: "Pi session", Inputs: "files"}
 }
 
 // encodeFileState writes f in checkpointFormat (package wire's encoding).

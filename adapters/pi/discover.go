@@ -24,14 +24,7 @@ import (
 type rootState struct {
 	path  string
 	files map[string]*fileState // by path
-	dirs  map[string]*dirState  // listed folders, by path
-}
-
-// dirState is a folder's last listing.
-type dirState struct {
-	mtime    time.Time
-	listedAt time.Time
-	names    []string
+	dirs  kit.Dirs              // listed folders, by path
 }
 
 // fileState is what the adapter knows of one session file.
@@ -152,9 +145,9 @@ func (a *Adapter) listSessions(r *rootState, full bool, now time.Time) ([]string
 	sessions := filepath.Join(r.path, "sessions")
 	seen := map[string]bool{}
 	var paths []string
-	for _, d := range a.list(r, sessions, full, now, &errs, isProjectDir) {
+	for _, d := range r.dirs.List(sessions, full, now, &errs, isProjectDir) {
 		dir := filepath.Join(sessions, d)
-		for _, n := range a.list(r, dir, full, now, &errs, isSessionFile) {
+		for _, n := range r.dirs.List(dir, full, now, &errs, isSessionFile) {
 			p := filepath.Join(dir, n)
 			seen[p] = true
 			if r.files[p] == nil {
@@ -186,46 +179,6 @@ func isProjectDir(name string, e fs.DirEntry) bool {
 
 func isSessionFile(name string, e fs.DirEntry) bool {
 	return e.Type().IsRegular() && sessionName.MatchString(name)
-}
-
-// list returns the names in dir that keep passes, listing it again only
-// when its mtime changed (or a listing was not settled, or at a full
-// rescan: one mtime tick can hide a new file). A folder that does not
-// exist has no names; one that cannot be read is an error, and its last
-// listing stands, so its sessions keep their state.
-func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(string, fs.DirEntry) bool) []string {
-	fi, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		delete(r.dirs, dir)
-		return nil
-	}
-	d := r.dirs[dir]
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	if d != nil && !full && fi.ModTime().Equal(d.mtime) && kit.Settled(d.mtime, d.listedAt) {
-		return d.names
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	nd := &dirState{mtime: fi.ModTime(), listedAt: now}
-	for _, e := range ents {
-		if keep(e.Name(), e) {
-			nd.names = append(nd.names, e.Name())
-		}
-	}
-	r.dirs[dir] = nd
-	return nd.names
 }
 
 // refresh stats f and reads what changed: a new or replaced file from its
@@ -437,7 +390,7 @@ func (a *Adapter) updateWatch() {
 			}
 		}
 		sort.Slice(dirs, func(i, j int) bool {
-			if mi, mj := r.dirs[dirs[i]].mtime, r.dirs[dirs[j]].mtime; !mi.Equal(mj) {
+			if mi, mj := r.dirs[dirs[i]].Mtime(), r.dirs[dirs[j]].Mtime(); !mi.Equal(mj) {
 				return mi.After(mj)
 			}
 			return dirs[i] < dirs[j]

@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
@@ -110,7 +108,7 @@ func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot, procs
 		}
 		id := p.Identity
 		is := adapters.Issue{Kind: session.ProblemOrphanProcesses, Key: strconv.Itoa(id.PID), Process: &id,
-			Detail: fmt.Sprintf("pid %d (%s, cwd %s) still runs; its pi (pid %d) is dead: %s", id.PID, shortArgv(p.Argv), orUnknown(p.Cwd), pr.Owner.PID, pr.Why("pi"))}
+			Detail: fmt.Sprintf("pid %d (%s, cwd %s) still runs; its pi (pid %d) is dead: %s", id.PID, oneline.Argv(p.Argv), oneline.OrUnknown(p.Cwd), pr.Owner.PID, pr.Why("pi"))}
 		if t, err := a.cfg.Host.StartTime(id); err == nil {
 			is.Since = t
 		}
@@ -125,22 +123,4 @@ func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot, procs
 			}
 		}
 	}
-}
-
-func shortArgv(argv []string) string {
-	if len(argv) == 0 {
-		return "?"
-	}
-	s := filepath.Base(argv[0])
-	if len(argv) > 1 {
-		s += " " + strings.Join(argv[1:], " ")
-	}
-	return oneline.Cut(s, 100)
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "?"
-	}
-	return s
 }

@@ -130,7 +130,7 @@ func New(cfg Config) *Adapter {
 	for _, r := range cfg.Roots {
 		p := filepath.Clean(r)
 		if a.roots[p] == nil {
-			a.roots[p] = &rootState{path: p, files: map[string]*fileState{}, dirs: map[string]*dirState{}}
+			a.roots[p] = &rootState{path: p, files: map[string]*fileState{}, dirs: kit.Dirs{}}
 			a.order = append(a.order, p)
 		}
 	}

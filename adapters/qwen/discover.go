@@ -21,7 +21,7 @@ import (
 type rootState struct {
 	path  string
 	files map[string]*fileState // by path
-	dirs  map[string]*dirState  // listed folders, by path
+	dirs  kit.Dirs              // listed folders, by path
 	reg   registry
 	// regErr is why sessions/ could not be read this pass (its last
 	// reading stands).
@@ -29,14 +29,7 @@ type rootState struct {
 }
 
 func newRoot(path string) *rootState {
-	return &rootState{path: path, files: map[string]*fileState{}, dirs: map[string]*dirState{}}
-}
-
-// dirState is a folder's last listing.
-type dirState struct {
-	mtime    time.Time
-	listedAt time.Time
-	names    []string
+	return &rootState{path: path, files: map[string]*fileState{}, dirs: kit.Dirs{}}
 }
 
 // fileState is what the adapter knows of one chat.
@@ -195,9 +188,9 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time) ([]string, [
 	projects := filepath.Join(r.path, "projects")
 	seen := map[string]bool{}
 	var paths []string
-	for _, p := range a.list(r, projects, full, now, &errs, isDir) {
+	for _, p := range r.dirs.List(projects, full, now, &errs, isDir) {
 		chats := filepath.Join(projects, p, "chats")
-		for _, n := range a.list(r, chats, full, now, &errs, isChat) {
+		for _, n := range r.dirs.List(chats, full, now, &errs, isChat) {
 			path := filepath.Join(chats, n)
 			seen[path] = true
 			if r.files[path] == nil {
@@ -220,45 +213,6 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time) ([]string, [
 		}
 	}
 	return paths, errs
-}
-
-// list returns the names in dir that keep passes, listing it again only
-// when its mtime changed, a listing was not settled, or at a full rescan.
-// A folder that does not exist has no names; one that cannot be read is
-// an error, and its last listing stands.
-func (a *Adapter) list(r *rootState, dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(string, fs.DirEntry) bool) []string {
-	fi, err := os.Stat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		delete(r.dirs, dir)
-		return nil
-	}
-	d := r.dirs[dir]
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	if d != nil && !full && fi.ModTime().Equal(d.mtime) && kit.Settled(d.mtime, d.listedAt) {
-		return d.names
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		*errs = append(*errs, adapters.InputError{Input: dir, Err: err})
-		if d != nil {
-			return d.names
-		}
-		return nil
-	}
-	nd := &dirState{mtime: fi.ModTime(), listedAt: now}
-	for _, e := range ents {
-		if keep(e.Name(), e) {
-			nd.names = append(nd.names, e.Name())
-		}
-	}
-	r.dirs[dir] = nd
-	return nd.names
 }
 
 // refresh stats f and reads what changed: a new or replaced file (another
@@ -439,7 +393,7 @@ func (a *Adapter) updateWatch() {
 		var chats []dm
 		for dir, d := range r.dirs {
 			if filepath.Base(dir) == "chats" {
-				chats = append(chats, dm{dir, d.mtime})
+				chats = append(chats, dm{dir, d.Mtime()})
 			}
 		}
 		sort.Slice(chats, func(i, j int) bool { return chats[i].mtime.After(chats[j].mtime) })

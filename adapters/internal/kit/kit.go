@@ -20,6 +20,11 @@
 //   - Settled and RacyWindow: a stat taken within RacyWindow of a file's or
 //     folder's mtime does not show a change made in the same mtime tick
 //     (git's "racily clean" entries); that input is looked at again.
+//   - Dirs, the folders a pass lists with their last listings: Dirs.List
+//     lists a folder again only when its mtime changed, its listing was
+//     not settled or the pass is full, and keeps the last listing of one
+//     it cannot read (codex, gemini, qwen and pi list their session
+//     folders so).
 //   - FileID, a file's (device, inode): a file replaced at its path (a
 //     rewrite, a restored copy) is read from its start, not continued.
 //   - Book, the checkpoint's ledger: for each entry the store holds, the
@@ -33,6 +38,13 @@
 //     lists their inputs takes them (decoded then or at Restore); the first
 //     full pass drops those it did not take, and the next Checkpoint
 //     deletes them.
+//   - Entries, Restore and Checkpoint whole for an adapter with one entry
+//     per input, keyed by its path and versioned by a generation (codex,
+//     gemini, qwen, pi, copilot): the adapter makes one of its Book,
+//     Restored, counter and lock, with its encoder and decoder, and hands
+//     Checkpoint the states to save; the loops over entries are the kit's.
+//     Claude (entries decoded when taken) and opencode (entries by
+//     content) drive Book and Restored themselves.
 //   - Entries are encoded with package wire, each starting with the
 //     adapter's format byte, which wire.Reader.Format checks. Bump it when
 //     the layout changes or what the saved state means (a parser fix that
@@ -59,9 +71,12 @@
 //     process alone.
 //
 // The other shared packages: lineage, the process tree seen below live
-// owners (the evidence that attributes what a dead one left behind);
-// inputlog, unreadable inputs logged once per change; hookjson, hook
-// payloads; oneline, an agent's words made to fit a field; paths. The
+// owners (the evidence that attributes what a dead one left behind;
+// Memory.AddToolProcs is the whole pass of an agent that marks its tools
+// with their session: codex, qwen, copilot); inputlog, unreadable inputs
+// logged once per change; hookjson, hook payloads; oneline, an agent's
+// words made to fit a field (Argv, a command line in a problem's
+// detail); paths. The
 // codex adapter (discover.go, owners.go, checkpoint.go) is the smallest
 // complete example.
 package kit

@@ -3,6 +3,7 @@
 package oneline
 
 import (
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 )
@@ -19,4 +20,26 @@ func Cut(s string, n int) string {
 	}
 	r := []rune(s)
 	return string(r[:n-1]) + "…"
+}
+
+// Argv is a command line on one short line for a problem's detail: the
+// program's base name, then its arguments, at most 100 runes; "?" for
+// none.
+func Argv(argv []string) string {
+	if len(argv) == 0 {
+		return "?"
+	}
+	s := filepath.Base(argv[0])
+	if len(argv) > 1 {
+		s += " " + strings.Join(argv[1:], " ")
+	}
+	return Cut(s, 100)
+}
+
+// OrUnknown is s, or "?" when s is empty (a field not known).
+func OrUnknown(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
 }
