@@ -295,28 +295,40 @@ func TestCodexTmuxPanesAreSuspects(t *testing.T) {
 		return len(panes) == 2
 	})
 
-	snap, err := proc.NewHost().Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pane := snap.Procs[first[0]]
-	if pane == nil {
-		t.Fatalf("the first pane %d is gone", first[0])
-	}
-	server := snap.Procs[pane.PPID]
-	if server == nil || len(server.Argv) == 0 || !strings.HasPrefix(filepath.Base(server.Argv[0]), "tmux") {
-		t.Fatalf("the pane's parent %+v is no tmux server", server)
-	}
 	// The premise: the server and every pane carry the session's variable,
-	// each pane in a session of its own below the server.
-	for _, pid := range append([]int{server.Identity.PID}, panes...) {
-		p := snap.Procs[pid]
-		if p == nil || p.Env[threadVar] != w.id {
-			t.Fatalf("pid %d does not carry %s=%s: %+v", pid, threadVar, w.id, p)
+	// each pane in a session of its own below the server. A pane just
+	// forked may not have called setsid yet: wait for it.
+	var server *proc.Process
+	premise := func(snap *proc.Snapshot) string {
+		pane := snap.Procs[first[0]]
+		if pane == nil {
+			return fmt.Sprintf("the first pane %d is gone", first[0])
 		}
-		if pid != server.Identity.PID && (p.SID != pid || p.PPID != server.Identity.PID) {
-			t.Fatalf("pane %d: sid %d, parent %d; want its own session below the server %d", pid, p.SID, p.PPID, server.Identity.PID)
+		server = snap.Procs[pane.PPID]
+		if server == nil || len(server.Argv) == 0 || !strings.HasPrefix(filepath.Base(server.Argv[0]), "tmux") {
+			return fmt.Sprintf("the pane's parent %+v is no tmux server", server)
 		}
+		for _, pid := range append([]int{server.Identity.PID}, panes...) {
+			p := snap.Procs[pid]
+			if p == nil || p.Env[threadVar] != w.id {
+				return fmt.Sprintf("pid %d does not carry %s=%s: %+v", pid, threadVar, w.id, p)
+			}
+			if pid != server.Identity.PID && (p.SID != pid || p.PPID != server.Identity.PID) {
+				return fmt.Sprintf("pane %d: sid %d, parent %d; want its own session below the server %d", pid, p.SID, p.PPID, server.Identity.PID)
+			}
+		}
+		return ""
+	}
+	var why string
+	if !testenv.Poll(10*time.Second, func() bool {
+		snap, err := proc.NewHost().Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		why = premise(snap)
+		return why == ""
+	}) {
+		t.Fatal(why)
 	}
 
 	got := orphansByPID(t, discover(t, w.a)[w.id])
