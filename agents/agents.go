@@ -99,8 +99,9 @@ var Pi = Agent{
 // Copilot is GitHub Copilot CLI (1.0.102): its home, and the user-level
 // hooks of settings.json there ("hooks", as in .github/hooks/*.json).
 // The events are written by their Claude Code names, for which Copilot
-// sends Claude Code's payloads. They say busy and idle; a pending
-// permission is in Copilot's events.jsonl already, and no hook says it:
+// sends Claude Code's payloads. They say busy and idle (a pass at once;
+// the events say the same right after); a pending permission is in
+// Copilot's events.jsonl already, and no hook says it:
 // PermissionRequest runs before Copilot's rules decide, for calls it
 // then runs unasked too, and no Notification fired for the prompt
 // (docs/agents/copilot.md#hooks).

@@ -1,6 +1,7 @@
 package realagents
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,15 +17,17 @@ import (
 // settings.json of its home), the TUI's shell call that asks for
 // approval shows as waiting for it with the command (from the events:
 // no hook of 1.0.102 says it), busy once approved while it runs, idle at
-// the turn's end, and the hooks are taken (some activity comes from a
-// hook). Uninstall removes the file it made.
+// the turn's end; sessiond takes each hook (read, from the session's
+// process tree, not refused as another session's tool's). Copilot writes
+// its events right after each hook, so the events mostly have the last
+// word. Uninstall removes sessiond's entries.
 func TestCopilotHooksPermissionWaiting(t *testing.T) {
 	bin := agentBin(t, copilotBinEnv, "@github/copilot")
 	w := newWorld(t)
 	w.copilotEnv(bin)
 	const command = `python3 -c "import time; time.sleep(12)"; echo approved-and-done`
 	w.model.Enqueue(fakemodel.RunCommand(command, "The job", time.Minute), fakemodel.Say("All done."))
-	w.startDaemon("--copilot-dir", w.copilotHome(), "--grace", "5s", "--reconcile-interval", "1s")
+	d := w.startDaemon("--copilot-dir", w.copilotHome(), "--grace", "5s", "--reconcile-interval", "1s")
 	if err := os.MkdirAll(w.copilotHome(), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +77,16 @@ func TestCopilotHooksPermissionWaiting(t *testing.T) {
 	w.step("approved: busy")
 	w.waitUpstream(up, 90*time.Second, "idle once the turn ends", seen(runningWith(session.ActivityIdle)))
 	w.step("turn ended: idle")
-	// The next pass after the Stop hook, and the last word.
-	time.Sleep(2 * time.Second)
-	seen(func(api.Session) bool { return true })(w.Show(w.waitUpstream(up, 5*time.Second, "idle", runningWith(session.ActivityIdle)).ID))
-	if !sources[session.SourceHook] {
-		t.Errorf("no activity came from a hook: sources seen %v", sources)
+	for _, ev := range []string{"UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"} {
+		taken := fmt.Sprintf(`"agent": "copilot", "event": %q, "upstream_id": %q`, ev, up)
+		if !strings.Contains(d.Stderr.String(), taken) {
+			t.Errorf("sessiond did not take the %s hook", ev)
+		}
 	}
-
+	if log := d.Stderr.String(); strings.Contains(log, "not taken") || strings.Contains(log, "does not read") {
+		t.Errorf("a hook was refused")
+	}
+	t.Logf("activity sources seen: %v", sources)
 	if out, errs, code := w.Ctl("hooks", "uninstall", "copilot", "--root", w.copilotHome()); code != 0 {
 		t.Fatalf("hooks uninstall: exit %d: %s %s", code, out, errs)
 	}
