@@ -37,6 +37,9 @@ type Hooks struct {
 	// the hook (which answers within 100 ms anyway), at most what the
 	// agent accepts without a warning.
 	Timeout int
+	// TimeoutMillis: the agent reads a hook's timeout in milliseconds
+	// (Gemini CLI), so Timeout is written times 1000.
+	TimeoutMillis bool
 	// SessionRoots: the hooks go into the root of each session sessiond
 	// knows of the agent too, not only the default roots.
 	SessionRoots bool
@@ -93,18 +96,39 @@ var Pi = Agent{
 	DefaultRoots: func() []string { return []string{piAgentDir()} },
 }
 
-// Copilot is GitHub Copilot CLI (1.0.102): its home, no hooks sessiond
-// installs.
+// Copilot is GitHub Copilot CLI (1.0.102): its home, and the user-level
+// hooks of settings.json there ("hooks", as in .github/hooks/*.json).
+// The events are written by their Claude Code names, for which Copilot
+// sends Claude Code's payloads. They say busy and idle (a pass at once;
+// the events say the same right after); a pending permission is in
+// Copilot's events.jsonl already, and no hook says it:
+// PermissionRequest runs before Copilot's rules decide, for calls it
+// then runs unasked too, and no Notification fired for the prompt
+// (docs/agents/copilot.md#hooks).
 var Copilot = Agent{
 	Name:         "copilot",
 	DefaultRoots: func() []string { return []string{copilotHome()} },
+	Hooks: &Hooks{
+		File:    "settings.json",
+		Events:  []string{"UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure", "Stop"},
+		Matched: map[string]bool{"PreToolUse": true, "PostToolUse": true, "PostToolUseFailure": true},
+		Timeout: 5,
+	},
 }
 
-// Gemini is Gemini CLI (0.61.0): its data folder, no command hooks
-// installed by sessiond yet.
+// Gemini is Gemini CLI (0.61.0): its data folder, and the hooks of
+// settings.json there, in Claude Code's shape with Gemini's event names
+// and timeouts in milliseconds.
 var Gemini = Agent{
 	Name:         "gemini",
 	DefaultRoots: func() []string { return []string{geminiDir()} },
+	Hooks: &Hooks{
+		File:          "settings.json",
+		Events:        []string{"BeforeAgent", "BeforeTool", "AfterTool", "Notification", "AfterAgent"},
+		Matched:       map[string]bool{"BeforeTool": true, "AfterTool": true},
+		Timeout:       5,
+		TimeoutMillis: true,
+	},
 }
 
 // Qwen is Qwen Code (0.24.4): its home, $QWEN_HOME, else ~/.qwen, and

@@ -45,14 +45,15 @@ func TestDefaultRoots(t *testing.T) {
 	}
 }
 
-// Claude, Codex and Qwen Code run command hooks, OpenCode none; every agent is found
+// Claude, Codex, Copilot, Gemini CLI and Qwen Code run command hooks,
+// OpenCode and Pi none; every agent is found
 // by its name.
 func TestRegistry(t *testing.T) {
 	var hooks []string
 	for _, a := range WithHooks() {
 		hooks = append(hooks, a.Name)
 	}
-	if !reflect.DeepEqual(hooks, []string{"claude", "codex", "qwen"}) {
+	if !reflect.DeepEqual(hooks, []string{"claude", "codex", "copilot", "gemini", "qwen"}) {
 		t.Errorf("agents with hooks %v", hooks)
 	}
 	for _, n := range Names() {

@@ -129,7 +129,13 @@ func lastCallAt(m message) time.Time {
 // a session the chat calls idle whose live owner has such a child is
 // busy. An owner of several sessions counts only for the one it wrote
 // last. The process tree never makes a session idle or in flight.
-func toolsRunning(obs []adapters.Observed, snap *proc.Snapshot) {
+//
+// The tool's start is data too (ActivityAt): it starts once the user
+// approved the call, after the Notification hook that said the session
+// waits for that approval, and nothing else is written before the call
+// ends. So a hook older than the tool's start says no more than the
+// tool does (hooks are evidence only while newer than the data).
+func toolsRunning(obs []adapters.Observed, snap *proc.Snapshot, started func(proc.Identity) (time.Time, error)) {
 	if snap == nil {
 		return
 	}
@@ -143,19 +149,26 @@ func toolsRunning(obs []adapters.Observed, snap *proc.Snapshot) {
 	}
 	for i := range obs {
 		o := &obs[i]
-		if o.Activity != session.ActivityIdle {
+		if o.Activity != session.ActivityIdle && o.Activity != session.ActivityBusy {
 			continue
 		}
 		for _, ow := range o.Owners {
 			if latest[ow.Identity] != i || !lineage.Live(snap, ow.Identity) {
 				continue
 			}
-			if t := toolChild(snap, ow.Identity.PID); t != nil {
+			t := toolChild(snap, ow.Identity.PID)
+			if t == nil {
+				continue
+			}
+			if o.Activity == session.ActivityIdle {
 				o.Activity = session.ActivityBusy
 				o.ActivityEvidence = fmt.Sprintf("process tree: tool pid %d runs below gemini pid %d (the chat shows calls once done)", t.Identity.PID, ow.Identity.PID)
 				o.ActivitySource = session.SourceTranscript
-				break
 			}
+			if at, err := started(t.Identity); err == nil && at.After(o.LastActivity) && at.After(o.ActivityAt) {
+				o.ActivityAt = at
+			}
+			break
 		}
 	}
 }

@@ -110,7 +110,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		a.restored.Drop()
 	}
 	a.assignOwners(obs.Sessions, procs)
-	toolsRunning(obs.Sessions, snap)
+	toolsRunning(obs.Sessions, snap, a.cfg.Host.StartTime)
 	a.addOrphans(obs.Sessions, snap, procs)
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })

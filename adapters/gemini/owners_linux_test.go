@@ -238,7 +238,29 @@ func TestToolRunsBehindAnAnswer(t *testing.T) {
 			t.Fatalf("tool %v: %s (%s), want %s", tool, o.Activity, o.ActivityEvidence, want)
 		}
 		if tool {
+			// A tool that started after the chat's last write (an
+			// approval after the model's answer): its start is when the
+			// data last said something, newer than a hook that said
+			// "waiting". One that started before says nothing new.
+			for _, after := range []bool{true, false} {
+				last := o.LastActivity
+				toolStart := last.Add(-time.Second)
+				if after {
+					toolStart = last.Add(time.Second)
+				}
+				busy := []adapters.Observed{{Owners: o.Owners, Activity: session.ActivityBusy, LastActivity: last}}
+				var asked proc.Identity
+				toolsRunning(busy, snap, func(id proc.Identity) (time.Time, error) { asked = id; return toolStart, nil })
+				if asked != toolChild(snap, g.Process.Pid).Identity {
+					t.Fatalf("start time asked of %v", asked)
+				}
+				if got := busy[0].ActivityAt; after && !got.Equal(toolStart) || !after && !got.IsZero() || busy[0].Activity != session.ActivityBusy {
+					t.Fatalf("tool started after the last write %v: %s at %v", after, busy[0].Activity, got)
+				}
+			}
 			syscall.Kill(toolChild(snap, g.Process.Pid).Identity.PID, syscall.SIGKILL)
+		} else if !o.ActivityAt.IsZero() {
+			t.Fatalf("no tool: activity at %v", o.ActivityAt)
 		}
 	}
 }

@@ -44,7 +44,7 @@ sessiond takes a hook as evidence of the activity of the session it names
 process descends from that session's live owner; never as evidence that the
 session runs.`,
 		Example:   "  echo '{\"session_id\":\"…\",\"hook_event_name\":\"Stop\"}' | sessionctl hook claude --verbose",
-		Args:      exactArgs(1, "the agent whose hook this is (claude, codex, qwen)"),
+		Args:      exactArgs(1, "the agent whose hook this is ("+strings.Join(hookAgentNames(), ", ")+")"),
 		ValidArgs: hookAgentNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), hookBudget)
@@ -101,8 +101,10 @@ func postHook(ctx context.Context, a *app, agent string) (*api.HookResult, error
 
 // shrinkPayload cuts the large values of a payload's object (a tool's
 // input or response, a long message) to a short string each, and those
-// of its tool_input object one level down, so the fields sessiond reads
-// (the session, the event, the tool, its command or file) stay whole.
+// of its tool_input and details objects one level down (Gemini CLI's
+// Notification carries the command in details, beside an edit's whole
+// old and new content), so the fields sessiond reads (the session, the
+// event, the tool, its command or file) stay whole.
 func shrinkPayload(b []byte) []byte {
 	const big = 4 << 10
 	cut := func(v json.RawMessage) json.RawMessage {
@@ -118,7 +120,7 @@ func shrinkPayload(b []byte) []byte {
 	}
 	for k, v := range obj {
 		var inner map[string]json.RawMessage
-		if k == "tool_input" && json.Unmarshal(v, &inner) == nil {
+		if (k == "tool_input" || k == "details") && json.Unmarshal(v, &inner) == nil {
 			for ik, iv := range inner {
 				inner[ik] = cut(iv)
 			}
@@ -139,7 +141,7 @@ func shrinkPayload(b []byte) []byte {
 func newHooks(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hooks",
-		Short: "Install, remove or show sessiond's hooks in Claude Code's and Codex's settings",
+		Short: "Install, remove or show sessiond's hooks in the agents' hook settings",
 		Long: `Agent hooks tell sessiond at once what no file shows: that a session waits for
 a permission or a question, is busy, or ended its turn. 'hooks install' adds
 'sessionctl hook <agent>' to the agent's hook settings, for the events that say
@@ -150,6 +152,11 @@ so:
   codex    "hooks" in $CODEX_HOME/hooks.json (else ~/.codex/hooks.json).
            Codex runs new hooks only once you trust them: start codex and
            choose "Trust all and continue" (or review them with /hooks).
+  qwen     "hooks" in settings.json of $QWEN_HOME (else ~/.qwen)
+  copilot  "hooks" in settings.json of $COPILOT_HOME (else ~/.copilot):
+           user-level hooks, run in every folder
+  gemini   "hooks" in settings.json of $GEMINI_CLI_HOME/.gemini (else
+           ~/.gemini). Gemini CLI runs hooks only in trusted folders.
 
 Only sessiond's entries change: every other byte of the file stays as it
 was. A file that is a symlink (kept in a dotfiles repository) is written
@@ -212,7 +219,7 @@ func newHooksChange(a *app, verb string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:       verb + " AGENT",
 		Short:     short,
-		Args:      exactArgs(1, "the agent (claude, codex, qwen)"),
+		Args:      exactArgs(1, "the agent ("+strings.Join(hookAgentNames(), ", ")+")"),
 		ValidArgs: hookAgentNames(),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ag, err := hookinstall.For(args[0])

@@ -207,3 +207,13 @@ func QuestionText(raw json.RawMessage) string {
 	}
 	return oneline.Cut(q, maxShort)
 }
+
+// ShortInput is the one-line form of a tool's input sessiond shows as
+// what a permission is for: its command, file, URL or pattern when it
+// has one, else its JSON, cut at 160 runes. For adapters whose agent
+// names the call in another field than tool_input.
+func ShortInput(raw json.RawMessage) string { return shortInput(raw) }
+
+// Cut is s on one line, cut at 160 runes: how a permission's detail is
+// kept.
+func Cut(s string) string { return oneline.Cut(s, maxShort) }

@@ -1,9 +1,12 @@
 package hookinstall
 
-// Claude and Codex are the agents the tests install hooks for.
+// Claude and Codex are the agents the tests install hooks for; Gemini
+// and Copilot too.
 var (
-	Claude = mustFor("claude")
-	Codex  = mustFor("codex")
+	Claude  = mustFor("claude")
+	Codex   = mustFor("codex")
+	Gemini  = mustFor("gemini")
+	Copilot = mustFor("copilot")
 )
 
 func mustFor(name string) Agent {

@@ -6,6 +6,9 @@
 //
 //	{"hooks": {"<Event>": [{"matcher": "*", "hooks": [{"type": "command", "command": "…", "timeout": 5}]}]}}
 //
+// So do Qwen Code, GitHub Copilot CLI and Gemini CLI from their
+// settings.json (Gemini CLI's timeout in milliseconds: 5000).
+//
 // An install first keeps the file's exact bytes (or its absence) in
 // <file>.sessiond-backup; an uninstall that finds the file as the install
 // left it (the same document but for sessiond's entries) writes those
@@ -316,7 +319,11 @@ func (a Agent) group(command, ev string) object {
 	if a.Matched[ev] {
 		g = append(g, member{"matcher", "*"})
 	}
-	hook := object{{"type", "command"}, {"command", command}, {"timeout", a.Timeout}}
+	timeout := a.Timeout
+	if a.TimeoutMillis {
+		timeout *= 1000
+	}
+	hook := object{{"type", "command"}, {"command", command}, {"timeout", timeout}}
 	return append(g, member{"hooks", []any{hook}})
 }
 
