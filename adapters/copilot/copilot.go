@@ -95,6 +95,8 @@ type Adapter struct {
 	// drift is what the event logs showed that sessiond does not
 	// understand, by session folder (kit.Drift).
 	drift kit.Drift
+	// hookDrift is the hooks' (unknown events, by session).
+	hookDrift kit.Drift
 
 	watchMu sync.Mutex
 	watch   []string

@@ -553,5 +553,5 @@ func (a *Adapter) driftReport() []adapters.Drift {
 			return false
 		})
 	}
-	return a.drift.Report()
+	return a.drift.Report(&a.hookDrift)
 }

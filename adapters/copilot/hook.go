@@ -18,8 +18,16 @@ import (
 // with the event in hookName ({hookName: "permissionRequest", sessionId,
 // toolName, toolInput}), which is read. Copilot runs a hook as a child of the copilot that holds
 // the session (docs/agents/copilot.md#hooks).
+//
+// Events are Claude Code's, the names under which Copilot sends Claude's
+// payloads, and Copilot's own as they are read (PascalCase); another is
+// counted as drift, and taken as saying nothing of the activity.
 var (
-	hooks = hookjson.Agent{QuestionTools: []string{"ask_user", "AskUserQuestion"}}
+	hooks = hookjson.Agent{QuestionTools: []string{"ask_user", "AskUserQuestion"}, Events: []string{
+		"SessionStart", "SessionEnd", "UserPromptSubmit", "UserPromptSubmitted", "PreToolUse", "PostToolUse",
+		"PostToolUseFailure", "PermissionRequest", "Notification", "Stop", "AgentStop", "SubagentStart",
+		"SubagentStop", "PreCompact", "ErrorOccurred",
+	}}
 
 	_ adapters.HookReader = (*Adapter)(nil)
 	_ adapters.ToolMarker = (*Adapter)(nil)
@@ -71,6 +79,11 @@ func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) {
 	h, err := hooks.Read(payload)
 	if err != nil {
 		return h, err
+	}
+	if !hooks.Known(h.Event) {
+		a.hookDrift.Note("hook:"+h.UpstreamID, "hooked session", "", adapters.DriftHookEvent, h.Event)
+		h.Activity, h.WaitingFor = "", nil
+		return h, nil
 	}
 	switch {
 	case h.Event == "PermissionRequest":

@@ -484,5 +484,5 @@ func (a *Adapter) driftReport() []adapters.Drift {
 			return false
 		})
 	}
-	return a.drift.Report()
+	return a.drift.Report(&a.hookDrift)
 }

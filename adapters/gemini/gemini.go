@@ -100,6 +100,8 @@ type Adapter struct {
 	// drift is what the chats showed that sessiond does not understand,
 	// by path (kit.Drift).
 	drift kit.Drift
+	// hookDrift is the hooks' (unknown events, by session).
+	hookDrift kit.Drift
 
 	watchMu sync.Mutex
 	watch   []string

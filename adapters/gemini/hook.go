@@ -16,8 +16,13 @@ import (
 // runs them as children of the gemini that owns the session, through
 // `bash -c`, with GEMINI_SESSION_ID; its tools carry no session id, so
 // there is no ToolMarker.
+//
+// Events are the 11 of 0.61.0 (its HookEventName, read from its bundle);
+// another is counted as drift, and taken as saying nothing of the
+// activity.
 var (
-	hooks = hookjson.Agent{}
+	hooks = hookjson.Agent{Events: []string{"SessionStart", "SessionEnd", "BeforeAgent", "AfterAgent", "BeforeModel",
+		"AfterModel", "BeforeToolSelection", "BeforeTool", "AfterTool", "PreCompress", "Notification"}}
 
 	_ adapters.HookReader = (*Adapter)(nil)
 )
@@ -38,12 +43,15 @@ type geminiPayload struct {
 //     with the confirmation's title as the tool and its command (or
 //     file, URL, MCP tool) as the input;
 //   - AfterAgent: the turn ended, idle;
-//   - SessionStart, SessionEnd, other notifications: nothing of the
-//     activity.
+//   - SessionStart, SessionEnd, other notifications, an event sessiond
+//     does not know (counted as drift): nothing of the activity.
 func (a *Adapter) ReadHook(payload []byte) (adapters.Hook, error) {
 	h, err := hooks.Read(payload)
 	if err != nil {
 		return h, err
+	}
+	if !hooks.Known(h.Event) {
+		a.hookDrift.Note("hook:"+h.UpstreamID, "hooked session", "", adapters.DriftHookEvent, h.Event)
 	}
 	var p geminiPayload
 	_ = json.Unmarshal(payload, &p) // hooks.Read parsed it as an object

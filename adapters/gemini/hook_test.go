@@ -3,9 +3,11 @@ package gemini
 import (
 	"bytes"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/session"
 )
 
@@ -90,5 +92,34 @@ func TestReadHookNotifications(t *testing.T) {
 		if h, err := a.ReadHook([]byte(bad)); err == nil {
 			t.Errorf("%s: read as %+v, want an error", bad, h)
 		}
+	}
+}
+
+// An event sessiond does not know says nothing of the activity and is
+// counted as drift of the hooks, once per session however often it
+// comes; the events of the real CLI's fixture are none of it.
+func TestDriftOfHooks(t *testing.T) {
+	a := New(Config{Roots: []string{t.TempDir()}})
+	b, err := os.ReadFile("testdata/hooks.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		if _, err := a.ReadHook(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := a.driftReport(); len(d) != 0 {
+		t.Fatalf("the fixture's events counted as drift: %+v", d)
+	}
+	for i := 0; i < 2; i++ {
+		h, err := a.ReadHook([]byte(`{"session_id":"0c4c8d5e-1c1a-4f7e-9d7e-0d6f5a0e2b11","hook_event_name":"FutureEvent","cwd":"/tmp/proj"}`))
+		if err != nil || h.Activity != "" || h.WaitingFor != nil {
+			t.Fatalf("%+v %v", h, err)
+		}
+	}
+	want := []adapters.Drift{{Kind: adapters.DriftHookEvent, Input: "hooked session", Inputs: 1, Values: []adapters.DriftValue{{Value: "FutureEvent", Inputs: 1}}}}
+	if got := a.driftReport(); !reflect.DeepEqual(got, want) {
+		t.Errorf("drift %+v, want %+v", got, want)
 	}
 }
