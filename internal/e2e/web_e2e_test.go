@@ -274,6 +274,32 @@ func TestWebInBrowser(t *testing.T) {
 	waitJS(t, ctx, 15*time.Second, "the session stopped in the page", `!['running', 'starting'].some(s => document.getElementById('summary').innerText.startsWith(s) || document.getElementById('summary').innerText.startsWith('idle'))`)
 	testenv.Eventually(t, 15*time.Second, "the owner ended", func() bool { return !ownerAlive() })
 
+	// Repair: sessiond's dry run shown first; cancelled, nothing
+	// changes; confirmed, the plan is carried out.
+	before := ea.Show(w.interr)
+	run(t, ctx, "open the interrupted session's page", chromedp.Navigate(strings.SplitN(u, "/?", 2)[0]+"/session?host="+url.QueryEscape(hostA)+"&id="+w.interr))
+	waitJS(t, ctx, 10*time.Second, "the interrupted session's fields", fmt.Sprintf(`document.getElementById('fields').innerText.includes(%q)`, w.interr))
+	run(t, ctx, "press repair", chromedp.Click(chromedp.CSS(`button[data-action="repair"]`)))
+	waitJS(t, ctx, 10*time.Second, "the repair's dry-run plan, asking", `document.getElementById('confirm').open`)
+	plan = evalJS[string](t, ctx, `document.getElementById('plan').innerText`)
+	t.Logf("repair's plan in the page:\n%s", plan)
+	if !strings.Contains(plan, "[ ]") {
+		t.Errorf("the repair's plan has no planned step: %q", plan)
+	}
+	run(t, ctx, "cancel the repair", chromedp.Click(chromedp.CSS("#confirm-no")))
+	waitJS(t, ctx, 5*time.Second, "repair cancelled", `document.getElementById('message').innerText.includes('repair cancelled')`)
+	if after := ea.Show(w.interr); len(after.Problems) != len(before.Problems) {
+		t.Fatalf("a cancelled repair changed the session: problems %v, before %v", after.Problems, before.Problems)
+	}
+	run(t, ctx, "press repair and confirm", chromedp.Click(chromedp.CSS(`button[data-action="repair"]`)))
+	waitJS(t, ctx, 10*time.Second, "the repair's plan again", `document.getElementById('confirm').open`)
+	run(t, ctx, "confirm the repair", chromedp.Click(chromedp.CSS("#confirm-yes")))
+	waitJS(t, ctx, 15*time.Second, "the repair done", `/repair \S+: [1-9]\d* of \d+ steps done$/.test(document.getElementById('message').innerText)`)
+	testenv.EventuallyOK(t, 10*time.Second, "the stale busy marker repaired", func() (bool, string) {
+		x := ea.Show(w.interr)
+		return x.Problem(session.ProblemStaleBusyMarker) == nil, fmt.Sprintf("%v", x.Problems)
+	})
+
 	// Phone width: no horizontal scroll, on the list and a session.
 	for _, page := range []string{"/", "/session?host=" + url.QueryEscape(hostB) + "&id=" + fake.ID} {
 		run(t, ctx, "phone width "+page, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
