@@ -242,7 +242,7 @@ func TestWebInBrowser(t *testing.T) {
 	testenv.EventuallyOK(t, 15*time.Second, "the fake agent took the prompt", func() (bool, string) {
 		return slices.Contains(pane.taken(), prompt), fmt.Sprintf("%q\n%s", pane.taken(), pane.capture())
 	})
-	screenshot(t, ctx, shots, "web-session-desktop.png")
+	screenshot(t, ctx, shots, "web-session.png")
 
 	// Stop asks first: the plan in a dialog; cancel leaves the owner
 	// alone, confirm stops it.
@@ -376,5 +376,26 @@ func TestWebRefusals(t *testing.T) {
 		if got := try(c.method, c.path, c.host, c.cookie, c.header, c.origin); got != c.want {
 			t.Errorf("%s: %d, want %d", c.what, got, c.want)
 		}
+	}
+
+	// Not loopback: refused without --allow-network (exit 2); with it, the
+	// log says the dashboard is reachable from the network.
+	if _, errs, code := e.Ctl("web", "--listen", "0.0.0.0:0"); code != 2 || !strings.Contains(errs, "--allow-network") {
+		t.Errorf("web --listen 0.0.0.0:0: exit %d, %q; want 2 naming --allow-network", code, errs)
+	}
+	cmd := exec.Command(e.Sessionctl, "web", "--listen", "0.0.0.0:0", "--allow-network")
+	cmd.Env = e.Environ()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	warned := false
+	for !warned && sc.Scan() {
+		warned = strings.Contains(sc.Text(), "WARN") && strings.Contains(sc.Text(), "reachable from the network")
+	}
+	if !warned {
+		t.Error("web --allow-network on 0.0.0.0 did not warn that it is reachable from the network")
 	}
 }
