@@ -186,8 +186,13 @@ func TestWebInBrowser(t *testing.T) {
 	// Host b: a fake claude typed into a shell pane, to send to.
 	eb, proj := launchEnv(t)
 	pane := newShellPane(eb)
+	// and a session stopped three days ago, behind the toggle.
+	old := time.Now().Add(-72 * time.Hour)
+	eb.Seed(&session.Record{ID: "01d000000b01", Agent: "claude", UpstreamID: "0a0a0a0a-bbbb-4ccc-8ddd-eeeeeeeeeeee", Status: session.StatusStopped,
+		Cwd: filepath.Join(eb.Home, "old-work"), Title: "three days ago", CreatedAt: old.Add(-time.Hour), UpdatedAt: old, StoppedAt: &old})
 	db := eb.StartDaemon("--claude-bin", fakeClaude(t))
-	fake, _ := pane.startClaude(proj)
+	// Each turn takes a while: a prompt queued meanwhile waits for it.
+	fake, _ := pane.startClaude(proj, "FAKE_CLAUDE_TURN=3s")
 	hostA, hostB := "unix://"+ea.Socket, "unix://"+eb.Socket
 
 	u := startWeb(t, ea, hostA, hostB)
@@ -217,6 +222,10 @@ func TestWebInBrowser(t *testing.T) {
 	waitJS(t, ctx, 5*time.Second, "the filter keeps the one session in "+proj, `document.querySelectorAll('.row').length === 1`)
 	evalJS[bool](t, ctx, `const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input'))`)
 	waitJS(t, ctx, 5*time.Second, "all rows back", `document.querySelectorAll('.row').length === 6`)
+	run(t, ctx, "show the old stopped sessions", chromedp.Click(chromedp.CSS("#old")))
+	waitJS(t, ctx, 5*time.Second, "the session stopped three days ago, last", `document.querySelectorAll('.row').length === 7 && [...document.querySelectorAll('.row')].pop().dataset.id === '01d000000b01'`)
+	run(t, ctx, "hide them again", chromedp.Click(chromedp.CSS("#old")))
+	waitJS(t, ctx, 5*time.Second, "six rows again", `document.querySelectorAll('.row').length === 6`)
 	screenshot(t, ctx, shots, "web-desktop.png")
 
 	// kill -9 of the busy session's owner: interrupted in the page within
@@ -241,6 +250,17 @@ func TestWebInBrowser(t *testing.T) {
 	waitJS(t, ctx, 15*time.Second, "the page says delivered", `document.getElementById('message').innerText.includes('delivered')`)
 	testenv.EventuallyOK(t, 15*time.Second, "the fake agent took the prompt", func() (bool, string) {
 		return slices.Contains(pane.taken(), prompt), fmt.Sprintf("%q\n%s", pane.taken(), pane.capture())
+	})
+	// While its turn runs: "send now" is refused and says why; "queue
+	// until idle" queues, and the agent takes it once the turn is over.
+	run(t, ctx, "send another now", chromedp.SendKeys(chromedp.CSS("#prompt"), "not now"), chromedp.Click(chromedp.CSS("#send-now")))
+	waitJS(t, ctx, 10*time.Second, "the refusal, said", `document.getElementById('message').className === 'error' && document.getElementById('message').innerText.length > 0`)
+	t.Logf("send now during a turn: %s", evalJS[string](t, ctx, `document.getElementById('message').innerText`))
+	evalJS[bool](t, ctx, `document.getElementById('prompt').value = ''; true`)
+	run(t, ctx, "queue one", chromedp.SendKeys(chromedp.CSS("#prompt"), "a queued prompt"), chromedp.Click(chromedp.CSS("#send-queued")))
+	waitJS(t, ctx, 10*time.Second, "queued, said", `document.getElementById('message').innerText.startsWith('queued as ')`)
+	testenv.EventuallyOK(t, 20*time.Second, "the queued prompt taken after the first, and the refused one never", func() (bool, string) {
+		return slices.Equal(pane.taken(), []string{prompt, "a queued prompt"}), fmt.Sprintf("%q\n%s", pane.taken(), pane.capture())
 	})
 	screenshot(t, ctx, shots, "web-session.png")
 
