@@ -34,10 +34,20 @@ function since(s) {
   return Date.parse(t);
 }
 
+// keep stores a session with what ordering and filtering need, worked
+// out once: sorting thousands must not parse dates in every comparison.
+function keep(s) {
+  s.host = s.host || '';
+  s._rank = rank(s);
+  s._since = since(s);
+  s._text = [s.id, s.agent, stateText(s), s.cwd, s.title, s.host].join(' ').toLowerCase();
+  sessions.set(keyOf(s.host, s.id), s);
+}
+
 function compare(a, b) {
-  const ra = rank(a), rb = rank(b);
+  const ra = a._rank, rb = b._rank;
   if (ra !== rb) return ra - rb;
-  const sa = since(a), sb = since(b);
+  const sa = a._since, sb = b._since;
   if (sa !== sb) return ra <= 1 ? sa - sb : sb - sa;
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
@@ -92,35 +102,79 @@ function render() {
   if (view === 'list') renderList(); else renderSession();
 }
 
+// rowHTML is one session's row.
+function rowHTML(s, now, named) {
+  const r = s._rank, o = orphans(s), p = problemText(s);
+  const wait = s.waiting_for && s.activity === 'waiting' ? waitingWords(s.waiting_for) : '';
+  return `<a class="row r${r}" href="${esc(sessionURL(s))}" data-host="${esc(s.host)}" data-id="${esc(s.id)}" data-state="${esc(rankNames[r])}">` +
+    `<div class="line"><span class="state">${esc(r === 0 ? 'waiting' : stateText(s))}</span>` +
+    `<span class="muted age">${esc(age(now - s._since))}</span><span>${esc(s.agent)}</span>` +
+    (named ? `<span class="muted">${esc(hostLabel(s.host))}</span>` : '') +
+    `<span class="muted">${esc(s.id)}</span></div>` +
+    `<div class="line"><span class="where">${esc(s.cwd || '-')}</span>${s.title ? `<span>“${esc(s.title)}”</span>` : ''}</div>` +
+    (wait ? `<div class="line wait">${esc(wait)}</div>` : '') +
+    (p || o ? `<div class="line problems">${esc(p)}${o ? `<span>${o} orphan${o > 1 ? 's' : ''}</span>` : ''}</div>` : '') +
+    '</a>';
+}
+
+// The rows on screen, by session: a row is made again only when its
+// session changed; the others are moved, never parsed again.
+const rowEls = new Map(); // key -> element, its session in el._s
+let named = false;
+
 function renderList() {
   const now = Date.now();
   const f = document.getElementById('filter').value.toLowerCase();
   const old = document.getElementById('old').checked;
   const rows = [];
   for (const s of sessions.values()) {
-    if (!old && s.status === 'stopped' && now - since(s) > 86400e3) continue;
-    if (f && ![s.id, s.agent, stateText(s), s.cwd, s.title, s.host].join(' ').toLowerCase().includes(f)) continue;
+    if (!old && s.status === 'stopped' && now - s._since > 86400e3) continue;
+    if (f && !s._text.includes(f)) continue;
     rows.push(s);
   }
   rows.sort(compare);
   const counts = new Array(7).fill(0);
-  for (const s of rows) counts[rank(s)]++;
+  for (const s of rows) counts[s._rank]++;
   const parts = counts.map((c, i) => (c ? c + ' ' + rankNames[i] : '')).filter(Boolean);
   document.getElementById('summary').textContent = parts.length ? parts.join(', ') : 'no sessions';
-  const named = hosts.length > 1 || (hosts[0] && hosts[0].name);
-  document.getElementById('list').innerHTML = rows.length ? rows.map((s) => {
-    const r = rank(s), o = orphans(s), p = problemText(s);
-    const wait = s.waiting_for && s.activity === 'waiting' ? waitingWords(s.waiting_for) : '';
-    return `<a class="row r${r}" href="${esc(sessionURL(s))}" data-host="${esc(s.host)}" data-id="${esc(s.id)}" data-state="${esc(rankNames[r])}">` +
-      `<div class="line"><span class="state">${esc(r === 0 ? 'waiting' : stateText(s))}</span>` +
-      `<span class="muted">${esc(age(now - since(s)))}</span><span>${esc(s.agent)}</span>` +
-      (named ? `<span class="muted">${esc(hostLabel(s.host))}</span>` : '') +
-      `<span class="muted">${esc(s.id)}</span></div>` +
-      `<div class="line"><span class="where">${esc(s.cwd || '-')}</span>${s.title ? `<span>“${esc(s.title)}”</span>` : ''}</div>` +
-      (wait ? `<div class="line wait">${esc(wait)}</div>` : '') +
-      (p || o ? `<div class="line problems">${esc(p)}${o ? `<span>${o} orphan${o > 1 ? 's' : ''}</span>` : ''}</div>` : '') +
-      '</a>';
-  }).join('') : '<div class="empty">No sessions to show.</div>';
+  const list = document.getElementById('list');
+  const nowNamed = hosts.length > 1 || !!(hosts[0] && hosts[0].name);
+  if (nowNamed !== named) { named = nowNamed; rowEls.clear(); }
+  if (!rows.length) {
+    list.innerHTML = '<div class="empty">No sessions to show.</div>';
+    return;
+  }
+  // New and changed rows are parsed together, in one go.
+  const stale = rows.filter((s) => { const el = rowEls.get(keyOf(s.host, s.id)); return !el || el._s !== s; });
+  if (stale.length) {
+    const t = document.createElement('template');
+    t.innerHTML = stale.map((s) => rowHTML(s, now, named)).join('');
+    const made = t.content.children;
+    for (let i = 0; i < stale.length; i++) {
+      made[i]._s = stale[i];
+      rowEls.set(keyOf(stale[i].host, stale[i].id), made[i]);
+    }
+  }
+  // Rows leave, then the new ones go in where they belong: one change
+  // moves one row, and the browser lays out little.
+  const els = rows.map((s) => rowEls.get(keyOf(s.host, s.id)));
+  const want = new Set(els);
+  for (const el of [...list.children]) if (!want.has(el)) el.remove();
+  const cur = list.children;
+  for (let i = 0; i < els.length; i++) if (cur[i] !== els[i]) list.insertBefore(els[i], cur[i] || null);
+  for (const k of rowEls.keys()) if (!sessions.has(k)) rowEls.delete(k);
+  // The first rows on screen, for the bench (Performance API).
+  if (!performance.getEntriesByName('sessiond:rows').length) performance.mark('sessiond:rows');
+}
+
+// tickAges moves every shown row's age on.
+function tickAges() {
+  if (view !== 'list') { scheduleRender(); return; }
+  const now = Date.now();
+  for (const el of document.getElementById('list').children) {
+    const a = el._s && el.querySelector('.age');
+    if (a) a.textContent = age(now - el._s._since);
+  }
 }
 
 function current() { return sessions.get(keyOf(body.dataset.host, body.dataset.id)); }
@@ -199,18 +253,18 @@ function onMessage(ev) {
   switch (m.t) {
     case 'snap':
       sessions.clear();
-      for (const s of m.sessions || []) sessions.set(keyOf(s.host || '', s.id), s);
+      for (const s of m.sessions || []) keep(s);
       hosts = (m.hosts || []).map((h) => ({ name: h.name || '', error: h.error || '' }));
       break;
     case 'list':
-      for (const k of [...sessions.keys()]) if (sessions.get(k).host === m.host || (!m.host && !sessions.get(k).host)) sessions.delete(k);
-      for (const s of m.sessions || []) sessions.set(keyOf(s.host || '', s.id), s);
+      for (const [k, s] of sessions) if (s.host === (m.host || '')) sessions.delete(k);
+      for (const s of m.sessions || []) keep(s);
       setHost(m.host || '', '');
       break;
     case 's': {
       const k = keyOf(m.s.host || '', m.s.id);
       const prev = sessions.get(k);
-      sessions.set(k, m.s);
+      keep(m.s);
       notify(prev, m.s);
       if (view === 'session' && k === keyOf(body.dataset.host, body.dataset.id)) loadEvents();
       break;
@@ -321,6 +375,8 @@ if ('Notification' in window && Notification.permission === 'default') {
   nb.onclick = () => Notification.requestPermission().then(() => { nb.hidden = Notification.permission !== 'default'; });
 }
 if (view === 'list') {
+  // ?all=1 (a bookmark) starts with the old stopped sessions shown.
+  if (new URLSearchParams(location.search).get('all') === '1') document.getElementById('old').checked = true;
   document.getElementById('filter').addEventListener('input', scheduleRender);
   document.getElementById('old').addEventListener('change', scheduleRender);
 } else {
@@ -329,5 +385,5 @@ if (view === 'list') {
   for (const b of document.querySelectorAll('button[data-action]')) b.addEventListener('click', () => act(b.dataset.action));
   loadEvents();
 }
-setInterval(scheduleRender, 10000); // the ages move on
+setInterval(tickAges, 10000); // the ages move on
 connect();
