@@ -47,6 +47,7 @@ type hub struct {
 	mu       sync.Mutex
 	sessions map[key]api.Session
 	down     map[string]string // by host: why its stream is down
+	listed   map[string]bool   // hosts whose list was read once
 	subs     map[chan []byte]struct{}
 }
 
@@ -55,7 +56,7 @@ func newHub(hosts []Host, retry time.Duration, log *zap.Logger) *hub {
 		retry = time.Second
 	}
 	h := &hub{hosts: hosts, retry: retry, log: log, sessions: map[key]api.Session{}, down: map[string]string{},
-		subs: map[chan []byte]struct{}{}}
+		listed: map[string]bool{}, subs: map[chan []byte]struct{}{}}
 	for _, host := range hosts {
 		h.down[host.Name] = "connecting"
 	}
@@ -91,6 +92,18 @@ func (h *hub) subscribe() (chan []byte, func()) {
 		}
 		h.mu.Unlock()
 	}
+}
+
+// list is every session now, and whether every host's list was read
+// at least once.
+func (h *hub) list() ([]api.Session, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]api.Session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		out = append(out, s)
+	}
+	return out, len(h.listed) == len(h.hosts)
 }
 
 func (h *hub) snapshot() []byte {
@@ -177,6 +190,7 @@ func (h *hub) followOnce(ctx context.Context, name string, c *api.Client) error 
 		h.sessions[key{name, ss[i].ID}] = ss[i]
 	}
 	delete(h.down, name)
+	h.listed[name] = true
 	h.publishLocked(msg{T: "list", Host: name, Sessions: ss})
 	h.mu.Unlock()
 	h.log.Info("following a host", zap.String("host", name), zap.Int("sessions", len(ss)), zap.Uint64("since", health.LastEventSeq))

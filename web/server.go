@@ -270,11 +270,29 @@ type pageData struct {
 	Token string
 	Host  string
 	ID    string
+	// The list's first rows, in top's order, and their summary; All:
+	// stopped sessions older than a day too (?all=1).
+	Rows    []row
+	Summary string
+	All     bool
 }
 
 func (s *Server) servePage(view string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		d := pageData{View: view, Token: s.token}
+		if view == "list" {
+			d.All = r.URL.Query().Get("all") == "1"
+			if ss, loaded := s.hub.list(); loaded {
+				now := time.Now()
+				shown := ordered(ss, now, d.All)
+				named := len(s.o.Hosts) > 1 || s.o.Hosts[0].Name != ""
+				d.Rows = make([]row, len(shown))
+				for i := range shown {
+					d.Rows[i] = makeRow(&shown[i], now, named)
+				}
+				d.Summary = summary(shown)
+			}
+		}
 		if view == "session" {
 			d.Host, d.ID = r.URL.Query().Get("host"), r.URL.Query().Get("id")
 			if _, ok := s.clients[d.Host]; !ok || d.ID == "" {

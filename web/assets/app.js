@@ -121,6 +121,7 @@ function rowHTML(s, now, named) {
 // session changed; the others are moved, never parsed again.
 const rowEls = new Map(); // key -> element, its session in el._s
 let named = false;
+let adopted = false;
 
 function renderList() {
   const now = Date.now();
@@ -140,6 +141,15 @@ function renderList() {
   const list = document.getElementById('list');
   const nowNamed = hosts.length > 1 || !!(hosts[0] && hosts[0].name);
   if (nowNamed !== named) { named = nowNamed; rowEls.clear(); }
+  if (!adopted) {
+    // The rows the server wrote into the page are kept, when their
+    // session has not changed since.
+    adopted = true;
+    for (const el of list.children) {
+      const s = el.dataset.id && sessions.get(keyOf(el.dataset.host || '', el.dataset.id));
+      if (s && s.updated_at === el.dataset.updated) { el._s = s; rowEls.set(keyOf(s.host, s.id), el); }
+    }
+  }
   if (!rows.length) {
     list.innerHTML = '<div class="empty">No sessions to show.</div>';
     return;
@@ -163,7 +173,11 @@ function renderList() {
   const cur = list.children;
   for (let i = 0; i < els.length; i++) if (cur[i] !== els[i]) list.insertBefore(els[i], cur[i] || null);
   for (const k of rowEls.keys()) if (!sessions.has(k)) rowEls.delete(k);
-  // The first rows on screen, for the bench (Performance API).
+  markRows();
+}
+
+// markRows marks the first rows on screen, for the bench (Performance API).
+function markRows() {
   if (!performance.getEntriesByName('sessiond:rows').length) performance.mark('sessiond:rows');
 }
 
@@ -375,6 +389,7 @@ if ('Notification' in window && Notification.permission === 'default') {
   nb.onclick = () => Notification.requestPermission().then(() => { nb.hidden = Notification.permission !== 'default'; });
 }
 if (view === 'list') {
+  if (document.querySelector('#list .row')) markRows(); // written by the server
   // ?all=1 (a bookmark) starts with the old stopped sessions shown.
   if (new URLSearchParams(location.search).get('all') === '1') document.getElementById('old').checked = true;
   document.getElementById('filter').addEventListener('input', scheduleRender);
