@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -78,5 +79,14 @@ func TestFirstPageRowsInTopsOrder(t *testing.T) {
 	}
 	if got := ids(get("/?all=1")); len(got) != 8 || got[7] != "stopped0old1:stopped" {
 		t.Errorf("?all=1: rows %v; want the old stopped one last", got)
+	}
+	// Past firstRows the page says how many more the script will add.
+	for i := range firstRows + 5 {
+		id := fmt.Sprintf("zz%010d", i)
+		s.hub.sessions[key{"ssh://box", id}] = api.Session{ID: id, Host: "ssh://box", Status: session.StatusStopped, StoppedAt: at(time.Minute)}
+	}
+	page = get("/")
+	if got := ids(page); len(got) != firstRows || !strings.Contains(page, fmt.Sprintf("and %d more", 7+firstRows+5-firstRows)) {
+		t.Errorf("%d sessions: %d rows in the HTML, want %d and the rest counted", 7+firstRows+5, len(got), firstRows)
 	}
 }

@@ -272,9 +272,9 @@ type pageData struct {
 	ID    string
 	// The list's first rows, in top's order, and their summary; All:
 	// stopped sessions older than a day too (?all=1).
-	Rows    []row
-	Summary string
-	All     bool
+	RowsHTML template.HTML
+	Summary  string
+	All      bool
 }
 
 func (s *Server) servePage(view string) http.HandlerFunc {
@@ -286,9 +286,11 @@ func (s *Server) servePage(view string) http.HandlerFunc {
 				now := time.Now()
 				shown := ordered(ss, now, d.All)
 				named := len(s.o.Hosts) > 1 || s.o.Hosts[0].Name != ""
-				d.Rows = make([]row, len(shown))
-				for i := range shown {
-					d.Rows[i] = makeRow(&shown[i], now, named)
+				// A screenful or two in the HTML; the script adds the
+				// rest from its snapshot.
+				d.RowsHTML = rowsHTML(shown[:min(len(shown), firstRows)], now, named)
+				if more := len(shown) - firstRows; more > 0 {
+					d.RowsHTML += template.HTML(fmt.Sprintf(`<div class="empty more">and %d more…</div>`, more))
 				}
 				d.Summary = summary(shown)
 			}
@@ -313,6 +315,10 @@ func (s *Server) serveSessions(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(s.hub.snapshot())
 }
+
+// firstRows is how many rows the first page's HTML has: more than a tall
+// screen shows; 2,000 rows of HTML took the browser half a second.
+const firstRows = 150
 
 // recentEvents is how far back in a host's log a session's page looks.
 const recentEvents = 5000
