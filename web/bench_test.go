@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkFirstPage is the server's part of the first page of 2,000
-// sessions: ordered, rowed and written by the template.
+// sessions: all ordered, the first rows written into the page.
 func BenchmarkFirstPage(b *testing.B) {
 	s, err := New(Options{Hosts: []Host{{Name: "", Client: api.NewClient("/nonexistent")}}, Listen: "127.0.0.1:1", Token: testToken})
 	if err != nil {
