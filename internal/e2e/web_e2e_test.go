@@ -227,6 +227,19 @@ func TestWebInBrowser(t *testing.T) {
 	run(t, ctx, "hide them again", chromedp.Click(chromedp.CSS("#old")))
 	waitJS(t, ctx, 5*time.Second, "six rows again", `document.querySelectorAll('.row').length === 6`)
 	screenshot(t, ctx, shots, "web-desktop.png")
+	// The web app manifest the page links, as the browser fetches it (with
+	// the cookie: the link asks for credentials), and its icon.
+	manifest, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(async () => {
+		const m = await (await fetch(document.querySelector('link[rel=manifest]').href, { credentials: 'include' })).json();
+		const icon = await fetch(m.icons[0].src);
+		return m.name + ' ' + m.display + ' ' + m.start_url + ' ' + icon.status + ' ' + icon.headers.get('content-type');
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil || manifest != "sessiond standalone / 200 image/svg+xml" {
+		t.Errorf("the manifest and its icon: %q, %v", manifest, err)
+	}
+	if cred := evalJS[string](t, ctx, `document.querySelector('link[rel=manifest]').crossOrigin`); cred != "use-credentials" {
+		t.Errorf("the manifest link's crossorigin is %q: without use-credentials the browser fetches it without the cookie (401)", cred)
+	}
 
 	// kill -9 of the busy session's owner: interrupted in the page within
 	// a second, and a notification says so.
