@@ -20,6 +20,7 @@
 //	peers    N live owners listed by Claude Code's own `claude agents --json` and by `sessionctl ls --json`: both times, and whether they agree (-peers, -claude-bin; skipped without $SESSIOND_CLAUDE_BIN)
 //	hooks    50,000 forged hook ids posted while the sessions are listed: the list's p99
 //	restart  sessiond stopped (SIGTERM) or killed (SIGKILL) and started again on its store: exec to first complete ls, CPU, bytes read (-restarts, -restart-12k)
+//	web      sessionctl web in headless Chromium over 2,000 sessions: first page, event to page, idle CPU (skipped without chromium)
 package main
 
 import (

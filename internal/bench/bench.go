@@ -22,7 +22,7 @@ import (
 )
 
 // Scenarios are the benchmark's scenarios in the order they run.
-var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "hooks", "burst", "load", "restart", "growth", "peers"}
+var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "hooks", "burst", "load", "restart", "growth", "peers", "web"}
 
 // Options scale and select the scenarios.
 type Options struct {
@@ -87,6 +87,10 @@ type Options struct {
 	LoadClients, LoadSubscribers, LoadHistory int
 	LoadFor                                   time.Duration
 
+	// web: the sessions (besides its live owners) of sessionctl web's
+	// first page.
+	WebSessions int
+
 	// Log receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -105,6 +109,7 @@ func Full() Options {
 		HookIDs: 50000, HookSenders: 8,
 		Subscribers: 100, Burst: 1000,
 		LoadClients: 200, LoadSubscribers: 20, LoadHistory: 500, LoadFor: 20 * time.Second,
+		WebSessions: 1990,
 	}
 }
 
@@ -123,6 +128,7 @@ func Quick() Options {
 		HookIDs: 2000, HookSenders: 4,
 		Subscribers: 10, Burst: 30,
 		LoadClients: 20, LoadSubscribers: 5, LoadHistory: 50, LoadFor: 2 * time.Second,
+		WebSessions: 90,
 	}
 }
 
@@ -194,6 +200,7 @@ func Run(ctx context.Context, opt Options) []Result {
 		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
 		"memory": r.memory, "api": r.api, "hooks": r.hooks, "burst": r.burst, "load": r.load,
 		"restart": r.restart, "growth": r.growth, "peers": r.peers,
+		"web": r.web,
 	}
 	for _, name := range Scenarios {
 		if len(opt.Only) > 0 && !opt.Only[name] {
