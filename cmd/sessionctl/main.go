@@ -176,6 +176,7 @@ ambiguous, 5 timed out (wait).`,
 	root.AddCommand(newLs(a), newShow(a), newEvents(a), newHealth(a), newVersion(a), newLaunch(a), newResume(a))
 	root.AddCommand(actionCommands(a)...)
 	root.AddCommand(newHook(a), newHooks(a), newWait(a), newAttach(a), newSend(a), newSends(a), newTop(a), newDialStdio(a))
+	root.AddCommand(newMCP(a))
 	return root
 }
 
