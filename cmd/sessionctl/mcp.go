@@ -39,6 +39,9 @@ const (
 	// mcpProgressEvery is how often a wait reports progress when nothing
 	// happens.
 	mcpProgressEvery = 10 * time.Second
+	// mcpDownGrace is how long a wait waits out a sessiond that stopped
+	// answering (a restart) before it ends with the error.
+	mcpDownGrace = 10 * time.Second
 	// sessionURIPrefix is a session resource's URI before its id.
 	sessionURIPrefix = "sessiond://session/"
 )
@@ -86,7 +89,7 @@ type mcpServer struct {
 	ancestry []proc.Identity
 
 	mu   sync.Mutex
-	subs map[string]bool // subscribed session ids
+	subs map[string][]string // subscribed session id -> the URIs it was subscribed by
 	// following is set once the event stream of each host is followed
 	// for the subscriptions.
 	following bool
@@ -95,7 +98,7 @@ type mcpServer struct {
 }
 
 func newMCPServer(a *app, readOnly bool) *mcpServer {
-	m := &mcpServer{a: a, readOnly: readOnly, subs: map[string]bool{}, ctx: context.Background()}
+	m := &mcpServer{a: a, readOnly: readOnly, subs: map[string][]string{}, ctx: context.Background()}
 	if anc, err := proc.NewHost().Ancestors(os.Getpid(), 64); err == nil {
 		m.ancestry = anc
 	}
@@ -103,11 +106,15 @@ func newMCPServer(a *app, readOnly bool) *mcpServer {
 		Instructions: mcpInstructions,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
-			return m.subscribe(req.Params.URI)
+			return m.subscribe(ctx, req.Params.URI)
 		},
 		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
 			m.mu.Lock()
-			delete(m.subs, strings.TrimPrefix(req.Params.URI, sessionURIPrefix))
+			for id, uris := range m.subs {
+				if m.subs[id] = slices.DeleteFunc(uris, func(u string) bool { return u == req.Params.URI }); len(m.subs[id]) == 0 {
+					delete(m.subs, id)
+				}
+			}
 			m.mu.Unlock()
 			return nil
 		},
@@ -326,8 +333,13 @@ func (m *mcpServer) mark(s api.Session, self string) MCPSession {
 // candidates of an ambiguous prefix.
 func toolErr(err error) error {
 	var se *api.StatusError
-	if errors.As(err, &se) && len(se.Body.Candidates) > 0 {
-		return fmt.Errorf("%s (candidates: %s)", err, strings.Join(se.Body.Candidates, ", "))
+	if errors.As(err, &se) {
+		// The daemon's words, and its stable code for a program.
+		msg := fmt.Sprintf("%s [%s]", err, se.Body.Code)
+		if len(se.Body.Candidates) > 0 {
+			msg += " candidates: " + strings.Join(se.Body.Candidates, ", ")
+		}
+		return errors.New(msg)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("sessiond did not answer within %s: %w", mcpCallTimeout, err)
@@ -541,6 +553,7 @@ func followUntil(ctx context.Context, c *api.Client, start api.Session, met func
 	}()
 	progress(last, fmt.Sprintf("waiting: session %s is %s", start.ID, activityWord(last)))
 	errMet := errors.New("met")
+	var downSince time.Time // when sessiond stopped answering
 	for {
 		err := c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
 			since = ev.Seq
@@ -557,21 +570,33 @@ func followUntil(ctx context.Context, c *api.Client, start api.Session, met func
 			progress(last, fmt.Sprintf("session %s is now %s", start.ID, activityWord(last)))
 			return nil
 		})
+		var se *api.StatusError
 		switch {
 		case errors.Is(err, errMet):
 			return last, true, nil
 		case ctx.Err() != nil:
 			return last, false, ctx.Err()
-		case err != nil && !isUnreachable(err):
+		case errors.As(err, &se):
 			return last, false, err
 		}
+		// The stream ended: sessiond restarted, or is gone. A restart
+		// is waited out; a sessiond down for longer ends the wait
+		// with the reason, not a hang until the timeout.
 		select {
 		case <-ctx.Done():
 			return last, false, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
-		if ok, err := check(); ok || (err != nil && !isUnreachable(err)) {
+		ok, err := check()
+		switch {
+		case ok || err != nil && !isUnreachable(err):
 			return last, ok, err
+		case err == nil:
+			downSince = time.Time{}
+		case downSince.IsZero():
+			downSince = time.Now()
+		case time.Since(downSince) > mcpDownGrace:
+			return last, false, fmt.Errorf("sessiond stopped answering while waiting (for %s): %w", mcpDownGrace, err)
 		}
 	}
 }
@@ -729,14 +754,23 @@ func (m *mcpServer) readResource(ctx context.Context, req *mcp.ReadResourceReque
 // subscribe notes a session's URI and, on the first subscription, starts
 // following each host's event stream: each event of a subscribed session
 // tells its subscribers the resource changed.
-func (m *mcpServer) subscribe(uri string) error {
-	id, ok := strings.CutPrefix(uri, sessionURIPrefix)
-	if !ok || id == "" {
+func (m *mcpServer) subscribe(ctx context.Context, uri string) error {
+	ref, ok := strings.CutPrefix(uri, sessionURIPrefix)
+	if !ok || ref == "" {
 		return fmt.Errorf("%s is not a session's URI (%s<id>)", uri, sessionURIPrefix)
+	}
+	// A prefix or an upstream id names the session its events carry.
+	ctx, cancel := context.WithTimeout(ctx, mcpCallTimeout)
+	defer cancel()
+	_, s, err := m.find(ctx, ref)
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.subs[id] = true
+	if !slices.Contains(m.subs[s.ID], uri) {
+		m.subs[s.ID] = append(m.subs[s.ID], uri)
+	}
 	if !m.following {
 		m.following = true
 		for _, hc := range m.a.hostClients() {
@@ -759,12 +793,9 @@ func (m *mcpServer) follow(c *api.Client) {
 		err := c.Events(ctx, api.EventsOptions{Since: since, Follow: true}, func(ev api.Event) error {
 			since = ev.Seq
 			m.mu.Lock()
-			uri := ""
-			if m.subs[ev.SessionID] {
-				uri = sessionURIPrefix + ev.SessionID
-			}
+			uris := slices.Clone(m.subs[ev.SessionID])
 			m.mu.Unlock()
-			if uri != "" {
+			for _, uri := range uris {
 				_ = m.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
 			}
 			return nil
