@@ -47,11 +47,21 @@ func (c *mcpClient) updatedURIs() []string {
 // connects the SDK's own client to it.
 func connectMCP(t *testing.T, socket string, readOnly bool) *mcpClient {
 	t.Helper()
+	return connectMCPWith(t, socket, readOnly, nil)
+}
+
+// connectMCPWith is connectMCP with the server changed by edit before it
+// serves.
+func connectMCPWith(t *testing.T, socket string, readOnly bool, edit func(*mcpServer)) *mcpClient {
+	t.Helper()
 	a := &app{socket: socket, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
 	if err := a.resolveHosts(); err != nil {
 		t.Fatal(err)
 	}
 	m := newMCPServer(a, readOnly)
+	if edit != nil {
+		edit(m)
+	}
 	st, ct := mcp.NewInMemoryTransports()
 	ctx, cancel := context.WithCancel(context.Background())
 	m.ctx = ctx
@@ -491,19 +501,26 @@ func TestMCPActions(t *testing.T) {
 }
 
 // The caller's own session is the one whose owner is an ancestor of the
-// server: marked self, and stop and send on it refused unless self.
+// server: marked self, and stop and send on it refused unless self. The
+// marking is checked on the server's real ancestry (the test process owns
+// a session here, the server runs in it); the refusals on a server whose
+// ancestry is a sleep's, so that a refusal that fails stops the sleep,
+// not the test.
 func TestMCPSelf(t *testing.T) {
 	e := daemontest.NewEnv(t)
 	me, err := proc.NewHost().Identify(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	const selfID = "5e1f000000aa"
+	const selfID, sleeperID = "5e1f000000aa", "5e1f000000bb"
 	_, other := daemontest.StartOwner(t)
+	_, sleeper := daemontest.StartOwner(t)
 	now := time.Now()
 	e.Seed(
 		&session.Record{ID: selfID, Agent: "claude", UpstreamID: "44444444-2222-4333-8444-555555555555",
 			Status: session.StatusRunning, Activity: session.ActivityIdle, Owner: &me, Cwd: e.Home, CreatedAt: now},
+		&session.Record{ID: sleeperID, Agent: "claude", UpstreamID: "55555555-2222-4333-8444-555555555555",
+			Status: session.StatusRunning, Activity: session.ActivityIdle, Owner: &sleeper, Cwd: e.Home, CreatedAt: now},
 		&session.Record{ID: runningID, Agent: "claude", UpstreamID: "11111111-2222-4333-8444-555555555555",
 			Status: session.StatusRunning, Activity: session.ActivityIdle, Owner: &other, Cwd: e.Home, CreatedAt: now},
 	)
@@ -525,8 +542,11 @@ func TestMCPSelf(t *testing.T) {
 	if !s.Self {
 		t.Fatalf("show_session of the caller's session: self not marked")
 	}
+
+	// The sleep as the caller: its session is the one refused.
+	c = connectMCPWith(t, e.Socket, false, func(m *mcpServer) { m.ancestry = []proc.Identity{sleeper} })
 	for _, tool := range []string{"stop_session", "send_prompt"} {
-		args := map[string]any{"id": selfID}
+		args := map[string]any{"id": sleeperID}
 		if tool == "send_prompt" {
 			args["prompt"] = "hi"
 		}
@@ -535,11 +555,14 @@ func TestMCPSelf(t *testing.T) {
 			t.Errorf("%s on self: %s", tool, msg)
 		}
 	}
+	if got := e.Show(sleeperID); got.Status != session.StatusRunning {
+		t.Fatalf("the caller's session was acted on: %s", got.Status)
+	}
 	// With self: true the send goes to sessiond, which refuses it for
 	// its own reason (no pane to type into), not as the caller's own.
-	msg := toolError(t, c.call(t, "send_prompt", map[string]any{"id": selfID, "prompt": "hi", "self": true}))
-	if strings.Contains(msg, "your own session") {
-		t.Errorf("send with self: true still refused as self: %s", msg)
+	msg := toolError(t, c.call(t, "send_prompt", map[string]any{"id": sleeperID, "prompt": "hi", "self": true}))
+	if strings.Contains(msg, "your own session") || !strings.Contains(msg, "[cannot_type]") {
+		t.Errorf("send with self: true: %s", msg)
 	}
 	// An action on another session names the caller's session as origin.
 	var stop actionOut
@@ -548,7 +571,7 @@ func TestMCPSelf(t *testing.T) {
 		t.Errorf("stop of another session: %+v", stop)
 	}
 	out, _, _ := e.Ctl("events")
-	if !strings.Contains(out, "(by session "+selfID+")") {
+	if !strings.Contains(out, "(by session "+sleeperID+")") {
 		t.Errorf("events do not name the caller's session:\n%s", out)
 	}
 }
