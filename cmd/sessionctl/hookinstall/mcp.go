@@ -186,7 +186,7 @@ func (m MCPAgent) editTOML(src []byte, exe string, args []string) ([]byte, bool,
 	}
 	out.WriteString(s)
 	res := out.String()
-	if regexp.MustCompile(`(?m)^[ \t]*` + MCPName + `[ \t]*=`).MatchString(res) && strings.Contains(res, "mcp_servers") {
+	if regexp.MustCompile(`(?m)^[ \t]*`+MCPName+`[ \t]*=`).MatchString(res) && strings.Contains(res, "mcp_servers") {
 		return nil, false, fmt.Errorf("%s names a %q server in a way sessiond does not edit (a key under [mcp_servers]); take it out first", m.Path, MCPName)
 	}
 	if found && exe == "" && strings.HasSuffix(res, "\n\n") {

@@ -11,7 +11,7 @@ import (
 // The files as a user has them: other servers, numbers float64 cannot
 // hold, tabs, CRLF, comments in TOML.
 var mcpFixtures = map[string]string{
-	"claude": "{\n\t\"numStartups\": 12345678901234567890,\n\t\"mcpServers\": {\n\t\t\"other\": {\"command\": \"x\", \"args\": []}\n\t},\n\t\"ratio\": 1.0\n}\n",
+	"claude":   "{\n\t\"numStartups\": 12345678901234567890,\n\t\"mcpServers\": {\n\t\t\"other\": {\"command\": \"x\", \"args\": []}\n\t},\n\t\"ratio\": 1.0\n}\n",
 	"opencode": "{\r\n  \"$schema\": \"https://opencode.ai/config.json\",\r\n  \"model\": \"fake/fake-model\"\r\n}\r\n",
 	"codex":    "# my codex config\nmodel = \"gpt-5\"   # keep this comment\n\n[mcp_servers.other]\ncommand = \"other\"\n\n[profiles.x]\nmodel = \"o3\"\n",
 }
