@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/fakemodel"
 	"github.com/sessiond/sessiond/session"
 )
@@ -41,35 +43,58 @@ func clipText(s string, n int) string {
 	return s
 }
 
-// firstUserText is the text of the conversation's first user message.
-func firstUserText(r *fakemodel.Request) string {
+// userSays reports whether a user message's own text (not a tool's
+// result) says marker: whose conversation a request is.
+func userSays(r *fakemodel.Request, marker string) bool {
 	for _, m := range r.Messages {
-		if m.Role == "user" && m.Text != "" {
-			return m.Text
+		if m.Role == "user" && strings.Contains(m.Text, marker) {
+			return true
 		}
 	}
-	return ""
+	return false
+}
+
+// resultJSON is the JSON a tool's result carries: Codex (0.171) puts
+// "Wall time: … seconds\nOutput:\n" before an MCP tool's text.
+func resultJSON(content string) []byte {
+	if _, after, ok := strings.Cut(content, "Output:\n"); ok && strings.HasPrefix(content, "Wall time:") {
+		content = after
+	}
+	return []byte(content)
+}
+
+// sessiondTool is the call of sessiond's tool as the agent offers it:
+// Claude Code as mcp__sessiond__<tool>; Codex (0.171) as <tool> in the
+// Responses API namespace mcp__sessiond. ok is false when it does not.
+func sessiondTool(r *fakemodel.Request, tool string, input map[string]any) (fakemodel.ToolCall, bool) {
+	for _, n := range r.Tools {
+		switch {
+		case n == "mcp__sessiond__"+tool:
+			return fakemodel.ToolCall{Name: n, Input: input}, true
+		case n == "mcp__sessiond":
+			return fakemodel.ToolCall{Name: tool, Namespace: n, Input: input}, true
+		}
+	}
+	return fakemodel.ToolCall{}, false
 }
 
 // supervisorScript is the supervising model: list the sessions, pick the
 // claude session that is not its own from the list's result, wait until
 // it is stopped, then say what it saw. The worker runs its tool once.
-func supervisorScript(t *testing.T, prefix string) fakemodel.Handler {
+func supervisorScript(t *testing.T) fakemodel.Handler {
 	return func(r *fakemodel.Request) (fakemodel.Reply, bool) {
-		// The first prompt says whose conversation it is (the
-		// supervisor's later carries the worker's title, in a result).
-		text := firstUserText(r)
 		results := toolResults(r)
 		switch {
-		case strings.Contains(text, workerMarker):
-			if len(results) == 0 {
-				return fakemodel.RunCommand(workerTool, "Run the worker's job", time.Minute), true
-			}
-			return fakemodel.Say("Worker done, marker WORKER-END."), true
-		case strings.Contains(text, supervisorMarker):
+		case userSays(r, supervisorMarker):
 			switch len(results) {
 			case 0:
-				return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: prefix + "list_sessions", Input: map[string]any{"agent": "claude"}}}}, true
+				call, ok := sessiondTool(r, "list_sessions", map[string]any{"agent": "claude"})
+				if !ok {
+					tb, _ := json.Marshal(r.Body["tools"])
+					t.Errorf("the supervisor is not offered sessiond's list_sessions: tools %v\n%s", r.Tools, clipText(string(tb), 100000))
+					return fakemodel.Say("No sessiond tools."), true
+				}
+				return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{call}}, true
 			case 1:
 				var l struct {
 					Sessions []struct {
@@ -77,91 +102,85 @@ func supervisorScript(t *testing.T, prefix string) fakemodel.Handler {
 						Self bool   `json:"self"`
 					} `json:"sessions"`
 				}
-				if err := json.Unmarshal([]byte(results[0].Content), &l); err != nil {
-					t.Errorf("list_sessions' result is not its JSON: %v: %s", err, results[0].Content)
+				if err := json.Unmarshal(resultJSON(results[0].Content), &l); err != nil {
+					t.Errorf("list_sessions' result is not its JSON: %v: %s", err, clipText(results[0].Content, 600))
 					return fakemodel.Say("The list did not read."), true
 				}
 				for _, s := range l.Sessions {
 					if !s.Self {
-						return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: prefix + "wait_for_session",
-							Input: map[string]any{"id": s.ID, "until": "stopped", "timeout_seconds": 120}}}}, true
+						call, _ := sessiondTool(r, "wait_for_session", map[string]any{"id": s.ID, "until": "stopped", "timeout_seconds": 120})
+						return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{call}}, true
 					}
 				}
 				return fakemodel.Say("No other session to wait for."), true
 			default:
 				return fakemodel.Say("The worker is done, marker SUPERVISOR-END."), true
 			}
+		case userSays(r, workerMarker):
+			if len(results) == 0 {
+				return fakemodel.RunCommand(workerTool, "Run the worker's job", time.Minute), true
+			}
+			return fakemodel.Say("Worker done, marker WORKER-END."), true
 		}
 		return fakemodel.Reply{}, false
 	}
 }
 
-// Real Claude Code as the MCP client of sessionctl mcp: a supervising
-// `claude -p --mcp-config` (started outside sessiond, as a user would)
-// calls list_sessions and then wait_for_session on a second, real Claude
-// session that sessiond launched and tracks. The tool results that reach
-// the model carry the worker's id and its final status, stopped, and the
-// supervisor's own session, when sessiond has discovered it by then, is
-// the one marked self.
-func TestClaudeMCPSupervisor(t *testing.T) {
-	bin := agentBin(t, claudeBinEnv, "@anthropic-ai/claude-code")
-	w := newWorld(t)
-	w.model.SetHandler(supervisorScript(t, "mcp__sessiond__"))
-	w.startDaemon("--claude-bin", bin, "--grace", "5s")
-	w.step("daemon ready")
-
+// startWorker launches the worker, a real headless Claude session
+// sessiond tracks, and waits until it is busy in its tool.
+func (w *world) startWorker() api.LaunchResponse {
+	w.t.Helper()
 	worker := w.launch("launch", "--agent", "claude", "--cwd", w.proj(), "--prompt", "Please run the job, marker "+workerMarker, "--", "--allowedTools", "Bash")
 	w.waitSession(worker.Session.ID, 60*time.Second, "running and busy", func(s api.Session) bool {
 		return s.Status == session.StatusRunning && s.Activity == session.ActivityBusy
 	})
 	w.step("worker busy")
+	return worker
+}
 
-	cfg := filepath.Join(w.Dir, "mcp.json")
-	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"sessiond": map[string]any{
-		"command": w.Sessionctl, "args": []string{"mcp", "--socket", w.Socket},
-	}}})
-	if err := os.WriteFile(cfg, b, 0o644); err != nil {
-		t.Fatal(err)
+// supervisorDir is the directory the supervisor works in: one of its own.
+// In the worker's, sessiond (as of this writing) may take the supervisor
+// for the owner of the worker's session once the worker exited (an owner
+// inferred by cwd), and the worker would never be stopped.
+func (w *world) supervisorDir() string {
+	w.t.Helper()
+	d := filepath.Join(w.Home, "lead")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		w.t.Fatal(err)
 	}
-	// The supervisor works in a directory of its own: in the worker's,
-	// sessiond (as of this writing) may take the supervisor for the
-	// owner of the worker's session once the worker exited (an owner
-	// inferred by cwd), and the worker would never be stopped.
-	supDir := filepath.Join(w.Home, "lead")
-	if err := os.MkdirAll(supDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	sup, out := w.start("supervisor", supDir, bin, "-p", "Supervise the other session, marker "+supervisorMarker,
-		"--mcp-config", cfg, "--allowedTools", "mcp__sessiond__list_sessions,mcp__sessiond__wait_for_session",
-		"--output-format", "stream-json", "--verbose")
+	return d
+}
+
+// checkSupervisor waits for the supervisor process to end its turn, then
+// checks what reached the model: the last supervisor turn carries the
+// results of list_sessions (the worker listed; the session marked self,
+// if any, is the supervisor's) and wait_for_session (the worker reached
+// stopped), as sessiond saw them.
+func (w *world) checkSupervisor(sup *exec.Cmd, out *daemontest.Buffer, worker api.LaunchResponse) {
+	t := w.t
+	t.Helper()
 	// w.start reaps it: it is done when its pid is gone.
-	w.waitFor(4*time.Minute, "the supervisor claude finished", func() (bool, string) {
+	w.waitFor(4*time.Minute, "the supervisor finished", func() (bool, string) {
 		return syscall.Kill(sup.Process.Pid, 0) == syscall.ESRCH, tail(out.String(), 2000)
 	})
 	w.step("supervisor done")
 	if !strings.Contains(out.String(), "SUPERVISOR-END") {
 		t.Fatalf("the supervisor did not end its turn:\n%s", tail(out.String(), 4000))
 	}
-
-	// What reached the model: the last supervisor turn carries both
-	// tool results.
 	var last *fakemodel.Request
 	for _, r := range w.model.Turns() {
-		if strings.Contains(firstUserText(r), supervisorMarker) {
+		if userSays(r, supervisorMarker) {
 			last = r
 		}
 	}
-	if last == nil || !strings.Contains(firstUserText(last), supervisorMarker) {
+	if last == nil {
 		t.Fatal("no supervisor turn reached the model")
 	}
 	results := toolResults(last)
-	if len(results) != 2 {
-		t.Fatalf("the supervisor's last turn carries %d tool results, want 2:\n%s", len(results), last.Text())
-	}
 	// The transcript as the model received it, tool calls and results.
 	var tr strings.Builder
 	for _, m := range last.Messages {
-		if m.Text != "" && m.Role != "system" && !strings.HasPrefix(m.Text, "<system-reminder>") {
+		if m.Text != "" && m.Role != "system" && m.Role != "developer" && !strings.HasPrefix(m.Text, "<") {
 			fmt.Fprintf(&tr, "%s: %s\n", m.Role, clipText(m.Text, 200))
 		}
 		for _, c := range m.ToolCalls {
@@ -173,11 +192,14 @@ func TestClaudeMCPSupervisor(t *testing.T) {
 		}
 	}
 	t.Logf("the supervisor's conversation at the model:\n%s", tr.String())
+	if len(results) != 2 {
+		t.Fatalf("the supervisor's last turn carries %d tool results, want 2", len(results))
+	}
 	var list struct {
 		Sessions []api.Session `json:"sessions"`
 		Self     string        `json:"self"`
 	}
-	if results[0].IsError || json.Unmarshal([]byte(results[0].Content), &list) != nil {
+	if results[0].IsError || json.Unmarshal(resultJSON(results[0].Content), &list) != nil {
 		t.Fatalf("list_sessions' result: %+v", results[0])
 	}
 	found := false
@@ -185,8 +207,8 @@ func TestClaudeMCPSupervisor(t *testing.T) {
 		if s.ID == worker.Session.ID {
 			found = true
 		}
-		if s.ID == list.Self && s.PID != sup.Process.Pid {
-			t.Errorf("self is %s, owned by pid %d, not the supervisor's pid %d", s.ID, s.PID, sup.Process.Pid)
+		if s.ID == list.Self && !descendsFrom(s.PID, sup.Process.Pid) {
+			t.Errorf("self is %s, owned by pid %d, not the supervisor (pid %d) or a child of it", s.ID, s.PID, sup.Process.Pid)
 		}
 	}
 	if !found {
@@ -200,7 +222,7 @@ func TestClaudeMCPSupervisor(t *testing.T) {
 		Reached  bool        `json:"reached"`
 		TimedOut bool        `json:"timed_out"`
 	}
-	if results[1].IsError || json.Unmarshal([]byte(results[1].Content), &waited) != nil {
+	if results[1].IsError || json.Unmarshal(resultJSON(results[1].Content), &waited) != nil {
 		t.Fatalf("wait_for_session's result: %+v", results[1])
 	}
 	if waited.Session.ID != worker.Session.ID || !waited.Reached || waited.TimedOut || waited.Session.Status != session.StatusStopped {
@@ -208,5 +230,113 @@ func TestClaudeMCPSupervisor(t *testing.T) {
 	}
 	if s := w.Show(worker.Session.ID); s.Status != session.StatusStopped {
 		t.Fatalf("the worker is %s after the wait said stopped", s.Status)
+	}
+}
+
+// descendsFrom reports whether pid is anc or one of its descendants (a
+// dead pid is not).
+func descendsFrom(pid, anc int) bool {
+	for hops := 0; pid > 1 && hops < 64; hops++ {
+		if pid == anc {
+			return true
+		}
+		p, ok := readProc(pid)
+		if !ok {
+			return false
+		}
+		pid = p.PPID
+	}
+	return false
+}
+
+// Real Claude Code as the MCP client of sessionctl mcp: a supervising
+// `claude -p --mcp-config` (started outside sessiond, as a user would)
+// calls list_sessions and then wait_for_session on a second, real Claude
+// session that sessiond launched and tracks. The tool results that reach
+// the model carry the worker's id and its final status, stopped.
+func TestClaudeMCPSupervisor(t *testing.T) {
+	bin := agentBin(t, claudeBinEnv, "@anthropic-ai/claude-code")
+	w := newWorld(t)
+	w.model.SetHandler(supervisorScript(t))
+	w.startDaemon("--claude-bin", bin, "--grace", "5s")
+	w.step("daemon ready")
+	worker := w.startWorker()
+
+	cfg := filepath.Join(w.Dir, "mcp.json")
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"sessiond": map[string]any{
+		"command": w.Sessionctl, "args": []string{"mcp", "--socket", w.Socket},
+	}}})
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sup, out := w.start("supervisor", w.supervisorDir(), bin, "-p", "Supervise the other session, marker "+supervisorMarker,
+		"--mcp-config", cfg, "--allowedTools", "mcp__sessiond__list_sessions,mcp__sessiond__wait_for_session",
+		"--output-format", "stream-json", "--verbose")
+	w.checkSupervisor(sup, out, worker)
+}
+
+// The same through Codex: sessionctl mcp install codex writes
+// [mcp_servers.sessiond] into its config.toml, and a supervising
+// `codex exec` lists the sessions and waits for the real Claude worker.
+func TestCodexMCPSupervisor(t *testing.T) {
+	claude := agentBin(t, claudeBinEnv, "@anthropic-ai/claude-code")
+	codex := agentBin(t, codexBinEnv, "@openai/codex")
+	w := newWorld(t)
+	w.writeCodexConfig()
+	w.model.SetHandler(supervisorScript(t))
+	w.startDaemon("--claude-bin", claude, "--codex-bin", codex, "--grace", "5s")
+	w.step("daemon ready")
+	if out, errs, code := w.Ctl("mcp", "install", "codex", "--socket", w.Socket); code != 0 {
+		t.Fatalf("sessionctl mcp install codex: exit %d: %s %s", code, out, errs)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(w.codexHome(), "config.toml"))
+	if !strings.Contains(string(cfg), "[mcp_servers.sessiond]") {
+		t.Fatalf("config.toml after the install:\n%s", cfg)
+	}
+	worker := w.startWorker()
+	sup, out := w.start("supervisor", w.supervisorDir(), codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+		"Supervise the other session, marker "+supervisorMarker)
+	w.checkSupervisor(sup, out, worker)
+}
+
+// What sessionctl mcp install writes, each real agent reads: claude mcp
+// list connects to it, codex mcp list and opencode mcp list list it; after
+// uninstall claude lists it no more.
+func TestMCPInstallSeenByAgents(t *testing.T) {
+	claude := agentBin(t, claudeBinEnv, "@anthropic-ai/claude-code")
+	codex := agentBin(t, codexBinEnv, "@openai/codex")
+	opencode := agentBin(t, opencodeBinEnv, "opencode-ai")
+	w := newWorld(t)
+	w.writeCodexConfig()
+	w.startDaemon()
+	for _, ag := range []string{"claude", "codex", "opencode"} {
+		if out, errs, code := w.Ctl("mcp", "install", ag, "--socket", w.Socket); code != 0 {
+			t.Fatalf("sessionctl mcp install %s: exit %d: %s %s", ag, code, out, errs)
+		}
+	}
+	status, _, _ := w.Ctl("mcp", "status")
+	t.Logf("sessionctl mcp status:\n%s", status)
+	if strings.Count(status, "installed") != 3 {
+		t.Errorf("status does not say installed for all three:\n%s", status)
+	}
+	list := func(bin string) string {
+		cmd, out := w.start(filepath.Base(bin)+" mcp list", w.proj(), bin, "mcp", "list")
+		w.waitFor(2*time.Minute, filepath.Base(bin)+" mcp list finished", func() (bool, string) {
+			return syscall.Kill(cmd.Process.Pid, 0) == syscall.ESRCH, out.String()
+		})
+		return out.String()
+	}
+	for bin, want := range map[string]string{claude: "Connected", codex: "enabled", opencode: "connected"} {
+		got := list(bin)
+		t.Logf("%s mcp list:\n%s", filepath.Base(filepath.Dir(filepath.Dir(filepath.Dir(bin)))), got)
+		if !strings.Contains(got, "sessiond") || !strings.Contains(got, want) || !strings.Contains(got, w.Sessionctl) {
+			t.Errorf("%s mcp list does not show sessiond %s:\n%s", bin, want, got)
+		}
+	}
+	if out, errs, code := w.Ctl("mcp", "uninstall", "claude"); code != 0 {
+		t.Fatalf("sessionctl mcp uninstall claude: exit %d: %s %s", code, out, errs)
+	}
+	if got := list(claude); strings.Contains(got, "sessiond") {
+		t.Errorf("claude mcp list after uninstall:\n%s", got)
 	}
 }
