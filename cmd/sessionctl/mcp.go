@@ -93,7 +93,8 @@ type mcpServer struct {
 	// following is set once the event stream of each host is followed
 	// for the subscriptions.
 	following bool
-	// stopFollow ends the followers (when the server's run ends).
+	// ctx bounds the followers of the subscriptions: the process, in
+	// sessionctl mcp; the test, in tests.
 	ctx context.Context
 }
 
