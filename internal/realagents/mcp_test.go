@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,32 +79,70 @@ func sessiondTool(r *fakemodel.Request, tool string, input map[string]any) (fake
 	return fakemodel.ToolCall{}, false
 }
 
+// resultOf is the result of the conversation's call of sessiond's tool
+// (named mcp__sessiond__<tool>, or <tool> in Codex's namespace).
+func resultOf(r *fakemodel.Request, tool string) (fakemodel.ToolResult, bool) {
+	var id string
+	for _, m := range r.Messages {
+		for _, c := range m.ToolCalls {
+			if c.Name == "mcp__sessiond__"+tool || c.Name == tool && c.Namespace == "mcp__sessiond" {
+				id = c.ID
+			}
+		}
+	}
+	for _, res := range toolResults(r) {
+		if id != "" && res.ID == id {
+			return res, true
+		}
+	}
+	return fakemodel.ToolResult{}, false
+}
+
+// called reports whether the conversation called the tool named name.
+func called(r *fakemodel.Request, name string) bool {
+	for _, m := range r.Messages {
+		for _, c := range m.ToolCalls {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // supervisorScript is the supervising model: list the sessions, pick the
 // claude session that is not its own from the list's result, wait until
-// it is stopped, then say what it saw. The worker runs its tool once.
+// it is stopped, then say what it saw. A Claude Code that defers its MCP
+// tools (offers ToolSearch instead) is asked to load them first, as a
+// model does. The worker runs its tool once.
 func supervisorScript(t *testing.T) fakemodel.Handler {
 	return func(r *fakemodel.Request) (fakemodel.Reply, bool) {
-		results := toolResults(r)
 		switch {
 		case userSays(r, supervisorMarker):
-			switch len(results) {
-			case 0:
+			listed, haveList := resultOf(r, "list_sessions")
+			_, haveWait := resultOf(r, "wait_for_session")
+			switch {
+			case !haveList:
 				call, ok := sessiondTool(r, "list_sessions", map[string]any{"agent": "claude"})
-				if !ok {
-					tb, _ := json.Marshal(r.Body["tools"])
-					t.Errorf("the supervisor is not offered sessiond's list_sessions: tools %v\n%s", r.Tools, clipText(string(tb), 100000))
-					return fakemodel.Say("No sessiond tools."), true
+				switch {
+				case ok:
+					return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{call}}, true
+				case slices.Contains(r.Tools, "ToolSearch") && !called(r, "ToolSearch"):
+					return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "ToolSearch",
+						Input: map[string]any{"query": "select:mcp__sessiond__list_sessions,mcp__sessiond__wait_for_session"}}}}, true
 				}
-				return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{call}}, true
-			case 1:
+				tb, _ := json.Marshal(r.Body["tools"])
+				t.Errorf("the supervisor is not offered sessiond's list_sessions: tools %v\n%s", r.Tools, clipText(string(tb), 4000))
+				return fakemodel.Say("No sessiond tools."), true
+			case !haveWait:
 				var l struct {
 					Sessions []struct {
 						ID   string `json:"id"`
 						Self bool   `json:"self"`
 					} `json:"sessions"`
 				}
-				if err := json.Unmarshal(resultJSON(results[0].Content), &l); err != nil {
-					t.Errorf("list_sessions' result is not its JSON: %v: %s", err, clipText(results[0].Content, 600))
+				if err := json.Unmarshal(resultJSON(listed.Content), &l); err != nil {
+					t.Errorf("list_sessions' result is not its JSON: %v: %s", err, clipText(listed.Content, 600))
 					return fakemodel.Say("The list did not read."), true
 				}
 				for _, s := range l.Sessions {
@@ -117,7 +156,7 @@ func supervisorScript(t *testing.T) fakemodel.Handler {
 				return fakemodel.Say("The worker is done, marker SUPERVISOR-END."), true
 			}
 		case userSays(r, workerMarker):
-			if len(results) == 0 {
+			if len(toolResults(r)) == 0 {
 				return fakemodel.RunCommand(workerTool, "Run the worker's job", time.Minute), true
 			}
 			return fakemodel.Say("Worker done, marker WORKER-END."), true
@@ -176,7 +215,6 @@ func (w *world) checkSupervisor(sup *exec.Cmd, out *daemontest.Buffer, worker ap
 	if last == nil {
 		t.Fatal("no supervisor turn reached the model")
 	}
-	results := toolResults(last)
 	// The transcript as the model received it, tool calls and results.
 	var tr strings.Builder
 	for _, m := range last.Messages {
@@ -192,9 +230,12 @@ func (w *world) checkSupervisor(sup *exec.Cmd, out *daemontest.Buffer, worker ap
 		}
 	}
 	t.Logf("the supervisor's conversation at the model:\n%s", tr.String())
-	if len(results) != 2 {
-		t.Fatalf("the supervisor's last turn carries %d tool results, want 2", len(results))
+	listed, ok1 := resultOf(last, "list_sessions")
+	waitedFor, ok2 := resultOf(last, "wait_for_session")
+	if !ok1 || !ok2 {
+		t.Fatalf("the supervisor's last turn lacks a result: list_sessions %v, wait_for_session %v", ok1, ok2)
 	}
+	results := []fakemodel.ToolResult{listed, waitedFor}
 	var list struct {
 		Sessions []api.Session `json:"sessions"`
 		Self     string        `json:"self"`
@@ -269,7 +310,11 @@ func TestClaudeMCPSupervisor(t *testing.T) {
 	if err := os.WriteFile(cfg, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sup, out := w.start("supervisor", w.supervisorDir(), bin, "-p", "Supervise the other session, marker "+supervisorMarker,
+	// Claude Code 2.1.332 connects MCP servers without blocking by
+	// default; false makes -p wait for them before its first request.
+	// (It may still defer their tools behind ToolSearch: the script
+	// loads them then.)
+	sup, out := w.startEnv("supervisor", w.supervisorDir(), []string{"MCP_CONNECTION_NONBLOCKING=false"}, bin, "-p", "Supervise the other session, marker "+supervisorMarker,
 		"--mcp-config", cfg, "--allowedTools", "mcp__sessiond__list_sessions,mcp__sessiond__wait_for_session",
 		"--output-format", "stream-json", "--verbose")
 	w.checkSupervisor(sup, out, worker)
