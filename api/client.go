@@ -24,10 +24,17 @@ type Client struct {
 	Socket string
 	// Host names the sessiond as --host did ("" for the default local
 	// socket).
-	Host   string
+	Host string
+	// Origin, when set, is sent with every request (OriginHeader): the
+	// session on whose behalf a tool acts (sessionctl mcp), which
+	// sessiond writes into the events of the actions it carries out.
+	Origin string
 	remote bool
 	http   *http.Client
 }
+
+// OriginHeader names the session a request acts for (Client.Origin).
+const OriginHeader = "Sessiond-Origin"
 
 // NewClient returns a client for the daemon listening at socket.
 func NewClient(socket string) *Client {
@@ -98,6 +105,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Origin != "" {
+		req.Header.Set(OriginHeader, c.Origin)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -97,14 +97,14 @@ type actionNotRecorded struct {
 // status reflects what the action did, and answers with the session. An
 // action whose event the store refused answers 500 (api.CodeNotRecorded) with
 // its steps: it happened, and the event log does not say so.
-func (s *server) finish(w http.ResponseWriter, rec *session.Record, action string, applied bool, steps []session.Step) {
+func (s *server) finish(w http.ResponseWriter, r *http.Request, rec *session.Record, action string, applied bool, steps []session.Step) {
 	if steps == nil {
 		steps = []session.Step{}
 	}
 	sum := summarize(action, applied, steps)
 	var recErr error
 	if applied {
-		recErr = s.tracker.AppendAction(rec, sum)
+		recErr = s.tracker.AppendActionFrom(rec, sum, originOf(r))
 		if _, err := s.tracker.Reconcile(context.Background(), "action"); err != nil {
 			s.log.Warn("reconcile after action", zap.String("action", action), zap.Error(err))
 		}
@@ -144,7 +144,7 @@ func (s *server) repairSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "repair: "+err.Error())
 		return
 	}
-	s.finish(w, rec, "repair", req.Apply, steps)
+	s.finish(w, r, rec, "repair", req.Apply, steps)
 }
 
 // abortSession: POST /v1/sessions/{id}/abort, the stuck-busy escape hatch.
@@ -163,7 +163,7 @@ func (s *server) abortSession(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "abort: "+err.Error())
 			return
 		}
-		s.finish(w, rec, "abort", true, steps)
+		s.finish(w, r, rec, "abort", true, steps)
 		return
 	}
 	if pid := s.liveOwner(rec); pid != 0 {
@@ -180,7 +180,7 @@ func (s *server) abortSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "abort (repair of a dead owner's session): "+err.Error())
 		return
 	}
-	s.finish(w, rec, "abort", true, steps)
+	s.finish(w, r, rec, "abort", true, steps)
 }
 
 // reapSession: POST /v1/sessions/{id}/reap. Terminates tool processes
@@ -238,7 +238,7 @@ func (s *server) reapSession(w http.ResponseWriter, r *http.Request) {
 	default:
 		steps = s.terminator.Plan(targets, timeout, req.Force)
 	}
-	s.finish(w, rec, "reap", req.Apply, steps)
+	s.finish(w, r, rec, "reap", req.Apply, steps)
 }
 
 // stopSession: POST /v1/sessions/{id}/stop. SIGTERM to the owner (its
@@ -276,7 +276,7 @@ func (s *server) stopSession(w http.ResponseWriter, r *http.Request) {
 	} else if n > 0 {
 		steps = append(steps, session.StepDone("cancel the queued prompts", rec.ID, fmt.Sprintf("%d queued prompt(s) cancelled: a stopped session is not resumed by a prompt queued before", n)))
 	}
-	s.finish(w, rec, "stop", true, steps)
+	s.finish(w, r, rec, "stop", true, steps)
 }
 
 func ownerAndCandidates(rec *session.Record) []proc.Identity {
@@ -290,4 +290,19 @@ func ownerAndCandidates(rec *session.Record) []proc.Identity {
 		}
 	}
 	return ids
+}
+
+// originOf is who a request says it acts for (api.OriginHeader), kept to
+// one printable line of at most 200 bytes: it goes into the event log.
+func originOf(r *http.Request) string {
+	o := strings.Map(func(c rune) rune {
+		if c < 0x20 || c == 0x7f {
+			return -1
+		}
+		return c
+	}, r.Header.Get(api.OriginHeader))
+	if len(o) > 200 {
+		o = strings.ToValidUTF8(o[:200], "")
+	}
+	return o
 }

@@ -82,6 +82,10 @@ func (s *server) launchSession(w http.ResponseWriter, r *http.Request) {
 		s.startError(w, err)
 		return
 	}
+	if o := originOf(r); o != "" {
+		// Who launched it, for the event log (created says what, not who).
+		s.tracker.AppendActionFrom(rec, "launched", o)
+	}
 	writeJSON(w, http.StatusCreated, api.LaunchResponse{Session: api.FromRecord(rec), Attach: st.AttachCommand(), LogPath: st.LogPath})
 }
 

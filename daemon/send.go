@@ -98,7 +98,7 @@ func (s *server) sendSession(w http.ResponseWriter, r *http.Request) {
 	var se *sendError
 	switch {
 	case err == nil:
-		s.tracker.AppendAction(rec, "prompt delivered via "+via)
+		s.tracker.AppendActionFrom(rec, "prompt delivered via "+via, originOf(r))
 		writeJSON(w, http.StatusOK, api.SendResponse{Delivered: true, Via: via, Session: s.current(rec)})
 	case req.WhenIdle && (errors.As(err, &busy) || errors.As(err, &se) && se.later):
 		x := session.Send{ID: state.NewID(), SessionID: rec.ID, Prompt: req.Prompt, Mode: req.Mode,
@@ -111,7 +111,7 @@ func (s *server) sendSession(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, api.CodeInternal, "queue the prompt: "+err.Error())
 			return
 		}
-		s.tracker.AppendAction(rec, fmt.Sprintf("prompt %s queued until the session is idle", x.ID))
+		s.tracker.AppendActionFrom(rec, fmt.Sprintf("prompt %s queued until the session is idle", x.ID), originOf(r))
 		s.sendQueue.wake()
 		writeJSON(w, http.StatusAccepted, api.SendResponse{Queued: &x, Session: api.FromRecord(rec)})
 	case errors.As(err, &busy):

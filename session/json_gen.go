@@ -156,6 +156,7 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
+	b = jsonenc.OptString(b, "origin", e.Origin)
 	return append(b, '}'), nil
 }
 

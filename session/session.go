@@ -429,4 +429,8 @@ type Event struct {
 	Reason     string      `json:"reason,omitempty"`
 	// Problems lists the kinds present after the change.
 	Problems []ProblemKind `json:"problems,omitempty"`
+	// Origin is who asked for an action (session.action): the session
+	// a tool acted for, as its client said (sessionctl mcp sends
+	// "session <id>"); empty when the client did not say.
+	Origin string `json:"origin,omitempty"`
 }

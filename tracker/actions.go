@@ -17,9 +17,15 @@ import (
 // error is logged here and returned, so a handler can tell the user that
 // what was done is not in the event log (callers that cannot, ignore it).
 func (t *Tracker) AppendAction(rec *session.Record, reason string) error {
+	return t.AppendActionFrom(rec, reason, "")
+}
+
+// AppendActionFrom is AppendAction with the action's origin: who asked
+// for it (session.Event.Origin).
+func (t *Tracker) AppendActionFrom(rec *session.Record, reason, origin string) error {
 	err := t.cfg.Store.Batch(func(tx *state.Tx) error {
 		_, err := tx.Append(session.Event{Type: session.EventAction, SessionID: rec.ID, Agent: rec.Agent,
-			From: rec.Status, To: rec.Status, Time: t.cfg.Now(), Reason: reason})
+			From: rec.Status, To: rec.Status, Time: t.cfg.Now(), Reason: reason, Origin: origin})
 		return err
 	})
 	if err != nil {

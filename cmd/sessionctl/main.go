@@ -177,6 +177,7 @@ ambiguous, 5 timed out (wait).`,
 	root.AddCommand(actionCommands(a)...)
 	root.AddCommand(newHook(a), newHooks(a), newWait(a), newAttach(a), newSend(a), newSends(a), newTop(a), newDialStdio(a))
 	root.AddCommand(newWeb(a))
+	root.AddCommand(newMCP(a))
 	return root
 }
 

@@ -381,8 +381,12 @@ func printEvent(a *app, host string, ev api.Event) error {
 	if host != "" {
 		prefix = hostLabel(host) + "\t"
 	}
+	reason := ev.Reason
+	if ev.Origin != "" {
+		reason += " (by " + ev.Origin + ")"
+	}
 	_, err := fmt.Fprintf(a.stdout, "%s%d\t%s\t%s\t%-16s\t%s\t%s\n", prefix, ev.Seq, ev.Time.Local().Format(time.RFC3339),
-		ev.SessionID, ev.Type, change, ev.Reason)
+		ev.SessionID, ev.Type, change, reason)
 	return err
 }
 

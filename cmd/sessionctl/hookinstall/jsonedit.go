@@ -288,6 +288,8 @@ func (d *document) render(v any, indent string, lines bool) string {
 		return quote(v)
 	case int:
 		return strconv.Itoa(v)
+	case bool:
+		return strconv.FormatBool(v)
 	default:
 		panic(fmt.Sprintf("hookinstall: render of a %T", v))
 	}

@@ -87,6 +87,9 @@ type ToolCall struct {
 	Name string
 	// Input is the tool's arguments.
 	Input map[string]any
+	// Namespace is the Responses API namespace of the tool, "" for none
+	// (Codex offers each MCP server's tools in one, "mcp__<server>").
+	Namespace string
 }
 
 // Reply is what the model answers to one request: text, tool calls, or an

@@ -55,7 +55,7 @@ func decodeResponses(r *Request) {
 			var in map[string]any
 			json.Unmarshal([]byte(str(m, "arguments")), &in)
 			r.Messages = append(r.Messages, Message{Role: "assistant",
-				ToolCalls: []ToolCall{{ID: str(m, "call_id"), Name: str(m, "name"), Input: in}}})
+				ToolCalls: []ToolCall{{ID: str(m, "call_id"), Name: str(m, "name"), Input: in, Namespace: str(m, "namespace")}}})
 		case typ == "function_call_output":
 			r.Messages = append(r.Messages, Message{Role: "tool",
 				ToolResults: []ToolResult{{ID: str(m, "call_id"), Content: outputText(m["output"])}}})
@@ -158,10 +158,14 @@ func (s *Server) replyResponses(w http.ResponseWriter, hr *http.Request, r *Requ
 	}
 	for _, c := range rep.ToolCalls {
 		args, _ := json.Marshal(codexArgs(c))
-		items = append(items, map[string]any{
+		item := map[string]any{
 			"type": "function_call", "id": newID("fc_"), "call_id": c.ID, "name": c.Name,
 			"arguments": string(args), "status": "completed",
-		})
+		}
+		if c.Namespace != "" {
+			item["namespace"] = c.Namespace
+		}
+		items = append(items, item)
 	}
 	response := func(status string, output []map[string]any) map[string]any {
 		out := map[string]any{"id": id, "object": "response", "created_at": time.Now().Unix(),
