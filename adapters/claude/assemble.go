@@ -40,6 +40,7 @@ type sessBuild struct {
 // a set the tracker can skip while it is the same (quiet.go). The set is
 // the cache's when it holds, else both are built in full.
 func (a *Adapter) assemble(v *procView, shape uint64) ([]adapters.Observed, *adapters.QuietSet) {
+	a.claimOwners(v)
 	c := &a.quiet
 	var out []adapters.Observed
 	var live []liveOwner

@@ -523,3 +523,45 @@ func TestPendingQuestionIsWaiting(t *testing.T) {
 		t.Fatalf("answered: %s %+v", o.Activity, o.WaitingFor)
 	}
 }
+
+// A claude that a registry entry or its argv names as the owner of one
+// session is no inferred owner of another in its folder: a supervisor
+// that launched a helper there and outlives it must not keep the helper's
+// ended session running.
+func TestClaimedClaudeIsNoInferredOwner(t *testing.T) {
+	r, cwd := newRoot(t)
+	own, resumed, ended := claudetest.NewSessionID(), claudetest.NewSessionID(), claudetest.NewSessionID()
+	supervisor := startAs(t, cwd, nil, "claude")
+	resumer := startAs(t, cwd, nil, "claude", "--resume", resumed)
+	free := startAs(t, cwd, nil, "claude")
+	for _, p := range []*started{supervisor, resumer, free} {
+		waitArgv(t, p.pid, "claude")
+	}
+	time.Sleep(50 * time.Millisecond) // start ticks are 10 ms
+	r.WriteRegistry(t, claudetest.LiveEntry(t, supervisor.pid, own, cwd, "busy"))
+	for _, id := range []string{own, resumed} {
+		tr := claudetest.NewTranscript(id, cwd, time.Now().Add(-time.Minute))
+		tr.Turn("work", "ls", "", "ok")
+		r.WriteTranscript(t, tr)
+	}
+	tr := claudetest.NewTranscript(ended, cwd, time.Now())
+	tr.Turn("the helper's work", "ls", "", "Done.")
+	r.WriteTranscript(t, tr)
+
+	a := newTestAdapter(t, &testFS{}, r.Dir)
+	for pass := 0; pass < 2; pass++ { // the full build, then the quiet one
+		obs := discover(t, a, snapshot(t))
+		o := mustFind(t, obs, ended)
+		if len(o.Owners) != 1 || o.Owners[0].Identity.PID != free.pid || !o.Owners[0].Inferred {
+			t.Fatalf("pass %d: owners of the ended session %+v; want only the unclaimed claude %d (not the registry's %d nor the resumer %d)",
+				pass, o.Owners, free.pid, supervisor.pid, resumer.pid)
+		}
+		if s := mustFind(t, obs, own); len(s.Owners) != 1 || s.Owners[0].Identity.PID != supervisor.pid {
+			t.Fatalf("pass %d: the supervisor's own session: %+v", pass, s.Owners)
+		}
+	}
+	free.kill()
+	if o := mustFind(t, discover(t, a, snapshot(t)), ended); len(o.Owners) != 0 {
+		t.Fatalf("with the unclaimed claude gone: owners %+v; want none", o.Owners)
+	}
+}

@@ -110,7 +110,11 @@ func observeArgv(o *adapters.Observed, b *sessBuild, live []liveOwner) []liveOwn
 
 // inferCwdOwners is for a session no process names: a live claude in its
 // cwd that started before its last write may own it. One that started
-// after is no evidence (an old session in the same directory).
+// after is no evidence (an old session in the same directory), nor is one
+// a registry entry or its argv names as the owner of another session: a
+// claude process holds one session at a time, and the supervisor that
+// launched a helper in its own folder would otherwise keep the helper's
+// ended session running.
 func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *transcript.Summary, live []liveOwner) []liveOwner {
 	last := sum.Last
 	if last.IsZero() {
@@ -118,6 +122,9 @@ func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *transc
 	}
 	for _, cp := range v.byCwd[filepath.Clean(sum.Cwd)] {
 		if cp.root != "" && cp.root != b.root.path {
+			continue
+		}
+		if other, ok := v.claimed[cp.p.Identity]; ok && other != b.id {
 			continue
 		}
 		st, ok := v.startTime(cp.p.Identity)
@@ -130,6 +137,35 @@ func inferCwdOwners(o *adapters.Observed, b *sessBuild, v *procView, sum *transc
 		live = append(live, liveOwner{o.Owners[0].Identity, b.id})
 	}
 	return live
+}
+
+// claimOwners fills v.claimed: the live claudes a valid registry entry of
+// a readable root, or their argv, names as a session's owner.
+func (a *Adapter) claimOwners(v *procView) {
+	if v.snap == nil {
+		return
+	}
+	v.claimed = map[proc.Identity]string{}
+	// The argv first: a registry entry, rewritten when the claude moves to
+	// another session (/resume, /clear), says where it is now.
+	for id, cps := range v.byArgv {
+		for _, cp := range cps {
+			v.claimed[cp.p.Identity] = id
+		}
+	}
+	for _, r := range a.roots {
+		if !r.ok || !r.present || !r.regsOK {
+			continue
+		}
+		for _, rf := range r.regs {
+			if rf.entry == nil || rf.entry.SessionID == "" {
+				continue
+			}
+			if eo := a.registryOwner(rf, v); eo.valid {
+				v.claimed[eo.id] = rf.entry.SessionID
+			}
+		}
+	}
 }
 
 func appendOwner(owners []adapters.Owner, o adapters.Owner) []adapters.Owner {

@@ -26,6 +26,13 @@ type procView struct {
 	host   ProcHost
 	starts map[proc.Identity]time.Time
 
+	// claimed are the live claudes a valid registry entry or their argv
+	// names as the owner of a session, with that session: such a claude
+	// is never inferred from its cwd to own another one (a supervisor
+	// that launched a helper in its folder outlives it, and is not its
+	// owner).
+	claimed map[proc.Identity]string
+
 	// dom is this host's machine, PID namespace and boot time, against
 	// which registry entries' pidDomain and startedAt are read.
 	dom     hostDomain
