@@ -177,18 +177,12 @@ func (w *world) startWorker() api.LaunchResponse {
 	return worker
 }
 
-// supervisorDir is the directory the supervisor works in: one of its own.
-// In the worker's, sessiond (as of this writing) may take the supervisor
-// for the owner of the worker's session once the worker exited (an owner
-// inferred by cwd), and the worker would never be stopped.
-func (w *world) supervisorDir() string {
-	w.t.Helper()
-	d := filepath.Join(w.Home, "lead")
-	if err := os.MkdirAll(d, 0o755); err != nil {
-		w.t.Fatal(err)
-	}
-	return d
-}
+// supervisorDir is the directory the supervisor works in: the worker's,
+// as a lead that launches a helper in its own folder does. The supervisor
+// outlives the worker there, and must not be taken for the owner of the
+// worker's ended session (an owner inferred by cwd): its registry entry
+// names its own session.
+func (w *world) supervisorDir() string { return w.proj() }
 
 // checkSupervisor waits for the supervisor process to end its turn, then
 // checks what reached the model: the last supervisor turn carries the
