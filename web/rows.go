@@ -5,146 +5,17 @@ import (
 	"html"
 	"html/template"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/view"
 )
 
 // The first page comes with its rows: on screen when the HTML is, before
 // any script ran. The script then takes them over (assets/app.js, which
 // orders and words them the same way for every change after).
-
-// rankNames name attentionRank's ranks.
-var rankNames = []string{"waiting", "interrupted", "busy", "idle", "running", "unknown", "stopped"}
-
-// attentionRank orders by who needs the user, as sessionctl top does:
-// waiting, interrupted, busy (and starting), idle, running, unknown,
-// stopped.
-func attentionRank(s *api.Session) int {
-	switch s.Status {
-	case session.StatusRunning:
-		switch s.Activity {
-		case session.ActivityWaiting:
-			return 0
-		case session.ActivityBusy:
-			return 2
-		case session.ActivityIdle:
-			return 3
-		}
-		return 4
-	case session.StatusInterrupted:
-		return 1
-	case session.StatusStarting:
-		return 2
-	case session.StatusUnknown:
-		return 5
-	}
-	return 6
-}
-
-// since is when s came to be as it is: its activity's start while it
-// runs, its end once it stopped.
-func since(s *api.Session) time.Time {
-	switch {
-	case s.Status == session.StatusRunning && s.ActivitySince != nil:
-		return *s.ActivitySince
-	case s.StoppedAt != nil:
-		return *s.StoppedAt
-	case s.LastActivityAt != nil:
-		return *s.LastActivityAt
-	}
-	return s.UpdatedAt
-}
-
-// stoppedShown is how long a stopped session is shown without the toggle.
-const stoppedShown = 24 * time.Hour
-
-// ordered is ss in top's order: by attention, then those waiting or
-// interrupted longest first, the others most recently changed first;
-// stopped sessions older than a day left out unless all.
-func ordered(ss []api.Session, now time.Time, all bool) []api.Session {
-	out := make([]api.Session, 0, len(ss))
-	for i := range ss {
-		if !all && ss[i].Status == session.StatusStopped && now.Sub(since(&ss[i])) > stoppedShown {
-			continue
-		}
-		out = append(out, ss[i])
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := &out[i], &out[j]
-		ra, rb := attentionRank(a), attentionRank(b)
-		if ra != rb {
-			return ra < rb
-		}
-		sa, sb := since(a), since(b)
-		if !sa.Equal(sb) {
-			if ra <= 1 {
-				return sa.Before(sb)
-			}
-			return sa.After(sb)
-		}
-		return a.ID < b.ID
-	})
-	return out
-}
-
-// waitingWords says what a session waits for, as sessionctl does.
-func waitingWords(w *session.WaitingFor) string {
-	var s string
-	switch w.Kind {
-	case session.WaitingPermission:
-		s = "permission"
-		if w.Tool != "" {
-			s += " for " + w.Tool
-		}
-		if w.Input != "" {
-			s += ": " + w.Input
-		}
-	case session.WaitingQuestion:
-		s = "a question"
-		if w.Question != "" {
-			s += ": " + w.Question
-		}
-	case session.WaitingInput:
-		s = "input (the turn ended)"
-	default:
-		s = string(w.Kind)
-	}
-	if w.Detail != "" && w.Kind != session.WaitingInput {
-		s += " (" + w.Detail + ")"
-	}
-	return s
-}
-
-func stateText(s *api.Session) string {
-	if s.Status != session.StatusRunning {
-		return string(s.Status)
-	}
-	switch {
-	case s.Activity == session.ActivityWaiting && s.WaitingFor != nil:
-		return "waiting: " + waitingWords(s.WaitingFor)
-	case s.Activity == "" || s.Activity == session.ActivityUnknown:
-		return "running"
-	}
-	return string(s.Activity)
-}
-
-func age(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
-}
 
 func hostLabel(h string) string {
 	if h == "" {
@@ -163,11 +34,11 @@ type row struct {
 }
 
 func makeRow(s *api.Session, now time.Time, named bool) row {
-	r := row{Rank: attentionRank(s), Host: s.Host, ID: s.ID, Agent: s.Agent, Label: hostLabel(s.Host), Cwd: s.Cwd, Title: s.Title,
-		Age: age(now.Sub(since(s))), Named: named, Updated: s.UpdatedAt.Format(time.RFC3339Nano),
+	r := row{Rank: view.Rank(s), Host: s.Host, ID: s.ID, Agent: s.Agent, Label: hostLabel(s.Host), Cwd: s.Cwd, Title: s.Title,
+		Age: view.Age(now.Sub(view.Since(s))), Named: named, Updated: s.UpdatedAt.Format(time.RFC3339Nano),
 		Href: "/session?host=" + url.QueryEscape(s.Host) + "&id=" + url.QueryEscape(s.ID)}
-	r.State = rankNames[r.Rank]
-	r.StateText = stateText(s)
+	r.State = view.RankNames[r.Rank]
+	r.StateText = view.StateText(s)
 	if r.Rank == 0 {
 		r.StateText = "waiting"
 	}
@@ -175,7 +46,7 @@ func makeRow(s *api.Session, now time.Time, named bool) row {
 		r.Cwd = "-"
 	}
 	if s.WaitingFor != nil && s.Activity == session.ActivityWaiting {
-		r.Wait = waitingWords(s.WaitingFor)
+		r.Wait = view.WaitingWords(s.WaitingFor)
 	}
 	n := map[session.ProblemKind]int{}
 	var kinds []session.ProblemKind
@@ -203,14 +74,14 @@ func makeRow(s *api.Session, now time.Time, named bool) row {
 
 // summary counts rows by rank: "2 waiting, 1 interrupted".
 func summary(ss []api.Session) string {
-	counts := make([]int, len(rankNames))
+	counts := make([]int, len(view.RankNames))
 	for i := range ss {
-		counts[attentionRank(&ss[i])]++
+		counts[view.Rank(&ss[i])]++
 	}
 	var parts []string
 	for i, c := range counts {
 		if c > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c, rankNames[i]))
+			parts = append(parts, fmt.Sprintf("%d %s", c, view.RankNames[i]))
 		}
 	}
 	if len(parts) == 0 {

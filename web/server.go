@@ -31,6 +31,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/view"
 )
 
 // CookieName is the cookie that carries the token after the first visit.
@@ -277,14 +278,14 @@ type pageData struct {
 	All      bool
 }
 
-func (s *Server) servePage(view string) http.HandlerFunc {
+func (s *Server) servePage(page string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		d := pageData{View: view, Token: s.token}
-		if view == "list" {
+		d := pageData{View: page, Token: s.token}
+		if page == "list" {
 			d.All = r.URL.Query().Get("all") == "1"
 			if ss, loaded := s.hub.list(); loaded {
 				now := time.Now()
-				shown := ordered(ss, now, d.All)
+				shown := view.Order(ss, now, d.All, nil)
 				named := len(s.o.Hosts) > 1 || s.o.Hosts[0].Name != ""
 				// A screenful or two in the HTML; the script adds the
 				// rest from its snapshot.
@@ -295,7 +296,7 @@ func (s *Server) servePage(view string) http.HandlerFunc {
 				d.Summary = summary(shown)
 			}
 		}
-		if view == "session" {
+		if page == "session" {
 			d.Host, d.ID = r.URL.Query().Get("host"), r.URL.Query().Get("id")
 			if _, ok := s.clients[d.Host]; !ok || d.ID == "" {
 				httpError(w, http.StatusNotFound, "no such host or session")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/view"
 )
 
 func newLs(a *app) *cobra.Command {
@@ -62,51 +63,9 @@ func printTable(a *app, ss []api.Session, now time.Time) {
 			act += " (" + string(s.WaitingFor.Kind) + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.Status, act, pid,
-			age(now.Sub(s.CreatedAt)), shortPath(s.Cwd), problemSummary(s.Problems))
+			view.Age(now.Sub(s.CreatedAt)), shortPath(s.Cwd), problemSummary(s.Problems))
 	}
 	tw.Flush()
-}
-
-// waitingWords says what a session waits for: "permission for Bash:
-// make test", "a question: Which one?", "input (the turn ended)".
-func waitingWords(w *session.WaitingFor) string {
-	var s string
-	switch w.Kind {
-	case session.WaitingPermission:
-		s = "permission"
-		if w.Tool != "" {
-			s += " for " + w.Tool
-		}
-		if w.Input != "" {
-			s += ": " + w.Input
-		}
-	case session.WaitingQuestion:
-		s = "a question"
-		if w.Question != "" {
-			s += ": " + w.Question
-		}
-	case session.WaitingInput:
-		s = "input (the turn ended)"
-	default:
-		s = string(w.Kind)
-	}
-	if w.Detail != "" && w.Kind != session.WaitingInput {
-		s += " (" + w.Detail + ")"
-	}
-	return s
-}
-
-// age formats a duration the way ps and docker do: 45s, 12m, 3h, 5d.
-func age(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 // shortPath replaces the home directory with ~.
@@ -198,7 +157,7 @@ func printSession(a *app, s *api.Session) {
 	}
 	row("Activity", act)
 	if s.WaitingFor != nil {
-		row("Waiting for", waitingWords(s.WaitingFor))
+		row("Waiting for", view.WaitingWords(s.WaitingFor))
 	}
 	if s.PID > 0 {
 		owner := strconv.Itoa(s.PID)
@@ -283,7 +242,7 @@ func printHealth(a *app, h *api.Health) error {
 	if h.StoreRecovered != "" {
 		fmt.Fprintf(tw, "store recovered:\ta corrupt store was moved to %s\n", h.StoreRecovered)
 	}
-	rec := fmt.Sprintf("%s ago, took %s", age(time.Since(h.LastReconcile)), h.ReconcileTook)
+	rec := fmt.Sprintf("%s ago, took %s", view.Age(time.Since(h.LastReconcile)), h.ReconcileTook)
 	if h.ReconcileError != "" {
 		rec += "; error: " + h.ReconcileError
 	}
@@ -302,7 +261,7 @@ func printHealth(a *app, h *api.Health) error {
 		fmt.Fprintf(tw, "adapters:\tnone\n")
 	}
 	for _, ad := range h.Adapters {
-		line := fmt.Sprintf("%d sessions, scanned %s ago in %s", ad.Sessions, age(time.Since(ad.LastScan)), ad.LastDuration)
+		line := fmt.Sprintf("%d sessions, scanned %s ago in %s", ad.Sessions, view.Age(time.Since(ad.LastScan)), ad.LastDuration)
 		if ad.LastError != "" {
 			line += "; ERROR: " + ad.LastError
 		}
@@ -344,7 +303,7 @@ func printReactionsHealth(w io.Writer, r *api.ReactionsHealth) {
 		case h.Runs == 0 || h.LastRun == nil:
 			line = "no run yet"
 		default:
-			line = fmt.Sprintf("%d runs, %d failed, last %s ago (took %s)", h.Runs, h.Failures, age(time.Since(*h.LastRun)), h.LastTook)
+			line = fmt.Sprintf("%d runs, %d failed, last %s ago (took %s)", h.Runs, h.Failures, view.Age(time.Since(*h.LastRun)), h.LastTook)
 		}
 		if h.Dropped > 0 {
 			line += fmt.Sprintf("; %d changes dropped while it was behind", h.Dropped)
@@ -352,7 +311,7 @@ func printReactionsHealth(w io.Writer, r *api.ReactionsHealth) {
 		if h.Failing {
 			line += "; FAILING: " + h.LastError
 		} else if h.LastError != "" && h.LastErrorAt != nil {
-			line += fmt.Sprintf("; failed %s ago: %s", age(time.Since(*h.LastErrorAt)), h.LastError)
+			line += fmt.Sprintf("; failed %s ago: %s", view.Age(time.Since(*h.LastErrorAt)), h.LastError)
 		}
 		fmt.Fprintf(w, "hook %s:\t%s\n", h.Name, line)
 	}
@@ -375,7 +334,7 @@ func printEvent(a *app, host string, ev api.Event) error {
 		change += "/" + string(ev.Activity)
 	}
 	if ev.WaitingFor != nil && ev.Activity == session.ActivityWaiting {
-		change += " (" + waitingWords(ev.WaitingFor) + ")"
+		change += " (" + view.WaitingWords(ev.WaitingFor) + ")"
 	}
 	prefix := ""
 	if host != "" {

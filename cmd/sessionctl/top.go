@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/view"
 )
 
 func newTop(a *app) *cobra.Command {
@@ -79,94 +79,16 @@ type topOptions struct {
 	now    time.Time
 }
 
-// stoppedShown is how long a stopped session stays in top without --all.
-const stoppedShown = 24 * time.Hour
-
-// attentionRank orders sessions by who needs their user: waiting first,
-// then interrupted, busy, idle, and stopped last.
-func attentionRank(s *api.Session) int {
-	switch s.Status {
-	case session.StatusRunning:
-		switch s.Activity {
-		case session.ActivityWaiting:
-			return 0
-		case session.ActivityBusy:
-			return 2
-		case session.ActivityIdle:
-			return 3
-		}
-		return 4
-	case session.StatusInterrupted:
-		return 1
-	case session.StatusStarting:
-		return 2
-	case session.StatusUnknown:
-		return 5
-	}
-	return 6
-}
-
-// since is when s came to be as it is now: its activity's start while it
-// runs, its end once it stopped.
-func since(s *api.Session) time.Time {
-	switch {
-	case s.Status == session.StatusRunning && s.ActivitySince != nil:
-		return *s.ActivitySince
-	case s.StoppedAt != nil:
-		return *s.StoppedAt
-	case s.LastActivityAt != nil:
-		return *s.LastActivityAt
-	}
-	return s.UpdatedAt
-}
-
-// topRows is ss filtered and ordered: by attention, then those waiting or
-// interrupted longest first (they have waited most), the others most
-// recently changed first.
+// topRows is ss filtered and in top's order (view.Order).
 func topRows(ss []api.Session, o topOptions) []api.Session {
 	f := strings.ToLower(o.filter)
-	var out []api.Session
-	for i := range ss {
-		s := &ss[i]
-		if !o.all && s.Status == session.StatusStopped && o.now.Sub(since(s)) > stoppedShown {
-			continue
+	var keep func(*api.Session) bool
+	if f != "" {
+		keep = func(s *api.Session) bool {
+			return strings.Contains(strings.ToLower(strings.Join([]string{s.ID, s.Agent, view.StateText(s), s.Cwd, s.Title, s.Host}, " ")), f)
 		}
-		if f != "" && !strings.Contains(strings.ToLower(strings.Join([]string{s.ID, s.Agent, stateText(s), s.Cwd, s.Title, s.Host}, " ")), f) {
-			continue
-		}
-		out = append(out, *s)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := &out[i], &out[j]
-		ra, rb := attentionRank(a), attentionRank(b)
-		if ra != rb {
-			return ra < rb
-		}
-		sa, sb := since(a), since(b)
-		if !sa.Equal(sb) {
-			if ra <= 1 {
-				return sa.Before(sb)
-			}
-			return sa.After(sb)
-		}
-		return a.ID < b.ID
-	})
-	return out
-}
-
-// stateText is a session's state in a few words: "waiting: permission
-// for Bash", "busy", "interrupted".
-func stateText(s *api.Session) string {
-	if s.Status != session.StatusRunning {
-		return string(s.Status)
-	}
-	switch {
-	case s.Activity == session.ActivityWaiting && s.WaitingFor != nil:
-		return "waiting: " + waitingWords(s.WaitingFor)
-	case s.Activity == "" || s.Activity == session.ActivityUnknown:
-		return "running"
-	}
-	return string(s.Activity)
+	return view.Order(ss, o.now, o.all, keep)
 }
 
 // orphanCount is how many orphan processes s has.
@@ -228,7 +150,7 @@ func topCells(s *api.Session, now time.Time) []string {
 	if n := orphanCount(s); n > 0 {
 		orphans = strconv.Itoa(n)
 	}
-	return []string{s.ID, s.Agent, stateText(s), age(now.Sub(since(s))), paneText(s), orphans, otherProblems(s), where(s)}
+	return []string{s.ID, s.Agent, view.StateText(s), view.Age(now.Sub(view.Since(s))), paneText(s), orphans, otherProblems(s), where(s)}
 }
 
 // topRowCells is topCells with the host first when hosts were named.
@@ -255,7 +177,7 @@ func summary(ss []api.Session) string {
 	names := []string{"waiting", "interrupted", "busy", "idle", "running", "unknown", "stopped"}
 	counts := make([]int, len(names))
 	for i := range ss {
-		counts[attentionRank(&ss[i])]++
+		counts[view.Rank(&ss[i])]++
 	}
 	var parts []string
 	for i, n := range counts {

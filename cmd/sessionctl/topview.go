@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/sessiond/sessiond/api"
+	"github.com/sessiond/sessiond/view"
 )
 
 // The view's modes: the list, one session's details, a plan waiting for
@@ -735,7 +736,7 @@ func (m *topModel) streamText() string {
 func (m *topModel) fit(s string) string { return ansi.Truncate(s, m.width, "…") }
 
 func rowStyle(s *api.Session) lipgloss.Style {
-	switch attentionRank(s) {
+	switch view.Rank(s) {
 	case 0:
 		return styleWaiting
 	case 1:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessiond/sessiond/api"
 	"github.com/sessiond/sessiond/session"
+	"github.com/sessiond/sessiond/view"
 )
 
 // exitTimeout is wait's exit code when the time ran out.
@@ -298,7 +299,7 @@ func (a *app) printSessionLine(s api.Session) error {
 	}
 	act := string(s.Activity)
 	if s.WaitingFor != nil {
-		act += " (" + waitingWords(s.WaitingFor) + ")"
+		act += " (" + view.WaitingWords(s.WaitingFor) + ")"
 	}
 	_, err := fmt.Fprintf(a.stdout, "%s\t%s\t%s\t%s\n", s.ID, s.Agent, s.Status, act)
 	return err
