@@ -94,7 +94,10 @@ func writeAgentHome(agent, dir string, spec agentSpec) (*agentHome, error) {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(spec.Seed, 0x5e55))
-	base := time.Now().Add(-time.Duration(spec.Sessions+1) * 10 * time.Minute).UTC().Truncate(time.Millisecond)
+	// A session an hour, the last one ending a day ago at the latest (30
+	// turns take under an hour): no file is recent enough to be looked at
+	// again as possibly still written.
+	base := time.Now().Add(-time.Duration(spec.Sessions+24) * time.Hour).UTC().Truncate(time.Millisecond)
 	projects := map[string]string{}
 	for i := range spec.Sessions {
 		p := &sessionPlan{
@@ -102,7 +105,7 @@ func writeAgentHome(agent, dir string, spec agentSpec) (*agentHome, error) {
 			Project:  fmt.Sprintf("proj-%03d", i%max(1, spec.Projects)),
 			Turns:    logUniform(rng, 1, max(1, spec.MaxTurns)),
 			InFlight: spec.InFlightEvery > 0 && i%spec.InFlightEvery == spec.InFlightEvery-1,
-			At:       base.Add(time.Duration(i) * 10 * time.Minute),
+			At:       base.Add(time.Duration(i) * time.Hour),
 			rng:      rng,
 		}
 		p.Cwd = "/home/u/src/" + p.Project

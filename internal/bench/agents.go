@@ -116,9 +116,14 @@ func (r *runner) agentRun(ctx context.Context, agent string) error {
 	}
 	passes := sumSuffix(iw.m1, "sessiond_reconcile_duration_seconds_count") - sumSuffix(iw.m0, "sessiond_reconcile_duration_seconds_count")
 	hints := iw.m1[`sessiond_reconcile_duration_seconds_count{trigger="hint"}`] - iw.m0[`sessiond_reconcile_duration_seconds_count{trigger="hint"}`]
-	r.add("agents", agent+": CPU while idle", fmt.Sprintf("%.2f %% of one core (%.0f passes, %.0f on change hints; rchar %s; RSS %s)", iw.cpu, passes, hints,
+	passTime := sumSuffix(iw.m1, "sessiond_reconcile_duration_seconds_sum") - sumSuffix(iw.m0, "sessiond_reconcile_duration_seconds_sum")
+	avg := time.Duration(0)
+	if passes > 0 {
+		avg = time.Duration(passTime / passes * float64(time.Second))
+	}
+	r.add("agents", agent+": CPU while idle", fmt.Sprintf("%.2f %% of one core (%.0f passes of %s on average, %.0f on change hints; rchar %s; RSS %s)", iw.cpu, passes, dur(avg), hints,
 		Bytes(iw.s1.ReadChars-iw.s0.ReadChars), Bytes(iw.s1.RSS)), "≤ 0.3 %", ptr(iw.cpu <= 0.3),
-		fmt.Sprintf("%d sessions, default --reconcile-interval; window of %s after %s settling; utime+stime from /proc/<pid>/stat; passes by trigger from /metrics", n, iw.el.Round(time.Second), r.opt.Settle))
+		fmt.Sprintf("%d sessions, default --reconcile-interval; window of %s after %s settling; utime+stime from /proc/<pid>/stat; passes (wall time) by trigger from /metrics; rchar is the /proc scans", n, iw.el.Round(time.Second), r.opt.Settle))
 	d.Stop()
 
 	// The floor: the same files read bare, as the adapter's first read
