@@ -342,7 +342,10 @@ func openFDs(ctx context.Context, pid int, socket string) (int, error) {
 type processStats struct {
 	RSS     uint64 // VmRSS
 	PeakRSS uint64 // VmHWM: the peak resident set since start
-	Threads int
+	// RSSAnon and RSSFile split RSS: the heap and stacks, and mapped
+	// files (the binary, the store's pages).
+	RSSAnon, RSSFile uint64
+	Threads          int
 	// CPUSeconds is user plus system time.
 	CPUSeconds float64
 	// ReadChars is rchar: bytes passed to read(2) and friends, whether the
