@@ -4,8 +4,10 @@
 // and from the daemon's socket, as a user's tools would. cmd/sessiond-bench
 // prints them; internal/load runs the load part as a test.
 //
-// Nothing here touches the real ~/.claude or ~/.local/share/opencode: every
-// daemon gets its own HOME and explicit agent directories.
+// Nothing here touches the real agents' data (~/.claude,
+// ~/.local/share/opencode, ~/.codex, ~/.gemini, ~/.qwen, ~/.pi,
+// ~/.copilot): every daemon gets its own HOME and explicit agent
+// directories.
 package bench
 
 import (
