@@ -20,6 +20,8 @@
 //	peers    N live owners listed by Claude Code's own `claude agents --json` and by `sessionctl ls --json`: both times, and whether they agree (-peers, -claude-bin; skipped without $SESSIOND_CLAUDE_BIN)
 //	hooks    50,000 forged hook ids posted while the sessions are listed: the list's p99
 //	restart  sessiond stopped (SIGTERM) or killed (SIGKILL) and started again on its store: exec to first complete ls, CPU, bytes read (-restarts, -restart-12k)
+//	agents   Gemini CLI, Qwen Code, Pi, Copilot CLI, each alone on a home of its own format: cold start beside its floor, idle CPU, restarts (-agents, -agent-sessions, -agent-turns)
+//	seven    one daemon over all seven agents' homes at once: every session listed, RSS
 //	web      sessionctl web in headless Chromium over 2,000 sessions: first page, event to page, idle CPU (skipped without chromium)
 package main
 
@@ -34,6 +36,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,6 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ocSessions := fs.Int("opencode-sessions", full.OpenCodeSessions, "cold: OpenCode sessions")
 	cxRollouts := fs.Int("codex-rollouts", full.CodexRollouts, "cold, restart: Codex rollouts")
 	cxTurns := fs.Int("codex-turns", full.CodexTurns, "cold, restart: most turns of a Codex rollout (log-uniform from 1)")
+	agentSessions := fs.Int("agent-sessions", full.AgentSessions, "agents, seven: sessions in each newer agent's home (Gemini CLI, Qwen Code, Pi, Copilot CLI)")
+	agentTurns := fs.Int("agent-turns", full.AgentTurns, "agents, seven: most turns of a newer agent's session (log-uniform from 1)")
+	agentProjects := fs.Int("agent-projects", full.AgentProjects, "agents, seven: project folders of each newer agent's home")
+	agentList := fs.String("agents", strings.Join(full.Agents, ","), "agents: the newer agents measured alone")
 	steadyFor := fs.Duration("steady", full.SteadyFor, "steady: the idle window")
 	apiClients := fs.Int("api-clients", full.APIClients, "api: concurrent clients on GET /v1/sessions/{id}")
 	hookIDs := fs.Int("hook-ids", full.HookIDs, "hooks: distinct forged session ids posted as hooks while the sessions are listed")
@@ -129,6 +136,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pick("opencode-sessions", &opt.OpenCodeSessions, *ocSessions)
 	pick("codex-rollouts", &opt.CodexRollouts, *cxRollouts)
 	pick("codex-turns", &opt.CodexTurns, *cxTurns)
+	pick("agent-sessions", &opt.AgentSessions, *agentSessions)
+	pick("agent-turns", &opt.AgentTurns, *agentTurns)
+	pick("agent-projects", &opt.AgentProjects, *agentProjects)
+	if set["agents"] {
+		opt.Agents = nil
+		for _, a := range strings.Split(*agentList, ",") {
+			if !slices.Contains(full.Agents, a) {
+				fmt.Fprintf(stderr, "sessiond-bench: -agents: unknown agent %q (want some of %s)\n", a, strings.Join(full.Agents, ","))
+				return 2
+			}
+			opt.Agents = append(opt.Agents, a)
+		}
+	}
 	pick("api-clients", &opt.APIClients, *apiClients)
 	pick("hook-ids", &opt.HookIDs, *hookIDs)
 	pick("subscribers", &opt.Subscribers, *subscribers)

@@ -55,6 +55,9 @@ func TestFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"-format", "xml"}, &out, &errb); code != 2 {
 		t.Errorf("-format xml: exit %d, want 2", code)
 	}
+	if code := run(context.Background(), []string{"-agents", "gemini,nosuch"}, &out, &errb); code != 2 {
+		t.Errorf("-agents gemini,nosuch: exit %d, want 2", code)
+	}
 	if code := run(context.Background(), []string{"-growth", "1000,x"}, &out, &errb); code != 2 {
 		t.Errorf("-growth 1000,x: exit %d, want 2", code)
 	}

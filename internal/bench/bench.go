@@ -4,8 +4,10 @@
 // and from the daemon's socket, as a user's tools would. cmd/sessiond-bench
 // prints them; internal/load runs the load part as a test.
 //
-// Nothing here touches the real ~/.claude or ~/.local/share/opencode: every
-// daemon gets its own HOME and explicit agent directories.
+// Nothing here touches the real agents' data (~/.claude,
+// ~/.local/share/opencode, ~/.codex, ~/.gemini, ~/.qwen, ~/.pi,
+// ~/.copilot): every daemon gets its own HOME and explicit agent
+// directories.
 package bench
 
 import (
@@ -22,7 +24,7 @@ import (
 )
 
 // Scenarios are the benchmark's scenarios in the order they run.
-var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "hooks", "burst", "load", "restart", "growth", "peers", "web"}
+var Scenarios = []string{"death", "home", "cold", "steady", "memory", "api", "hooks", "burst", "load", "restart", "agents", "seven", "growth", "peers", "web"}
 
 // Options scale and select the scenarios.
 type Options struct {
@@ -69,6 +71,12 @@ type Options struct {
 	// CodexRollouts: the Codex home of the cold and restart scenarios
 	// (codextest.WriteHome, up to CodexTurns turns each).
 	CodexRollouts, CodexTurns int
+	// agents, seven: the homes of the newer agents (Gemini CLI, Qwen Code,
+	// Pi, GitHub Copilot CLI), AgentSessions each in AgentProjects
+	// folders, up to AgentTurns turns per session; Agents selects those
+	// the agents scenario measures.
+	AgentSessions, AgentProjects, AgentTurns int
+	Agents                                   []string
 	// DropCaches empties the page cache before each cold start (root).
 	DropCaches bool
 
@@ -104,6 +112,7 @@ func Full() Options {
 		GrowthScales: []int{1000, 10000, 100000}, GrowthIdle: 20 * time.Second, GrowthSettle: 10 * time.Second, GrowthLists: 5, GrowthTouch: 10,
 		PeerOwners: 20, PeerRuns: 10,
 		ColdFiles: 10000, ColdProjects: 150, OpenCodeSessions: 2000, OpenCodeTurns: 25, CodexRollouts: 5000, CodexTurns: 40,
+		AgentSessions: 2000, AgentProjects: 50, AgentTurns: 30, Agents: newAgents,
 		Settle: 15 * time.Second, SteadyFor: 60 * time.Second,
 		ListRequests: 20, APIClients: 100, APIRequests: 200,
 		HookIDs: 50000, HookSenders: 8,
@@ -123,6 +132,7 @@ func Quick() Options {
 		GrowthScales: []int{100, 1000}, GrowthIdle: 6 * time.Second, GrowthSettle: time.Second, GrowthLists: 3, GrowthTouch: 10,
 		PeerOwners: 3, PeerRuns: 3,
 		ColdFiles: 200, ColdProjects: 10, OpenCodeSessions: 20, OpenCodeTurns: 4, CodexRollouts: 50, CodexTurns: 8,
+		AgentSessions: 40, AgentProjects: 5, AgentTurns: 6, Agents: newAgents,
 		Settle: 3 * time.Second, SteadyFor: 3 * time.Second,
 		ListRequests: 5, APIClients: 10, APIRequests: 20,
 		HookIDs: 2000, HookSenders: 4,
@@ -166,6 +176,8 @@ type runner struct {
 	ocDir string
 	ocIDs []string
 	codex *codextest.Home
+	// The newer agents' homes, written once by agentData.
+	agentHomes map[string]*agentHome
 
 	// current is the scenario running (data rows go under the scenario
 	// that made the data).
@@ -199,7 +211,7 @@ func Run(ctx context.Context, opt Options) []Result {
 	run := map[string]func(context.Context) error{
 		"death": r.death, "home": r.home, "cold": r.cold, "steady": r.steady,
 		"memory": r.memory, "api": r.api, "hooks": r.hooks, "burst": r.burst, "load": r.load,
-		"restart": r.restart, "growth": r.growth, "peers": r.peers,
+		"restart": r.restart, "agents": r.agents, "seven": r.seven, "growth": r.growth, "peers": r.peers,
 		"web": r.web,
 	}
 	for _, name := range Scenarios {

@@ -38,6 +38,12 @@ type daemonConfig struct {
 	ClaudeDirs  []string
 	OpenCodeDir string
 	CodexDir    string
+	// AgentDirs are the newer agents' data folders by adapter name
+	// (gemini, qwen, pi, copilot); a missing one is a folder under the
+	// daemon's home that does not exist, so nothing real is read (their
+	// defaults may come from $GEMINI_CLI_HOME, $QWEN_HOME,
+	// $PI_CODING_AGENT_DIR, $COPILOT_HOME).
+	AgentDirs map[string]string
 	// Args are extra flags (they follow the defaults, so they win).
 	Args []string
 }
@@ -84,6 +90,13 @@ func spawnDaemon(bins Bins, cfg daemonConfig) (*daemon, error) {
 	}
 	if cfg.CodexDir != "" {
 		args = append(args, "--codex-dir", cfg.CodexDir)
+	}
+	for _, agent := range newAgents {
+		dir := cfg.AgentDirs[agent]
+		if dir == "" {
+			dir = filepath.Join(d.Home, ".none", agent)
+		}
+		args = append(args, "--"+agent+"-dir", dir)
 	}
 	args = append(args, cfg.Args...)
 	d.Cmd = exec.Command(bins.Sessiond, args...)
@@ -329,7 +342,10 @@ func openFDs(ctx context.Context, pid int, socket string) (int, error) {
 type processStats struct {
 	RSS     uint64 // VmRSS
 	PeakRSS uint64 // VmHWM: the peak resident set since start
-	Threads int
+	// RSSAnon and RSSFile split RSS: the heap and stacks, and mapped
+	// files (the binary, the store's pages).
+	RSSAnon, RSSFile uint64
+	Threads          int
 	// CPUSeconds is user plus system time.
 	CPUSeconds float64
 	// ReadChars is rchar: bytes passed to read(2) and friends, whether the

@@ -43,6 +43,10 @@ func readProcessStats(pid int) (processStats, error) {
 			s.RSS = n << 10
 		case "VmHWM":
 			s.PeakRSS = n << 10
+		case "RssAnon":
+			s.RSSAnon = n << 10
+		case "RssFile":
+			s.RSSFile = n << 10
 		case "Threads":
 			s.Threads = int(n)
 		}

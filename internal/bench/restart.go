@@ -54,7 +54,7 @@ func (r *runner) restart(ctx context.Context) error {
 	}
 	defer r.cleanup(dir2)
 	label := fmt.Sprintf("%d sessions", cn+len(ids))
-	r.add("restart", label+": data", fmt.Sprintf("the cold scenario's: %d Claude transcripts (sparse over 64 KiB) + %d OpenCode sessions", cn, len(ids)), "", nil, "")
+	r.add(r.current, label+": data", fmt.Sprintf("the cold scenario's: %d Claude transcripts (sparse over 64 KiB) + %d OpenCode sessions", cn, len(ids)), "", nil, "")
 	if err := r.restartSeries(ctx, label, dir2, daemonConfig{ClaudeDirs: []string{croot}, OpenCodeDir: ocDir}, cn+len(ids), 250*time.Millisecond); err != nil {
 		return fmt.Errorf("%d + %d sessions: %w", cn, len(ids), err)
 	}
@@ -110,7 +110,7 @@ func (r *runner) restartSeries(ctx context.Context, label, dir string, cfg daemo
 	if err != nil {
 		return err
 	}
-	r.add("restart", label+": first start, empty store", fmt.Sprintf("%s (%.2f s CPU, rchar %s)", dur(first), st.CPUSeconds, Bytes(st.ReadChars)), "", nil,
+	r.add(r.current, label+": first start, empty store", fmt.Sprintf("%s (%.2f s CPU, rchar %s)", dur(first), st.CPUSeconds, Bytes(st.ReadChars)), "", nil,
 		"the reference: exec to the first complete ls on a fresh state dir, as in the home and cold scenarios")
 	for _, crash := range []bool{false, true} {
 		var ss []restartSample
@@ -179,25 +179,25 @@ func (r *runner) restartRows(label string, crash bool, ss []restartSample, want 
 	kind = label + ", " + kind
 	name := kind + ": exec to first complete ls"
 	if target > 0 {
-		r.add("restart", name, fmt.Sprintf("p50 %s, max %s", dur(tp.P50), dur(tp.Max)), "≤ "+dur(target), ptr(tp.P50 <= target), how)
+		r.add(r.current, name, fmt.Sprintf("p50 %s, max %s", dur(tp.P50), dur(tp.Max)), "≤ "+dur(target), ptr(tp.P50 <= target), how)
 	} else {
-		r.add("restart", name, fmt.Sprintf("p50 %s, max %s", dur(tp.P50), dur(tp.Max)), "", nil, how)
+		r.add(r.current, name, fmt.Sprintf("p50 %s, max %s", dur(tp.P50), dur(tp.Max)), "", nil, how)
 	}
 	wp := percentile(wait)
-	r.add("restart", kind+": CPU time of the new daemon to that ls", fmt.Sprintf("p50 %.2f s, max %.2f s (threads waited p50 %s for a CPU)", median(cpu), slices.Max(cpu), dur(wp.P50)), "", nil,
+	r.add(r.current, kind+": CPU time of the new daemon to that ls", fmt.Sprintf("p50 %.2f s, max %.2f s (threads waited p50 %s for a CPU)", median(cpu), slices.Max(cpu), dur(wp.P50)), "", nil,
 		"utime+stime of the restarted sessiond from /proc/<pid>/stat after its first complete ls")
-	r.add("restart", kind+": bytes read by the new daemon to that ls", fmt.Sprintf("rchar p50 %s (%s per session), max %s", Bytes(median(rchar)), Bytes(median(rchar)/float64(want)), Bytes(slices.Max(rchar))), "", nil,
+	r.add(r.current, kind+": bytes read by the new daemon to that ls", fmt.Sprintf("rchar p50 %s (%s per session), max %s", Bytes(median(rchar)), Bytes(median(rchar)/float64(want)), Bytes(slices.Max(rchar))), "", nil,
 		"/proc/<pid>/io rchar of the restarted sessiond after its first complete ls: what it read again (the store, transcripts, databases, /proc)")
-	r.add("restart", kind+": peak RSS of the new daemon", fmt.Sprintf("p50 %s, max %s", Bytes(median(rss)), Bytes(slices.Max(rss))), "", nil, "VmHWM after the first complete ls")
+	r.add(r.current, kind+": peak RSS of the new daemon", fmt.Sprintf("p50 %s, max %s", Bytes(median(rss)), Bytes(slices.Max(rss))), "", nil, "VmHWM after the first complete ls")
 	if !crash {
 		sp := percentile(stop)
-		r.add("restart", kind+": SIGTERM to exit", fmt.Sprintf("p50 %s, max %s", dur(sp.P50), dur(sp.Max)), "", nil, "the old daemon's shutdown, signal to reaped")
+		r.add(r.current, kind+": SIGTERM to exit", fmt.Sprintf("p50 %s, max %s", dur(sp.P50), dur(sp.Max)), "", nil, "the old daemon's shutdown, signal to reaped")
 	}
 	verdict := "the same as after the first start"
 	if len(diffs) > 0 {
 		verdict = fmt.Sprintf("%d of %d restarts differ: %s", len(diffs), len(ss), diffs[0])
 	}
-	r.add("restart", kind+": statuses after each restart", verdict, "same", ptr(len(diffs) == 0),
+	r.add(r.current, kind+": statuses after each restart", verdict, "same", ptr(len(diffs) == 0),
 		"sessions by status from GET /v1/sessions?all=true after the first complete ls, against those after the first start (no owner lives, nothing changed)")
 }
 
