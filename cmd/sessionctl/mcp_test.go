@@ -616,3 +616,64 @@ func TestMCPDaemonDown(t *testing.T) {
 		t.Fatal("wait_for_session hangs after sessiond went away")
 	}
 }
+
+// Two agents that stop the same session at once: sessiond lets one act at
+// a time, and the second, rechecking once it may act, finds no owner left
+// to signal. A session whose owner died a moment before the call (the
+// tracker has not noticed yet: its record still says running) is not
+// signalled either: the owner is probed right before.
+func TestMCPActsOnceAndOnlyOnTheLiveOwner(t *testing.T) {
+	w := newWorld(t)
+	a := connectMCP(t, w.Socket, false)
+	b := connectMCP(t, w.Socket, false)
+
+	results := make([]*mcp.CallToolResult, 2)
+	var wg sync.WaitGroup
+	for i, c := range []*mcpClient{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = c.call(t, "stop_session", map[string]any{"id": victimID, "timeout_seconds": 5})
+		}()
+	}
+	wg.Wait()
+	applied, refused := 0, 0
+	for _, res := range results {
+		if res.IsError {
+			if msg := text(res); !strings.Contains(msg, "is not running") || !strings.Contains(msg, "[not_running]") {
+				t.Errorf("the second stop: %s", msg)
+			}
+			refused++
+			continue
+		}
+		var out actionOut
+		ok(t, res, &out)
+		if !out.Applied {
+			t.Errorf("stop not applied: %+v", out)
+		}
+		applied++
+	}
+	if applied != 1 || refused != 1 {
+		t.Fatalf("two stops at once: %d applied, %d refused; want one each", applied, refused)
+	}
+
+	// The running session's owner dies; the record still says running.
+	if err := syscall.Kill(w.owner.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h := proc.NewHost(); h.Probe(w.owner).Liveness == proc.Alive; {
+		if time.Now().After(deadline) {
+			t.Fatal("the owner outlived SIGKILL")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	msg := toolError(t, a.call(t, "stop_session", map[string]any{"id": runningID}))
+	if !strings.Contains(msg, "is not running") {
+		t.Errorf("stop of a session whose owner just died: %s", msg)
+	}
+	msg = toolError(t, a.call(t, "send_prompt", map[string]any{"id": runningID, "prompt": "hello"}))
+	if strings.Contains(msg, "delivered") {
+		t.Errorf("send to a session whose owner just died: %s", msg)
+	}
+}
