@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sessiond/sessiond/internal/testkit/daemontest"
 	"github.com/sessiond/sessiond/internal/testkit/testenv"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
@@ -430,5 +432,76 @@ func TestWebRefusals(t *testing.T) {
 	}
 	if !warned {
 		t.Error("web --allow-network on 0.0.0.0 did not warn that it is reachable from the network")
+	}
+}
+
+// The page's actions are sessiond's: two stops of one session posted at
+// once act once (the second, rechecking once it may act, finds no owner
+// left), and a stop of a session whose owner died a moment before, its
+// record still running, signals nothing. No browser needed: the page
+// posts exactly these requests.
+func TestWebActsOnce(t *testing.T) {
+	e := newEnv(t)
+	victimCmd, victim := daemontest.StartOwner(t)
+	_, gone := daemontest.StartOwner(t)
+	const victimID, goneID = "5e55000000a1", "5e55000000a2"
+	now := time.Now()
+	e.Seed(
+		&session.Record{ID: victimID, Agent: "claude", UpstreamID: "11111111-2222-4333-8444-555555555551",
+			Status: session.StatusRunning, Activity: session.ActivityIdle, Owner: &victim, Cwd: filepath.Join(e.Home, "p1"), CreatedAt: now},
+		&session.Record{ID: goneID, Agent: "claude", UpstreamID: "11111111-2222-4333-8444-555555555552",
+			Status: session.StatusRunning, Activity: session.ActivityIdle, Owner: &gone, Cwd: filepath.Join(e.Home, "p2"), CreatedAt: now},
+	)
+	// A pass an hour: the records stay as seeded unless an action looks.
+	e.StartDaemon("--reconcile-interval", "1h", "--no-exit-events")
+	u := startWeb(t, e)
+	pu, _ := url.Parse(u)
+	base := "http://" + pu.Host
+	token := pu.Query().Get("token")
+	post := func(id string) (int, string) {
+		r, _ := http.NewRequest("POST", base+"/api/action", strings.NewReader(fmt.Sprintf(`{"id":%q,"action":"stop","apply":true}`, id)))
+		r.AddCookie(&http.Cookie{Name: "sessiond_web", Value: token})
+		r.Header.Set("X-Sessiond-Token", token)
+		r.Header.Set("Origin", base)
+		r.Header.Set("Content-Type", "application/json")
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(r)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	codes := make([]int, 2)
+	bodies := make([]string, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes[i], bodies[i] = post(victimID) }()
+	}
+	wg.Wait()
+	slices.Sort(codes)
+	if codes[0] != http.StatusOK || codes[1] != http.StatusConflict {
+		t.Fatalf("two stops at once: %v %q; want one 200 and one 409", codes, bodies)
+	}
+	for _, b := range bodies {
+		if strings.Contains(b, "not_running") != !strings.Contains(b, `"applied":true`) {
+			t.Errorf("answer %s: neither the stop applied nor not_running", b)
+		}
+	}
+	if err := victimCmd.Wait(); err == nil {
+		t.Error("the victim exited cleanly: it was not signalled")
+	}
+
+	if err := syscall.Kill(gone.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for h := proc.NewHost(); h.Probe(gone).Liveness == proc.Alive; {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code, body := post(goneID); code != http.StatusConflict || !strings.Contains(body, "not_running") {
+		t.Errorf("stop of a session whose owner just died: %d %s; want 409 not_running", code, body)
 	}
 }
