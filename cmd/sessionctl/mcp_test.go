@@ -658,16 +658,7 @@ func TestMCPActsOnceAndOnlyOnTheLiveOwner(t *testing.T) {
 	}
 
 	// The running session's owner dies; the record still says running.
-	if err := syscall.Kill(w.owner.PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for h := proc.NewHost(); h.Probe(w.owner).Liveness == proc.Alive; {
-		if time.Now().After(deadline) {
-			t.Fatal("the owner outlived SIGKILL")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	daemontest.KillOwner(t, w.owner)
 	msg := toolError(t, a.call(t, "stop_session", map[string]any{"id": runningID}))
 	if !strings.Contains(msg, "is not running") {
 		t.Errorf("stop of a session whose owner just died: %s", msg)

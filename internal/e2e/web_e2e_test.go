@@ -495,12 +495,7 @@ func TestWebActsOnce(t *testing.T) {
 		t.Error("the victim exited cleanly: it was not signalled")
 	}
 
-	if err := syscall.Kill(gone.PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for h := proc.NewHost(); h.Probe(gone).Liveness == proc.Alive; {
-		time.Sleep(5 * time.Millisecond)
-	}
+	daemontest.KillOwner(t, gone)
 	if code, body := post(goneID); code != http.StatusConflict || !strings.Contains(body, "not_running") {
 		t.Errorf("stop of a session whose owner just died: %d %s; want 409 not_running", code, body)
 	}

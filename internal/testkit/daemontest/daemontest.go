@@ -280,6 +280,23 @@ func StartOwner(t testing.TB) (*exec.Cmd, proc.Identity) {
 	return cmd, id
 }
 
+// KillOwner kills an owner StartOwner started (SIGKILL) and returns once
+// a probe no longer finds it alive: the daemon has not noticed yet, so a
+// test can act on a session whose owner died a moment before.
+func KillOwner(t testing.TB, id proc.Identity) {
+	t.Helper()
+	if err := syscall.Kill(id.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h := proc.NewHost(); h.Probe(id).Liveness == proc.Alive; {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d outlived SIGKILL by 5s", id.PID)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Seed writes records straight into the store (the daemon must not be
 // running: it holds the store's lock).
 func (e *Env) Seed(recs ...*session.Record) {
