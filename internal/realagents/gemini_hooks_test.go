@@ -43,8 +43,7 @@ func TestGeminiHooksPermissionWaiting(t *testing.T) {
 	p.typeLine("gemini -m " + geminiModel)
 	p.waitScreen(90*time.Second, "Type your message")
 	w.step("TUI ready")
-	p.typeLine("Run the job")
-	p.waitScreen(60*time.Second, "Allow execution")
+	p.submit("Run the job", "Type your message", "Allow execution", 60*time.Second)
 	shown := time.Now()
 	want := session.WaitingFor{Kind: session.WaitingPermission, Tool: "run_shell_command", Input: command}
 	var s api.Session

@@ -165,8 +165,7 @@ func TestGeminiTUIBusyIdleKilled(t *testing.T) {
 	}
 	w.step("TUI ready")
 
-	p.typeLine("Run the short job")
-	p.waitScreen(60*time.Second, "Allow execution")
+	p.submit("Run the short job", "Type your message", "Allow execution", 60*time.Second)
 	s := w.geminiSession(15 * time.Second)
 	lw.claim("gemini", s.UpstreamID, owner.PID)
 	p.keys("Enter") // 1. Allow once
@@ -181,8 +180,7 @@ func TestGeminiTUIBusyIdleKilled(t *testing.T) {
 	s = w.waitUpstream(s.UpstreamID, 60*time.Second, "idle after the answer", runningWith(session.ActivityIdle))
 	w.step("idle")
 
-	p.typeLine("Run the long job")
-	p.waitScreen(60*time.Second, "Allow execution")
+	p.submit("Run the long job", "Type your message", "Allow execution", 60*time.Second)
 	p.keys("Enter")
 	w.waitFor(30*time.Second, "the long tool", func() (bool, string) {
 		return len(procs(func(c procInfo) bool { return w.mine(c) && isPython(c) })) > 0, ""

@@ -215,8 +215,7 @@ func TestQwenInteractiveTmux(t *testing.T) {
 	w.checkPane(up, p)
 	w.step("registered, idle")
 
-	p.typeLine("Run a short job")
-	p.waitScreen(90*time.Second, "Allow execution")
+	p.submit("Run a short job", "Type your message", "Allow execution", 90*time.Second)
 	w.waitUpstream(up, 15*time.Second, "busy while Qwen asks", runningWith(session.ActivityBusy))
 	w.step("asks, busy")
 	p.keys("Enter") // 1. Yes, allow once
@@ -225,8 +224,7 @@ func TestQwenInteractiveTmux(t *testing.T) {
 	})
 	w.step("idle after the turn")
 
-	p.typeLine("Run the long job")
-	p.waitScreen(90*time.Second, "Allow execution")
+	p.submit("Run the long job", "Type your message", "Allow execution", 90*time.Second)
 	p.keys("Enter")
 	w.waitFor(90*time.Second, "the TUI's python3 tool running", func() (bool, string) {
 		for _, t := range qwenTools(up) {
@@ -448,8 +446,7 @@ func TestQwenTUIPermissionWaiting(t *testing.T) {
 	p.typeLine("qwen")
 	p.waitScreen(180*time.Second, "Type your message")
 	w.step("TUI ready")
-	p.typeLine("Run the job")
-	p.waitScreen(90*time.Second, "Allow execution")
+	p.submit("Run the job", "Type your message", "Allow execution", 90*time.Second)
 	shown := time.Now()
 	want := session.WaitingFor{Kind: session.WaitingPermission, Tool: qwenShell, Input: command}
 	var s api.Session

@@ -120,6 +120,41 @@ func (p *pane) typeLine(text string) {
 	p.keys("Enter")
 }
 
+// submit types a prompt into an Ink TUI (Gemini CLI, Qwen Code) and waits
+// until the screen shows ack. Under load these TUIs drop an Enter that
+// arrives while they still re-render the end of the previous turn: the
+// prompt then sits in the input box and the turn never starts (CI run of
+// 0d65838: "Run the long job" typed, never sent, 60 s lost). Enter is
+// pressed again only while the input box still holds the prompt, which is
+// when the box's empty-input placeholder (placeholder) is missing and ack
+// is not yet shown; an Enter on an empty box or a screen that moved on is
+// never sent.
+func (p *pane) submit(text, placeholder, ack string, within time.Duration) {
+	p.ts.w.t.Helper()
+	p.typeLine(text)
+	deadline := time.Now().Add(within)
+	lastEnter := time.Now()
+	presses := 1
+	for {
+		s := p.capture()
+		if strings.Contains(s, ack) {
+			if presses > 1 {
+				p.ts.w.t.Logf("%q took %d Enter presses", text, presses)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			p.ts.w.t.Fatalf("the pane shows %s: not within %s after %d Enter presses; last seen:\n%s", ack, within, presses, compactScreen(s))
+		}
+		if !strings.Contains(s, placeholder) && time.Since(lastEnter) > 3*time.Second {
+			p.keys("Enter")
+			lastEnter = time.Now()
+			presses++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // keys sends tmux key names (Enter, Escape, …).
 func (p *pane) keys(keys ...string) {
 	p.ts.w.t.Helper()
