@@ -454,9 +454,10 @@ func (o Observation) Len() int {
 	return n
 }
 
-// All returns every session of the pass: Sessions, then the quiet ones
-// Sessions does not shadow, in a new slice. For callers that want one
-// list (tests, one-off lookups); the tracker reads the two apart.
+// All returns every session of the pass, Sessions and the quiet ones
+// Sessions does not shadow, in a new slice sorted by UpstreamID. For
+// callers that want one list (tests, one-off lookups); the tracker reads
+// the two apart.
 func (o Observation) All() []Observed {
 	out := make([]Observed, 0, len(o.Sessions)+o.Quiet.len())
 	out = append(out, o.Sessions...)
@@ -470,5 +471,6 @@ func (o Observation) All() []Observed {
 		}
 		return true
 	})
+	slices.SortStableFunc(out, func(a, b Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
 	return out
 }

@@ -83,6 +83,10 @@ type Adapter struct {
 	inputs *inputlog.Log
 	gen    uint64 // the last sessState.gen given
 
+	// quiet is the set of the sessions no copilot owns, handed out again
+	// while they stay the same.
+	quiet kit.Quiet
+
 	// restored is what Restore handed over, by session folder, until a
 	// listing takes it; book the gen each folder's committed checkpoint
 	// entry was made at.

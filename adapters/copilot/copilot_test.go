@@ -36,7 +36,7 @@ func discover(t *testing.T, a *Adapter) map[string]adapters.Observed {
 		t.Fatal(err)
 	}
 	out := map[string]adapters.Observed{}
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		out[o.UpstreamID] = o
 	}
 	return out
@@ -338,8 +338,8 @@ func TestBadLinesWarnAndLoseNothing(t *testing.T) {
 	a := New(Config{Roots: []string{root}})
 	obs, err := a.Discover(context.Background(), nil)
 	must(t, err)
-	if len(obs.Sessions) != 1 || obs.Sessions[0].Activity != session.ActivityBusy || obs.Sessions[0].Title != "the real prompt" || obs.Sessions[0].Cwd != "/home/me/proj" {
-		t.Fatalf("sessions %+v", obs.Sessions)
+	if len(obs.All()) != 1 || obs.All()[0].Activity != session.ActivityBusy || obs.All()[0].Title != "the real prompt" || obs.All()[0].Cwd != "/home/me/proj" {
+		t.Fatalf("sessions %+v", obs.All())
 	}
 	var warned []string
 	for _, w := range obs.Warnings {

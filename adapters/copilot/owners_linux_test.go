@@ -53,7 +53,7 @@ func passWith(t *testing.T, a *Adapter, pid int) map[string]adapters.Observed {
 				t.Fatal(err)
 			}
 			out := map[string]adapters.Observed{}
-			for _, o := range obs.Sessions {
+			for _, o := range obs.All() {
 				out[o.UpstreamID] = o
 			}
 			return out

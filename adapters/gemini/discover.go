@@ -113,6 +113,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	toolsRunning(obs.Sessions, snap, a.cfg.Host.StartTime)
 	a.addOrphans(obs.Sessions, snap, procs)
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()

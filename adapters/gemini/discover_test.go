@@ -132,9 +132,9 @@ func TestDiscoverLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := byID(obs.Sessions)
+	got := byID(obs.All())
 	if len(got) != 5 {
-		t.Fatalf("%d sessions, want 5: %+v", len(got), obs.Sessions)
+		t.Fatalf("%d sessions, want 5: %+v", len(got), obs.All())
 	}
 	b := got["11111111-aaaa-bbbb-cccc-000000000001"]
 	if b.Cwd != folder || b.Title != "run the tests" || b.Activity != session.ActivityBusy || len(b.InFlight) != 1 || b.Root != tr.root {
@@ -175,10 +175,10 @@ func TestDiscoverAppendedAndReplaced(t *testing.T) {
 	look := func() adapters.Observed {
 		t.Helper()
 		obs, err := a.Discover(context.Background(), nil)
-		if err != nil || len(obs.Sessions) != 1 {
+		if err != nil || len(obs.All()) != 1 {
 			t.Fatalf("%v %+v", err, obs)
 		}
-		return obs.Sessions[0]
+		return obs.All()[0]
 	}
 	if o := look(); o.Activity != session.ActivityBusy {
 		t.Fatalf("%+v", o)
@@ -247,8 +247,8 @@ func TestCheckpointRestore(t *testing.T) {
 	if b.gen != gen {
 		t.Fatalf("a restart read %d unchanged chats again", b.gen-gen)
 	}
-	if !sameObs(first.Sessions, second.Sessions) {
-		t.Fatalf("restored\n%+v\nfresh\n%+v", second.Sessions, first.Sessions)
+	if !sameObs(first.All(), second.All()) {
+		t.Fatalf("restored\n%+v\nfresh\n%+v", second.All(), first.All())
 	}
 
 	// One grows while sessiond is down: read from the saved offset.
@@ -266,13 +266,13 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Fatalf("%d reads, want 1", c.gen-gen)
 	}
 	fresh, _ := New(Config{Roots: []string{tr.root}}).Discover(context.Background(), nil)
-	if !sameObs(third.Sessions, fresh.Sessions) {
-		t.Fatalf("restored and grown\n%+v\nfresh\n%+v", third.Sessions, fresh.Sessions)
+	if !sameObs(third.All(), fresh.All()) {
+		t.Fatalf("restored and grown\n%+v\nfresh\n%+v", third.All(), fresh.All())
 	}
 	// Garbage entries are ignored (their chats read again), never a panic.
 	d := New(Config{Roots: []string{tr.root}})
 	d.Restore(map[string][]byte{paths[0]: []byte("garbage"), paths[1]: {checkpointFormat, 0xff}, "/x/y": cp.Put[paths[0]]})
-	if obs, err := d.Discover(context.Background(), nil); err != nil || len(obs.Sessions) != 2 {
+	if obs, err := d.Discover(context.Background(), nil); err != nil || len(obs.All()) != 2 {
 		t.Fatalf("%v %+v", err, obs)
 	}
 	if del := d.Checkpoint().Del; len(del) != 1 || del[0] != "/x/y" {

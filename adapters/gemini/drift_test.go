@@ -48,7 +48,7 @@ func TestDriftOfChats(t *testing.T) {
 		if !reflect.DeepEqual(obs.Drift, want) {
 			t.Errorf("%s: drift %+v, want %+v", what, obs.Drift, want)
 		}
-		for _, o := range obs.Sessions {
+		for _, o := range obs.All() {
 			var p *adapters.Issue
 			for i := range o.Problems {
 				if o.Problems[i].Kind == session.ProblemFormatDrift {

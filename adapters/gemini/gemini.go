@@ -92,6 +92,10 @@ type Adapter struct {
 	restored kit.Restored[*fileState]
 	book     kit.Book[uint64]
 
+	// quiet is the set of the sessions no gemini owns, handed out again
+	// while they stay the same.
+	quiet kit.Quiet
+
 	// lineage is what was seen below owners while they lived; owned the
 	// sessions each owner could own when last seen (orphans.go).
 	lineage *lineage.Memory

@@ -110,10 +110,10 @@ func TestOwnersInferred(t *testing.T) {
 	})
 	a := New(Config{Roots: []string{tr.root}})
 	obs, err := a.Discover(context.Background(), snap)
-	if err != nil || len(obs.Sessions) != 1 {
+	if err != nil || len(obs.All()) != 1 {
 		t.Fatalf("%v %+v", err, obs)
 	}
-	o := obs.Sessions[0]
+	o := obs.All()[0]
 	got := pids(o.Owners)
 	if len(got) != 2 || !((got[0] == p1.Process.Pid && got[1] == p2.Process.Pid) || (got[1] == p1.Process.Pid && got[0] == p2.Process.Pid)) {
 		t.Fatalf("owners %v, want %d and %d: %+v", got, p1.Process.Pid, p2.Process.Pid, o.Owners)
@@ -133,8 +133,8 @@ func TestOwnersInferred(t *testing.T) {
 	late := fakeGemini(t, folder, false)
 	snap = waitFor(t, "the late gemini", func(s *proc.Snapshot) bool { return s.Procs[late.Process.Pid] != nil })
 	obs, _ = a.Discover(context.Background(), snap)
-	if len(obs.Sessions[0].Owners) != 0 {
-		t.Fatalf("a gemini started after the last write owns it: %+v", obs.Sessions[0].Owners)
+	if len(obs.All()[0].Owners) != 0 {
+		t.Fatalf("a gemini started after the last write owns it: %+v", obs.All()[0].Owners)
 	}
 
 	// Named: --session-id (or --resume) with this id, started even later.
@@ -143,13 +143,13 @@ func TestOwnersInferred(t *testing.T) {
 	obs, _ = a.Discover(context.Background(), snap)
 	// Its folder is another (the chat's folder is what a real one would
 	// run in), so it is found through argv only when in the folder:
-	if len(obs.Sessions[0].Owners) != 0 {
-		t.Fatalf("a gemini in another folder owns it: %+v", obs.Sessions[0].Owners)
+	if len(obs.All()[0].Owners) != 0 {
+		t.Fatalf("a gemini in another folder owns it: %+v", obs.All()[0].Owners)
 	}
 	named2 := fakeGemini(t, folder, false, "--resume", id)
 	snap = waitFor(t, "the resuming gemini", func(s *proc.Snapshot) bool { return s.Procs[named2.Process.Pid] != nil })
 	obs, _ = a.Discover(context.Background(), snap)
-	if o := obs.Sessions[0]; len(o.Owners) != 1 || o.Owners[0].Identity.PID != named2.Process.Pid || o.Owners[0].Inferred {
+	if o := obs.All()[0]; len(o.Owners) != 1 || o.Owners[0].Identity.PID != named2.Process.Pid || o.Owners[0].Inferred {
 		t.Fatalf("owners %+v, want pid %d exactly", o.Owners, named2.Process.Pid)
 	}
 }
@@ -182,11 +182,11 @@ func TestOrphansByTree(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(tool, syscall.SIGKILL) })
 	a := New(Config{Roots: []string{tr.root}})
 	obs, err := a.Discover(context.Background(), snap)
-	if err != nil || len(obs.Sessions) != 1 || len(obs.Sessions[0].Owners) != 1 || len(obs.Sessions[0].Problems) != 0 {
-		t.Fatalf("%v %+v", err, obs.Sessions)
+	if err != nil || len(obs.All()) != 1 || len(obs.All()[0].Owners) != 1 || len(obs.All()[0].Problems) != 0 {
+		t.Fatalf("%v %+v", err, obs.All())
 	}
-	if obs.Sessions[0].Activity != session.ActivityBusy {
-		t.Fatalf("activity %s", obs.Sessions[0].Activity)
+	if obs.All()[0].Activity != session.ActivityBusy {
+		t.Fatalf("activity %s", obs.All()[0].Activity)
 	}
 	g.Process.Signal(syscall.SIGKILL)
 	g.Wait()
@@ -195,7 +195,7 @@ func TestOrphansByTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := obs.Sessions[0]
+	o := obs.All()[0]
 	if len(o.Problems) != 1 || o.Problems[0].Kind != session.ProblemOrphanProcesses || o.Problems[0].Process == nil || o.Problems[0].Process.PID != tool {
 		t.Fatalf("problems %+v, want the tool %d", o.Problems, tool)
 	}
@@ -226,10 +226,10 @@ func TestToolRunsBehindAnAnswer(t *testing.T) {
 			return !tool || toolChild(s, g.Process.Pid) != nil
 		})
 		obs, err := New(Config{Roots: []string{tr.root}}).Discover(context.Background(), snap)
-		if err != nil || len(obs.Sessions) != 1 {
+		if err != nil || len(obs.All()) != 1 {
 			t.Fatalf("%v %+v", err, obs)
 		}
-		o := obs.Sessions[0]
+		o := obs.All()[0]
 		want := session.ActivityIdle
 		if tool {
 			want = session.ActivityBusy

@@ -81,7 +81,7 @@ func TestOrphanOfAKilledPi(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range res.Sessions {
+	for _, o := range res.All() {
 		if o.UpstreamID != id1 {
 			continue
 		}

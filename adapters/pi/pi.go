@@ -83,6 +83,10 @@ type Adapter struct {
 	inputs *inputlog.Log
 	gen    uint64 // the last fileState.gen given
 
+	// quiet is the set of the sessions no pi owns, handed out again
+	// while they stay the same.
+	quiet kit.Quiet
+
 	// restored is what Restore handed over, by path, until a listing takes
 	// it; book the gen each path's committed checkpoint entry was made at.
 	restored kit.Restored[*fileState]

@@ -107,6 +107,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	}
 	a.addToolProcs(obs.Sessions, snap)
 	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()

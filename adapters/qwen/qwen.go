@@ -78,6 +78,10 @@ type Adapter struct {
 	reads     int
 	bytesRead int64
 
+	// quiet is the set of the sessions no qwen owns, handed out again
+	// while they stay the same.
+	quiet kit.Quiet
+
 	restored kit.Restored[*fileState]
 	book     kit.Book[uint64]
 

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"path/filepath"
+	"runtime/pprof"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/copilot"
+	"github.com/sessiond/sessiond/adapters/gemini"
+	"github.com/sessiond/sessiond/adapters/pi"
+	"github.com/sessiond/sessiond/adapters/qwen"
+	"github.com/sessiond/sessiond/proc"
+	"github.com/sessiond/sessiond/state"
+	"github.com/sessiond/sessiond/tracker"
+)
+
+// BenchmarkIdlePass is one idle reconcile pass of the real adapter and
+// tracker over the agents scenario's home (2,000 sessions of history,
+// nothing changing, no agent running): what a daemon spends every
+// interval while the user does nothing. The agents scenario measures
+// the same as a daemon's CPU over a window; this one profiles
+// (go test -bench IdlePass -cpuprofile).
+func BenchmarkIdlePass(b *testing.B) {
+	for _, agent := range newAgents {
+		b.Run(agent, func(b *testing.B) {
+			dir := b.TempDir()
+			full := Full()
+			h, err := writeAgentHome(agent, dir, agentSpec{Sessions: full.AgentSessions, Projects: full.AgentProjects,
+				MaxTurns: full.AgentTurns, InFlightEvery: 20, Seed: 40})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st, err := state.Open(filepath.Join(dir, "state.db"), state.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			tr := tracker.New(tracker.Config{Store: st, Adapters: []adapters.Adapter{idleAdapter(agent, h.Root)},
+				Host: proc.NewHost(), Logger: zap.NewNop()})
+			ctx := context.Background()
+			rep, err := tr.Reconcile(ctx, "first")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rep.Created < len(h.IDs) {
+				b.Fatalf("first pass created %d records of %d sessions", rep.Created, len(h.IDs))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			// Labelled, so a profile can leave out the home's writing and
+			// the first pass: -tagfocus pass=idle.
+			pprof.Do(ctx, pprof.Labels("pass", "idle"), func(ctx context.Context) {
+				for b.Loop() {
+					if _, err := tr.Reconcile(ctx, "tick"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// idleAdapter builds agent's adapter over root as the daemon does.
+func idleAdapter(agent, root string) adapters.Adapter {
+	log := zap.NewNop()
+	switch agent {
+	case "gemini":
+		return gemini.New(gemini.Config{Roots: []string{root}, Logger: log})
+	case "qwen":
+		return qwen.New(qwen.Config{Roots: []string{root}, Logger: log})
+	case "pi":
+		return pi.New(pi.Config{Roots: []string{root}, Logger: log})
+	case "copilot":
+		return copilot.New(copilot.Config{Roots: []string{root}, Logger: log})
+	}
+	panic("no adapter " + agent)
+}
