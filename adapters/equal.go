@@ -1,6 +1,9 @@
 package adapters
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Equal reports whether o and p say the same of a session, field by
 // field. An adapter whose observations are built afresh each pass uses it
@@ -51,4 +54,10 @@ func equalPtr[T comparable](a, b *T) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// SortByID sorts obs by UpstreamID. (sort.Slice's reflective swaps of
+// these large structs were a tenth of an idle pass over 2,000 sessions.)
+func SortByID(obs []Observed) {
+	slices.SortFunc(obs, func(a, b Observed) int { return strings.Compare(a.UpstreamID, b.UpstreamID) })
 }

@@ -100,7 +100,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	}
 	a.addToolProcs(obs.Sessions, snap, table.unchecked)
 	markShared(obs.Sessions, snap)
-	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	adapters.SortByID(obs.Sessions)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()

@@ -114,7 +114,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		a.restored.Drop()
 	}
 	a.addToolProcs(obs.Sessions, snap, procs)
-	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	adapters.SortByID(obs.Sessions)
 	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()

@@ -112,7 +112,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	a.assignOwners(obs.Sessions, procs)
 	toolsRunning(obs.Sessions, snap, a.cfg.Host.StartTime)
 	a.addOrphans(obs.Sessions, snap, procs)
-	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	adapters.SortByID(obs.Sessions)
 	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
@@ -141,7 +141,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 	paths := a.listChats(r, full, now, &errs)
 	for _, path := range paths {
 		f := r.files[path]
-		warm := !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || hot[f.c.ProjectHash] || hot[hashOf(r.folders[f.project])]
+		warm := !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || (len(hot) > 0 && (hot[f.c.ProjectHash] || hot[hashOf(r.folders[f.project])]))
 		if !full && !warm {
 			continue
 		}

@@ -53,10 +53,8 @@ func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot, procs
 		return
 	}
 	now := time.Now()
-	at := map[string]int{}
 	live := map[proc.Identity]bool{}
 	for i := range obs {
-		at[obs[i].UpstreamID] = i
 		for _, o := range obs[i].Owners {
 			if lineage.Live(snap, o.Identity) {
 				live[o.Identity] = true
@@ -72,6 +70,10 @@ func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot, procs
 	}
 	if len(live) == 0 && a.lineage.Len() == 0 {
 		return
+	}
+	at := make(map[string]int, len(obs))
+	for i := range obs {
+		at[obs[i].UpstreamID] = i
 	}
 	tr := lineage.NewTree(snap)
 	for id := range live {

@@ -97,7 +97,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		// file any more (the next Checkpoint deletes it).
 		a.restored.Drop()
 	}
-	sort.Slice(obs.Sessions, func(i, j int) bool { return obs.Sessions[i].UpstreamID < obs.Sessions[j].UpstreamID })
+	adapters.SortByID(obs.Sessions)
 	a.addOrphans(obs.Sessions, snap, procs)
 	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })

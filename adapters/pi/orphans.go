@@ -55,7 +55,7 @@ func (a *Adapter) addOrphans(obs []adapters.Observed, snap *proc.Snapshot, procs
 		clear(a.owned)
 		return
 	}
-	at := map[string]int{}
+	at := make(map[string]int, len(obs))
 	for i := range obs {
 		at[obs[i].UpstreamID] = i
 	}

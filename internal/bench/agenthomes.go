@@ -482,6 +482,11 @@ func writeCopilot(h *agentHome, p *sessionPlan) error {
 			return err
 		}
 	}
+	// The folder's own mtime too: Copilot CLI made it when the session
+	// began; one of now would make every session look just written.
+	if err := os.Chtimes(s.Dir, s.At, s.At); err != nil {
+		return err
+	}
 	p.At = s.At
 	h.Files += 2
 	h.Bytes += n

@@ -53,16 +53,30 @@ func (m *Memory) AddToolProcs(obs []adapters.Observed, snap *proc.Snapshot, mk M
 	if snap == nil {
 		return
 	}
-	at := map[string]int{}
 	anyLive := false
 	for i := range obs {
-		at[obs[i].UpstreamID] = i
-		anyLive = anyLive || len(liveOwners(snap, obs[i].Owners)) > 0
+		if len(obs[i].Owners) > 0 && len(liveOwners(snap, obs[i].Owners)) > 0 {
+			anyLive = true
+			break
+		}
 	}
+	// The sessions by id, only when some process is marked at all: an
+	// idle pass over 2,000 sessions of history built this map for none.
+	var at map[string]int
 	uid := os.Getuid()
 	var cands []*proc.Process
 	for _, p := range snap.Procs {
-		if _, ok := at[p.Env[mk.Var]]; ok && p.UID == uid && !p.Exited() && !mk.Own(p) {
+		sid := p.Env[mk.Var]
+		if sid == "" || p.UID != uid || p.Exited() || mk.Own(p) {
+			continue
+		}
+		if at == nil {
+			at = make(map[string]int, len(obs))
+			for i := range obs {
+				at[obs[i].UpstreamID] = i
+			}
+		}
+		if _, ok := at[sid]; ok {
 			cands = append(cands, p)
 		}
 	}
