@@ -18,9 +18,10 @@ const defaultCheckpointEvery = 10 * time.Second
 
 // restore hands a, when it is an adapters.Checkpointer, what the store
 // saved for it. A store that cannot be read costs every input one read,
-// nothing more. The first pass calls it on each adapter's own goroutine,
-// just before that adapter's first Discover: the adapters' restores then
-// overlap each other and the loading of the records.
+// nothing more. The first pass calls it on a goroutine per adapter,
+// before that adapter's first Discover: the adapters' restores then
+// overlap each other, the loading of the records and the reading of the
+// process table.
 func (t *Tracker) restore(a adapters.Adapter) {
 	c, ok := a.(adapters.Checkpointer)
 	if !ok {

@@ -113,6 +113,17 @@ func (p *pass) observe(ctx context.Context) error {
 	// discovery, as always.
 	loaded := make(chan struct{})
 	go func() { defer close(loaded); _, _ = t.cfg.Store.ListShared() }()
+	// At the first pass each adapter is handed what it saved meanwhile
+	// too, on its own goroutine: decoding the saved state of 2,000 chats
+	// and reading /proc overlap rather than add up on a restart.
+	var restored []chan struct{}
+	if p.restore {
+		restored = make([]chan struct{}, len(t.cfg.Adapters))
+		for i, a := range t.cfg.Adapters {
+			restored[i] = make(chan struct{})
+			go func() { defer close(restored[i]); t.restore(a) }()
+		}
+	}
 	snap, err := t.cfg.Host.Snapshot()
 	if err != nil {
 		// Adapters still run: they must cope with a nil snapshot (no owners
@@ -121,7 +132,7 @@ func (p *pass) observe(ctx context.Context) error {
 		snap = nil
 	}
 	p.snap = snap
-	p.obs = t.discoverAll(ctx, snap, p.restore)
+	p.obs = t.discoverAll(ctx, snap, restored)
 	<-loaded
 	return ctx.Err()
 }
@@ -670,7 +681,10 @@ func timeEq(a, b *time.Time) bool {
 	return a.Equal(*b)
 }
 
-func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot, restore bool) map[string]*observation {
+// discoverAll runs every adapter's Discover. restored, at the first pass,
+// closes for each adapter once it has been handed its saved state: its
+// Discover waits for that.
+func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot, restored []chan struct{}) map[string]*observation {
 	// The adapters look at once, each on its own goroutine: their inputs
 	// are their own (one reads files, the other a database), and a first
 	// start or a restart waits for the slowest, not for the sum.
@@ -685,8 +699,8 @@ func (t *Tracker) discoverAll(ctx context.Context, snap *proc.Snapshot, restore 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if restore {
-				t.restore(a)
+			if restored != nil {
+				<-restored[i]
 			}
 			dctx, cancel := context.WithTimeout(ctx, t.cfg.DiscoverTimeout)
 			defer cancel()

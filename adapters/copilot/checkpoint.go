@@ -128,7 +128,7 @@ func decodeSession(path string, b []byte) (*sessState, error) {
 	if !filepath.IsAbs(path) || !isSessionID(filepath.Base(path)) || filepath.Base(filepath.Dir(path)) != "session-state" {
 		return nil, errors.New("not a session folder path")
 	}
-	r := wire.NewReader(b)
+	r := wire.NewSharedReader(b)
 	if r.Format(checkpointFormat); r.Err() != nil {
 		return nil, r.Err()
 	}

@@ -119,7 +119,7 @@ func decodeFileState(path string, b []byte, maxWhole int64) (*fileState, error) 
 	if !ok {
 		return nil, errors.New("not a chat path")
 	}
-	r := wire.NewReader(b)
+	r := wire.NewSharedReader(b)
 	if r.Format(checkpointFormat); r.Err() != nil {
 		return nil, r.Err()
 	}
@@ -149,6 +149,8 @@ func decodeFileState(path string, b []byte, maxWhole int64) (*fileState, error) 
 	n := r.Uvarint()
 	if n > maxKept {
 		r.Fail("more messages than are kept")
+	} else if n <= uint64(len(b)) {
+		c.Msgs = make([]message, 0, n) // each takes a byte or more
 	}
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
 		m := message{ID: r.Str(), Type: r.Str(), At: r.Time(), Text: r.Bool()}

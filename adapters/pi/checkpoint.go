@@ -115,7 +115,7 @@ func decodeFileState(path string, b []byte, maxTail int64) (*fileState, error) {
 	if m == nil || !filepath.IsAbs(path) {
 		return nil, errors.New("not a Pi session file path")
 	}
-	r := wire.NewReader(b)
+	r := wire.NewSharedReader(b)
 	if r.Format(checkpointFormat); r.Err() != nil {
 		return nil, r.Err()
 	}

@@ -102,7 +102,7 @@ func decodeFileState(path string, b []byte, maxLine int) (*fileState, error) {
 	if !ok || !validID(id) || !filepath.IsAbs(path) || filepath.Base(filepath.Dir(path)) != "chats" {
 		return nil, errors.New("not a chat path")
 	}
-	r := wire.NewReader(b)
+	r := wire.NewSharedReader(b)
 	if r.Format(checkpointFormat); r.Err() != nil {
 		return nil, r.Err()
 	}

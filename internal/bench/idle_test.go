@@ -87,3 +87,57 @@ func idleAdapter(agent, root string) adapters.Adapter {
 	}
 	panic("no adapter " + agent)
 }
+
+// BenchmarkRestartPass is a warm restart's own work over the agents
+// scenario's home: the store opened, the adapter handed what it saved,
+// and the first pass, which reads no file again. The restart scenario
+// times the same from a signal to the socket's answer; this one
+// profiles it (-cpuprofile, -tagfocus pass=restart).
+func BenchmarkRestartPass(b *testing.B) {
+	for _, agent := range newAgents {
+		b.Run(agent, func(b *testing.B) {
+			dir := b.TempDir()
+			full := Full()
+			h, err := writeAgentHome(agent, dir, agentSpec{Sessions: full.AgentSessions, Projects: full.AgentProjects,
+				MaxTurns: full.AgentTurns, InFlightEvery: 20, Seed: 40})
+			if err != nil {
+				b.Fatal(err)
+			}
+			path := filepath.Join(dir, "state.db")
+			ctx := context.Background()
+			start := func() (*state.Store, adapters.Adapter, tracker.PassReport) {
+				st, err := state.Open(path, state.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ad := idleAdapter(agent, h.Root)
+				tr := tracker.New(tracker.Config{Store: st, Adapters: []adapters.Adapter{ad}, Host: proc.NewHost(), Logger: zap.NewNop()})
+				rep, err := tr.Reconcile(ctx, "startup")
+				if err != nil {
+					b.Fatal(err)
+				}
+				return st, ad, rep
+			}
+			st, ad, _ := start()
+			cp := ad.(adapters.Checkpointer).Checkpoint()
+			if err := st.SaveAdapterState(agent, cp.Put, cp.Del); err != nil {
+				b.Fatal(err)
+			}
+			cp.Commit()
+			st.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			pprof.Do(ctx, pprof.Labels("pass", "restart"), func(ctx context.Context) {
+				for b.Loop() {
+					st, _, rep := start()
+					b.StopTimer()
+					if rep.Created != 0 {
+						b.Fatalf("a restart created %d records", rep.Created)
+					}
+					st.Close()
+					b.StartTimer()
+				}
+			})
+		})
+	}
+}

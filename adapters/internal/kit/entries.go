@@ -3,7 +3,11 @@ package kit
 import (
 	"fmt"
 	"iter"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -31,7 +35,9 @@ type Entries[T any] struct {
 	Gen func(T) *uint64
 	// Decode reads the entry saved for key; an error means it is of no
 	// use (another format or bound, garbage) and its input is read again.
-	// Encode writes a state's entry.
+	// Restore calls it from several goroutines at once, without Mu: it
+	// must touch nothing but its arguments. Encode writes a state's
+	// entry.
 	Decode func(key string, b []byte) (T, error)
 	Encode func(T) []byte
 	// Log gets Restore's line: "restored saved <What> state", with the
@@ -47,14 +53,15 @@ type Entries[T any] struct {
 // Checkpoint writes it again once its input is read, and deletes it
 // otherwise. It logs how many were usable, and the first error.
 func (e Entries[T]) Restore(saved map[string][]byte) {
+	decoded := decodeAll(saved, e.Decode)
 	e.Mu.Lock()
 	defer e.Mu.Unlock()
 	e.Restored.Reset(len(saved))
 	e.Book.Reset(len(saved))
 	bad := 0
 	var firstErr error
-	for key, b := range saved {
-		v, err := e.Decode(key, b)
+	for _, d := range decoded {
+		key, v, err := d.key, d.v, d.err
 		if err != nil {
 			bad++
 			if firstErr == nil {
@@ -97,4 +104,42 @@ func (e Entries[T]) Checkpoint(saved iter.Seq2[string, T]) adapters.Checkpoint {
 		commit()
 	}
 	return cp
+}
+
+// decoded is one entry's Decode.
+type decoded[T any] struct {
+	key string
+	v   T
+	err error
+}
+
+// decodeAll decodes saved on every core: a restart waits for it (the
+// 2,000 entries of Gemini chats took 40 ms on one).
+func decodeAll[T any](saved map[string][]byte, decode func(string, []byte) (T, error)) []decoded[T] {
+	out := make([]decoded[T], 0, len(saved))
+	for key := range saved {
+		out = append(out, decoded[T]{key: key})
+	}
+	slices.SortFunc(out, func(a, b decoded[T]) int { return strings.Compare(a.key, b.key) })
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(out)/64))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				// Chunks of 32, so the goroutines share out the work
+				// without a lock per entry.
+				lo := int(next.Add(32)) - 32
+				if lo >= len(out) {
+					return
+				}
+				for i := lo; i < min(lo+32, len(out)); i++ {
+					d := &out[i]
+					d.v, d.err = decode(d.key, saved[d.key])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }

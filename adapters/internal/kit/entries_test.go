@@ -165,3 +165,37 @@ func TestEntriesLock(t *testing.T) {
 		t.Fatalf("counter %d, want 4", a.gen)
 	}
 }
+
+// Many entries are decoded on several goroutines: each one that decodes
+// is held under its own key, with a generation of its own, and each that
+// does not is booked to be deleted, as one by one (run with -race).
+func TestEntriesRestoreMany(t *testing.T) {
+	a := &toyAdapter{states: map[string]*toyState{}, log: zap.NewNop()}
+	saved := map[string][]byte{}
+	for i := range 5000 {
+		v := strconv.Itoa(i)
+		if i%7 == 0 {
+			v = "x" + v
+		}
+		saved["k"+strconv.Itoa(i)] = []byte(v)
+	}
+	a.entries().Restore(saved)
+	gens := map[uint64]bool{}
+	for i := range 5000 {
+		key := "k" + strconv.Itoa(i)
+		s, ok := a.restored.Take(key)
+		if i%7 == 0 {
+			if ok {
+				t.Fatalf("%s: garbage restored", key)
+			}
+			continue
+		}
+		if !ok || s.n != i || s.gen == 0 || gens[s.gen] {
+			t.Fatalf("%s: restored %+v, %v (generations seen %d)", key, s, ok, len(gens))
+		}
+		gens[s.gen] = true
+	}
+	if a.gen != uint64(len(gens)) {
+		t.Fatalf("counter at %d after %d restored", a.gen, len(gens))
+	}
+}

@@ -56,10 +56,20 @@ func (w *Writer) Time(t time.Time) {
 type Reader struct {
 	b   []byte
 	err error
+	// str, when set, is the whole of what the reader was made over, as a
+	// string: Str hands out substrings of it (NewSharedReader).
+	str string
 }
 
-// NewReader reads b.
+// NewReader reads b. Each string read is a copy.
 func NewReader(b []byte) Reader { return Reader{b: b} }
+
+// NewSharedReader reads b, whose strings it hands out as substrings of one
+// copy of b: one allocation per entry rather than one per string (a
+// restart decoded 100,000 strings of 2,000 Gemini chats one by one).
+// Every string read keeps that copy alive: for entries whose decoded
+// state keeps most of its strings anyway.
+func NewSharedReader(b []byte) Reader { return Reader{b: b, str: string(b)} }
 
 // Err is the first error met, nil if none.
 func (r *Reader) Err() error { return r.err }
@@ -158,7 +168,13 @@ func (r *Reader) Str() string {
 		r.Fail("string past the end")
 		return ""
 	}
-	s := string(r.b[:n])
+	var s string
+	if r.str != "" {
+		at := len(r.str) - len(r.b)
+		s = r.str[at : at+int(n)]
+	} else {
+		s = string(r.b[:n])
+	}
 	r.b = r.b[n:]
 	return s
 }

@@ -7,6 +7,12 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
+	for name, newReader := range map[string]func([]byte) Reader{"copying": NewReader, "shared": NewSharedReader} {
+		t.Run(name, func(t *testing.T) { testRoundTrip(t, newReader) })
+	}
+}
+
+func testRoundTrip(t *testing.T, NewReader func([]byte) Reader) {
 	var w Writer
 	w.Byte(7)
 	w.Uvarint(math.MaxUint64)
@@ -54,17 +60,26 @@ func TestRoundTrip(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := NewReader(b)
+		// The shared reader reads what the copying one does.
+		r, sr := NewReader(b), NewSharedReader(b)
 		for r.Err() == nil && r.remaining() > 0 {
-			switch r.Byte() % 5 {
+			op := r.Byte()
+			if sr.Byte() != op {
+				t.Fatal("the readers disagree on a byte")
+			}
+			var got, want any
+			switch op % 5 {
 			case 0:
-				r.Uvarint()
+				got, want = sr.Uvarint(), r.Uvarint()
 			case 1:
-				r.Varint()
+				got, want = sr.Varint(), r.Varint()
 			case 2:
-				r.Str()
+				got, want = sr.Str(), r.Str()
 			case 3:
-				r.Bool()
+				got, want = sr.Bool(), r.Bool()
+			}
+			if got != want || (r.Err() == nil) != (sr.Err() == nil) {
+				t.Fatalf("op %d: shared read %v (%v), copying %v (%v)", op%5, got, sr.Err(), want, r.Err())
 			}
 		}
 	})
