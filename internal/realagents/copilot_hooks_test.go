@@ -71,7 +71,16 @@ func TestCopilotHooksPermissionWaiting(t *testing.T) {
 	w.waitUpstream(up, 30*time.Second, "busy while the approved command runs", seen(func(s api.Session) bool {
 		return runningWith(session.ActivityBusy)(s) && s.WaitingFor == nil
 	}))
-	if len(procs(func(c procInfo) bool { return c.Env["COPILOT_AGENT_SESSION_ID"] == up && isPython(c) })) == 0 {
+	// The approval says busy (its hook) a moment before the command
+	// starts; under load that moment was longer than one look. The
+	// command runs 12 s: it must show up, and the session be busy while
+	// it does.
+	running := func() bool {
+		return len(procs(func(c procInfo) bool { return c.Env["COPILOT_AGENT_SESSION_ID"] == up && isPython(c) })) > 0
+	}
+	w.waitFor(8*time.Second, "the approved command running", func() (bool, string) { return running(), "not started" })
+	w.waitUpstream(up, 2*time.Second, "busy while the approved command runs", runningWith(session.ActivityBusy))
+	if !running() {
 		t.Fatal("busy only after the command ended")
 	}
 	w.step("approved: busy")
