@@ -83,7 +83,7 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		hot[p.hash] = true
 	}
 	var obs adapters.Observation
-	looked := 0
+	var looked []*rootState
 	var rootErrs []error
 	for _, r := range a.roots {
 		if err := ctx.Err(); err != nil {
@@ -97,10 +97,9 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			}
 			continue
 		}
-		looked++
-		obs.Sessions = append(obs.Sessions, a.observe(r)...)
+		looked = append(looked, r)
 	}
-	if looked == 0 && len(a.roots) > 0 {
+	if len(looked) == 0 && len(a.roots) > 0 {
 		a.inputs.Report(obs.Errors)
 		return adapters.Observation{}, fmt.Errorf("gemini: no Gemini CLI data folder could be read: %w", errors.Join(rootErrs...))
 	}
@@ -109,11 +108,28 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		// file any more (the next Checkpoint deletes it).
 		a.restored.Drop()
 	}
-	a.assignOwners(obs.Sessions, procs)
-	toolsRunning(obs.Sessions, snap, a.cfg.Host.StartTime)
-	a.addOrphans(obs.Sessions, snap, procs)
-	adapters.SortByID(obs.Sessions)
-	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+	// Every root read, no gemini running and none remembered: nothing
+	// can own a session or leave an orphan, and when no chat, listing or
+	// project changed either (key), the last pass's sessions, all quiet,
+	// are this one's.
+	key := kit.Key{a.gen, a.shape}
+	idle := len(looked) == len(a.roots) && len(procs) == 0 && a.lineage.Len() == 0
+	if set, ok := a.quiet.Again(key); ok && idle {
+		obs.Quiet = set
+	} else {
+		for _, r := range looked {
+			obs.Sessions = append(obs.Sessions, a.observe(r)...)
+		}
+		a.assignOwners(obs.Sessions, procs)
+		toolsRunning(obs.Sessions, snap, a.cfg.Host.StartTime)
+		a.addOrphans(obs.Sessions, snap, procs)
+		adapters.SortByID(obs.Sessions)
+		if len(looked) == len(a.roots) {
+			obs.Sessions, obs.Quiet = a.quiet.SplitAt(kit.Key{a.gen, a.shape}, obs.Sessions)
+		} else {
+			obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+		}
+	}
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()
@@ -128,6 +144,9 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if len(r.files) > 0 {
+			a.shape++
+		}
 		clear(r.files)
 		clear(r.dirs)
 		return nil, true // Gemini CLI never ran with this folder
@@ -148,6 +167,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 		if err := a.refresh(f, now); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
+				a.shape++
 				continue
 			}
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
@@ -172,6 +192,9 @@ func (a *Adapter) readProjects(r *rootState, errs *[]adapters.InputError) {
 	path := filepath.Join(r.path, "projects.json")
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if len(r.folders) > 0 || len(r.byHash) > 0 {
+			a.shape++
+		}
 		clear(r.folders)
 		clear(r.byHash)
 		r.projectsErr = nil
@@ -202,6 +225,7 @@ func (a *Adapter) readProjects(r *rootState, errs *[]adapters.InputError) {
 		return
 	}
 	r.projectsErr = nil
+	a.shape++
 	clear(r.folders)
 	clear(r.byHash)
 	for folder, name := range doc.Projects {
@@ -231,6 +255,7 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time, errs *[]adap
 			}
 			f.path, f.project, f.parent, f.whole = path, project, parent, strings.HasSuffix(path, ".json")
 			r.files[path] = f
+			a.shape++
 		}
 		paths = append(paths, path)
 	}
@@ -251,6 +276,7 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time, errs *[]adap
 	for p := range r.files {
 		if !seen[p] {
 			delete(r.files, p)
+			a.shape++
 		}
 	}
 	sort.Strings(paths)
@@ -419,6 +445,9 @@ func (a *Adapter) projectRoot(r *rootState, project string) string {
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		r.roots[project] = folder
 	}
+	// Read now, or to be read again (an error): either way the
+	// observations built with it are new.
+	a.shape++
 	return folder
 }
 

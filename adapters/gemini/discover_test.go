@@ -3,6 +3,7 @@ package gemini
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -298,4 +299,58 @@ func FuzzCheckpointDecode(f *testing.F) {
 			t.Fatalf("out of range: %+v", fs)
 		}
 	})
+}
+
+// An idle pass hands out the last quiet set without building anything,
+// and only while nothing it was built from changed: after every change
+// below the sessions are a fresh adapter's, and a pass with no change
+// after it returns the very same set and no list.
+func TestIdlePassIsTheLastOne(t *testing.T) {
+	tr := newTree(t)
+	chats := tr.project("p", "/p")
+	chat := func(i int) string {
+		return filepath.Join(chats, fmt.Sprintf("session-2026-11-27T10-0%d-%08d.jsonl", i, i))
+	}
+	id := func(i int) string { return fmt.Sprintf("%08d-0000-0000-0000-000000000000", i) }
+	for i := range 3 {
+		tr.write(chat(i), newLines().header(id(i), hashOf("/p")).user("u1", "q").gemini("g1", "a").b.Bytes())
+	}
+	a := New(Config{Roots: []string{tr.root}})
+	ctx := context.Background()
+	for _, step := range []struct {
+		what   string
+		change func()
+	}{
+		{"the first pass", func() {}},
+		{"a chat grew", func() { tr.appendTo(chat(1), newLines().user("u2", "more").b.Bytes()) }},
+		{"a new chat", func() {
+			tr.write(chat(3), newLines().header(id(3), hashOf("/p")).user("u1", "new").b.Bytes())
+		}},
+		{"a chat gone", func() { os.Remove(chat(0)) }},
+		{"projects.json names another folder", func() {
+			tr.write(filepath.Join(tr.root, "projects.json"), []byte(`{"projects":{"/q":"p"}}`))
+		}},
+		{"projects.json gone", func() { os.Remove(filepath.Join(tr.root, "projects.json")) }},
+	} {
+		step.change()
+		obs, err := a.Discover(ctx, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		fresh, err := New(Config{Roots: []string{tr.root}}).Discover(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameObs(obs.All(), fresh.All()) {
+			t.Fatalf("%s: the pass saw\n%+v\na fresh adapter\n%+v", step.what, obs.All(), fresh.All())
+		}
+		// Nothing changes: the same set, nothing built.
+		again, err := a.Discover(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Quiet != obs.Quiet || len(again.Sessions) != 0 {
+			t.Fatalf("%s, then nothing: a new set (%v) or a list of %d", step.what, again.Quiet != obs.Quiet, len(again.Sessions))
+		}
+	}
 }

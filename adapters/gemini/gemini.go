@@ -86,6 +86,9 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last fileState.gen given
+	// shape counts the other changes observations are built from: chats
+	// listed or gone, projects.json or a .project_root read (kit.Key).
+	shape uint64
 
 	// restored is what Restore handed over, by path, until a listing takes
 	// it; book the gen each path's committed checkpoint entry was made at.

@@ -107,3 +107,31 @@ func TestQuietSplitSorts(t *testing.T) {
 		}
 	}
 }
+
+// Again hands out the last set only for the key it was built at, and only
+// when that pass had no loud session; a Split without a key forgets it.
+func TestQuietAgain(t *testing.T) {
+	var q Quiet
+	k := Key{1, 2}
+	if _, ok := q.Again(k); ok {
+		t.Fatal("a set before any split")
+	}
+	_, set := q.SplitAt(k, quietObs(3))
+	if s, ok := q.Again(k); !ok || s != set {
+		t.Fatal("the same key: not the last set")
+	}
+	if _, ok := q.Again(Key{1, 3}); ok {
+		t.Fatal("another key: the last set")
+	}
+	loud := quietObs(3)
+	loud[0].Owners = []adapters.Owner{{Identity: proc.Identity{PID: 1}}}
+	q.SplitAt(k, loud)
+	if _, ok := q.Again(k); ok {
+		t.Fatal("a pass with a loud session: the set alone handed out again")
+	}
+	q.SplitAt(k, quietObs(3))
+	q.Split(quietObs(3))
+	if _, ok := q.Again(k); ok {
+		t.Fatal("after a Split without a key: the set handed out again")
+	}
+}
