@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -93,21 +94,38 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	for _, path := range a.order {
 		v.nameEntries(a.roots[path].reg.entries)
 	}
-	var ps []promptSession
+	// Every home read, no qwen running, no registry entry, no tool of a
+	// session alive and none remembered: nothing can own a session or
+	// be its orphan, and when no chat or listing changed either (key),
+	// the last pass's sessions, all quiet, are this one's.
+	key := kit.Key{a.gen, a.shape}
+	idle := looked == len(a.order) && len(v.procs) == 0 && a.lineage.Len() == 0 && !lineage.AnyMarked(snap, sessionVar)
 	for _, path := range a.order {
-		for _, f := range a.roots[path].files {
-			if f.read && f.st.meta.Title != "" {
-				ps = append(ps, promptSession{id: f.id, prompt: f.st.meta.Title, created: f.st.meta.Started, last: f.st.turn.Last})
+		idle = idle && len(a.roots[path].reg.entries) == 0
+	}
+	if set, ok := a.quiet.Again(key); ok && idle {
+		obs.Quiet = set
+	} else {
+		var ps []promptSession
+		for _, path := range a.order {
+			for _, f := range a.roots[path].files {
+				if f.read && f.st.meta.Title != "" {
+					ps = append(ps, promptSession{id: f.id, prompt: f.st.meta.Title, created: f.st.meta.Started, last: f.st.turn.Last})
+				}
 			}
 		}
+		v.namePrompts(ps)
+		for _, path := range a.order {
+			obs.Sessions = append(obs.Sessions, a.observeRoot(a.roots[path], v)...)
+		}
+		a.addToolProcs(obs.Sessions, snap)
+		adapters.SortByID(obs.Sessions)
+		if looked == len(a.order) {
+			obs.Sessions, obs.Quiet = a.quiet.SplitAt(key, obs.Sessions)
+		} else {
+			obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+		}
 	}
-	v.namePrompts(ps)
-	for _, path := range a.order {
-		obs.Sessions = append(obs.Sessions, a.observeRoot(a.roots[path], v)...)
-	}
-	a.addToolProcs(obs.Sessions, snap)
-	adapters.SortByID(obs.Sessions)
-	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()
@@ -147,6 +165,9 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, h hot) ([]ada
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if len(r.files) > 0 {
+			a.shape++
+		}
 		clear(r.files)
 		clear(r.dirs)
 		r.reg = registry{}
@@ -174,6 +195,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, h hot) ([]ada
 		if err := a.refresh(f); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
+				a.shape++
 				continue
 			}
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
@@ -204,6 +226,7 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time) ([]string, [
 				}
 				f.path, f.id = path, id
 				r.files[path] = f
+				a.shape++
 			}
 			paths = append(paths, path)
 		}
@@ -211,6 +234,7 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time) ([]string, [
 	for p := range r.files {
 		if !seen[p] {
 			delete(r.files, p)
+			a.shape++
 		}
 	}
 	return paths, errs

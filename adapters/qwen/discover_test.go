@@ -304,3 +304,38 @@ func TestColdChatAtFullRescan(t *testing.T) {
 		t.Fatalf("a full rescan did not read the cold chat: %+v", o)
 	}
 }
+
+// An idle pass hands out the last quiet set without building anything,
+// and only while nothing it was built from changed: after every change
+// below the sessions are a fresh adapter's, and a pass with no change
+// after it returns the very same set and no list.
+func TestIdlePassIsTheLastOne(t *testing.T) {
+	root := home(t, "headless-done.jsonl", "headless-killed-mid-tool.jsonl")
+	a := New(Config{Roots: []string{root}})
+	for _, step := range []struct {
+		what   string
+		change func()
+	}{
+		{"the first pass", func() {}},
+		{"a new chat", func() {
+			os.WriteFile(chatPath(root, idTUI), fixture(t, "tui-cancelled-then-killed.jsonl"), 0o644)
+		}},
+		{"a chat gone", func() { os.Remove(chatPath(root, idDone)) }},
+		{"a chat replaced", func() {
+			done := bytes.ReplaceAll(fixture(t, "headless-done.jsonl"), []byte(idDone), []byte(idKilled))
+			os.WriteFile(chatPath(root, idKilled)+".new", done, 0o644)
+			os.Rename(chatPath(root, idKilled)+".new", chatPath(root, idKilled))
+		}},
+		{"the project gone", func() { os.RemoveAll(filepath.Join(root, "projects")) }},
+	} {
+		step.change()
+		inc, obs := discoverSnap(t, a, nil)
+		if fresh := discover(t, New(Config{Roots: []string{root}})); !reflect.DeepEqual(inc, fresh) {
+			t.Fatalf("%s: the pass saw\n%+v\na fresh adapter\n%+v", step.what, inc, fresh)
+		}
+		_, again := discoverSnap(t, a, nil)
+		if again.Quiet != obs.Quiet || len(again.Sessions) != 0 {
+			t.Fatalf("%s, then nothing: a new set (%v) or a list of %d", step.what, again.Quiet != obs.Quiet, len(again.Sessions))
+		}
+	}
+}

@@ -74,6 +74,9 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last fileState.gen given
+	// shape counts the other changes observations are built from: chats
+	// listed or gone (kit.Key).
+	shape uint64
 	// reads and bytesRead count the chats read and the bytes read.
 	reads     int
 	bytesRead int64

@@ -149,3 +149,18 @@ func liveOwners(snap *proc.Snapshot, owners []adapters.Owner) []proc.Identity {
 	}
 	return out
 }
+
+// AnyMarked reports whether a process of snap carries the variable v: a
+// tool some session of the agent started, alive or orphaned. With none
+// (and nothing remembered), AddToolProcs finds nothing.
+func AnyMarked(snap *proc.Snapshot, v string) bool {
+	if snap == nil {
+		return false
+	}
+	for _, p := range snap.Procs {
+		if p.Env[v] != "" {
+			return true
+		}
+	}
+	return false
+}
