@@ -82,10 +82,19 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			}
 		}
 	}
-	a.countMatches(procs)
-	for _, path := range a.order {
-		if readable[path] {
-			obs.Sessions = append(obs.Sessions, a.observe(a.roots[path], procs)...)
+	// Every root read, no pi running and none remembered: nothing can
+	// own a session or leave an orphan, and when no session file or
+	// listing changed either (key), the last pass's sessions, all quiet,
+	// are this one's.
+	key := kit.Key{a.gen, a.shape}
+	set, again := a.quiet.Again(key)
+	again = again && looked == len(a.order) && len(procs) == 0 && a.lineage.Len() == 0
+	if !again {
+		a.countMatches(procs)
+		for _, path := range a.order {
+			if readable[path] {
+				obs.Sessions = append(obs.Sessions, a.observe(a.roots[path], procs)...)
+			}
 		}
 	}
 	if looked == 0 && len(a.order) > 0 {
@@ -97,9 +106,19 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		// file any more (the next Checkpoint deletes it).
 		a.restored.Drop()
 	}
-	adapters.SortByID(obs.Sessions)
-	a.addOrphans(obs.Sessions, snap, procs)
-	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+	switch {
+	case again:
+		obs.Quiet = set
+		clear(a.owned) // as addOrphans does with no pi and nothing remembered
+	case looked == len(a.order):
+		adapters.SortByID(obs.Sessions)
+		a.addOrphans(obs.Sessions, snap, procs)
+		obs.Sessions, obs.Quiet = a.quiet.SplitAt(key, obs.Sessions)
+	default:
+		adapters.SortByID(obs.Sessions)
+		a.addOrphans(obs.Sessions, snap, procs)
+		obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+	}
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()
@@ -114,6 +133,9 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if len(r.files) > 0 {
+			a.shape++
+		}
 		clear(r.files)
 		clear(r.dirs)
 		return nil, true // Pi never ran with this dir
@@ -131,6 +153,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 		if err := a.refresh(f, now); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
+				a.shape++
 				continue
 			}
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
@@ -161,6 +184,7 @@ func (a *Adapter) listSessions(r *rootState, full bool, now time.Time) ([]string
 				}
 				f.path, f.id = p, m[2]
 				r.files[p] = f
+				a.shape++
 			}
 			paths = append(paths, p)
 		}
@@ -168,6 +192,7 @@ func (a *Adapter) listSessions(r *rootState, full bool, now time.Time) ([]string
 	for p := range r.files {
 		if !seen[p] {
 			delete(r.files, p)
+			a.shape++
 		}
 	}
 	sort.Strings(paths)

@@ -386,3 +386,35 @@ func TestLongLineSkipped(t *testing.T) {
 		t.Fatalf("warnings %v", all.Warnings)
 	}
 }
+
+// An idle pass hands out the last quiet set without building anything,
+// and only while nothing it was built from changed: after every change
+// below the sessions are a fresh adapter's, and a pass with no change
+// after it returns the very same set and no list.
+func TestIdlePassIsTheLastOne(t *testing.T) {
+	root := t.TempDir()
+	cwd := "/home/u/proj"
+	p1 := writeSession(t, root, cwd, id1, user(1, "Say hi"), say(2, "Hi.", "stop"))
+	writeSession(t, root, cwd, id2, user(1, "Run the job"), callBash(2, "call_1", "python3 long.py"))
+	a := newAdapter(root)
+	for _, step := range []struct {
+		what   string
+		change func()
+	}{
+		{"the first pass", func() {}},
+		{"a session grew", func() { appendTo(t, p1, user(3, "And again"), say(4, "Again.", "stop")) }},
+		{"a new session", func() { writeSession(t, root, "/other", id3, user(1, "first"), say(2, "", "error")) }},
+		{"a session gone", func() { os.Remove(p1) }},
+		{"every session gone", func() { os.RemoveAll(filepath.Join(root, "sessions")) }},
+	} {
+		step.change()
+		inc, obs := discover(t, a, nil)
+		if fresh, _ := discover(t, newAdapter(root), nil); !reflect.DeepEqual(inc, fresh) {
+			t.Fatalf("%s: the pass saw\n%+v\na fresh adapter\n%+v", step.what, inc, fresh)
+		}
+		_, again := discover(t, a, nil)
+		if again.Quiet != obs.Quiet || len(again.Sessions) != 0 {
+			t.Fatalf("%s, then nothing: a new set (%v) or a list of %d", step.what, again.Quiet != obs.Quiet, len(again.Sessions))
+		}
+	}
+}

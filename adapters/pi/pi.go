@@ -82,6 +82,9 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last fileState.gen given
+	// shape counts the other changes observations are built from: session
+	// files listed or gone (kit.Key).
+	shape uint64
 
 	// quiet is the set of the sessions no pi owns, handed out again
 	// while they stay the same.
