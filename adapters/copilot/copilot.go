@@ -82,6 +82,9 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last sessState.gen given
+	// shape counts the other changes observations are built from: session
+	// folders listed or gone (kit.Key).
+	shape uint64
 
 	// quiet is the set of the sessions no copilot owns, handed out again
 	// while they stay the same.

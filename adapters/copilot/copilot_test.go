@@ -3,6 +3,7 @@ package copilot
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/internal/testkit/copilottest"
 	"github.com/sessiond/sessiond/session"
 )
@@ -446,5 +448,67 @@ func TestCheckpointKeepsTheOffset(t *testing.T) {
 	}
 	if len(b.warnings()) != 0 {
 		t.Fatalf("warnings %v: the half line was read as a line", b.warnings())
+	}
+}
+
+// An idle pass hands out the last quiet set without building anything,
+// and only while nothing it was built from changed: after every change
+// below the sessions are a fresh adapter's, and a pass with no change
+// after it returns the very same set and no list.
+func TestIdlePassIsTheLastOne(t *testing.T) {
+	root := t.TempDir()
+	s0, s1 := newSession(t, root, 0), newSession(t, root, 1)
+	must(t, s0.Headless("Say hi", "echo hi", false))
+	must(t, s1.Headless("Run the long job", "sleep 300", true))
+	a := New(Config{Roots: []string{root}})
+	pass := func() adapters.Observation {
+		obs, err := a.Discover(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obs
+	}
+	// What a step changed, dated an hour back: a file or folder changed
+	// within the racy window is read again each pass, which would hide a
+	// change not counted; the rest keep their dates, as they would.
+	age := func() {
+		now := time.Now()
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if fi, err := d.Info(); err == nil && fi.ModTime().After(now.Add(-10*time.Minute)) {
+				os.Chtimes(p, now.Add(-time.Hour), now.Add(-time.Hour))
+			}
+			return nil
+		})
+	}
+	for _, step := range []struct {
+		what   string
+		change func()
+	}{
+		{"the first pass", func() {}},
+		{"a new session", func() { must(t, newSession(t, root, 2).Headless("Again", "ls", false)) }},
+		// A session not written for long is looked at by full rescans.
+		{"a workspace renamed", func() { must(t, s0.Workspace("renamed", s0.At, s0.At)); a.RequestRescan() }},
+		{"a session gone", func() { must(t, os.RemoveAll(s1.Dir)) }},
+		{"every session gone", func() { must(t, os.RemoveAll(filepath.Join(root, "session-state"))) }},
+	} {
+		step.change()
+		age()
+		obs := pass()
+		inc := map[string]adapters.Observed{}
+		for _, o := range obs.All() {
+			inc[o.UpstreamID] = o
+		}
+		if fresh := discover(t, New(Config{Roots: []string{root}})); !reflect.DeepEqual(inc, fresh) {
+			t.Fatalf("%s: the pass saw\n%+v\na fresh adapter\n%+v", step.what, inc, fresh)
+		}
+		if again := pass(); again.Quiet != obs.Quiet || len(again.Sessions) != 0 {
+			t.Fatalf("%s, then nothing: a new set (%v) or a list of %d", step.what, again.Quiet != obs.Quiet, len(again.Sessions))
+		}
+		if _, ok := a.quiet.Again(kit.Key{a.gen, a.shape}); !ok {
+			t.Fatalf("%s, then nothing: the next pass would build its sessions again", step.what)
+		}
 	}
 }

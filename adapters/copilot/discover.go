@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -86,7 +87,8 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	full := a.rescan.Due(now, a.cfg.FullRescan)
 	procs := a.copilotProcs(snap)
 	var obs adapters.Observation
-	looked := 0
+	var looked []*rootState
+	var helds []map[string]bool
 	var rootErrs []error
 	for _, r := range a.roots {
 		if err := ctx.Err(); err != nil {
@@ -101,10 +103,23 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 			}
 			continue
 		}
-		looked++
-		obs.Sessions = append(obs.Sessions, a.observe(r, procs, held)...)
+		looked = append(looked, r)
+		helds = append(helds, held)
 	}
-	if looked == 0 && len(a.roots) > 0 {
+	// Every home read, no copilot running, no live process an inuse lock
+	// names, no tool of a session alive and none remembered: nothing can
+	// own a session or be its orphan, and when no folder or file changed
+	// either (key), the last pass's sessions, all quiet, are this one's.
+	key := kit.Key{a.gen, a.shape}
+	set, again := a.quiet.Again(key)
+	again = again && len(looked) == len(a.roots) && len(procs.list) == 0 && !procs.unreadable &&
+		a.lineage.Len() == 0 && !lineage.AnyMarked(snap, sessionVar) && !a.liveLock(snap)
+	if !again {
+		for i, r := range looked {
+			obs.Sessions = append(obs.Sessions, a.observe(r, procs, helds[i])...)
+		}
+	}
+	if len(looked) == 0 && len(a.roots) > 0 {
 		a.inputs.Report(obs.Errors)
 		return adapters.Observation{}, fmt.Errorf("copilot: no Copilot home could be read: %w", errors.Join(rootErrs...))
 	}
@@ -113,15 +128,42 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		// session any more (the next Checkpoint deletes it).
 		a.restored.Drop()
 	}
-	a.addToolProcs(obs.Sessions, snap, procs)
-	adapters.SortByID(obs.Sessions)
-	obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+	switch {
+	case again:
+		obs.Quiet = set
+	default:
+		a.addToolProcs(obs.Sessions, snap, procs)
+		adapters.SortByID(obs.Sessions)
+		if len(looked) == len(a.roots) {
+			obs.Sessions, obs.Quiet = a.quiet.SplitAt(key, obs.Sessions)
+		} else {
+			obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+		}
+	}
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()
 	a.inputs.Report(obs.Errors)
 	a.updateWatch(now)
 	return obs, nil
+}
+
+// liveLock reports whether an inuse lock of some session names a live
+// process: it may own that session (procView.ownersOf).
+func (a *Adapter) liveLock(snap *proc.Snapshot) bool {
+	if snap == nil {
+		return false
+	}
+	for _, r := range a.roots {
+		for _, s := range r.sessions {
+			for _, pid := range s.inuse {
+				if p := snap.Procs[pid]; p != nil && !p.Exited() {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // scanRoot lists a home's sessions where it changed and reads what
@@ -131,6 +173,9 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held map[stri
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if len(r.sessions) > 0 {
+			a.shape++
+		}
 		clear(r.sessions)
 		r.listed = false
 		return nil, true // Copilot never ran with this home
@@ -154,6 +199,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held map[stri
 		if err := a.refresh(s, now); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.sessions, s.id)
+				a.shape++
 				continue
 			}
 			errs = append(errs, adapters.InputError{Input: s.dir, Err: err})
@@ -185,6 +231,9 @@ func (s *sessState) lastWrite() time.Time {
 func (a *Adapter) listSessions(r *rootState, dir string, full bool, now time.Time) error {
 	fi, err := os.Stat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		if len(r.sessions) > 0 {
+			a.shape++
+		}
 		clear(r.sessions)
 		r.listed = false
 		return nil
@@ -216,11 +265,13 @@ func (a *Adapter) listSessions(r *rootState, dir string, full bool, now time.Tim
 			}
 			s.id, s.dir = id, path
 			r.sessions[id] = s
+			a.shape++
 		}
 	}
 	for id := range r.sessions {
 		if !seen[id] {
 			delete(r.sessions, id)
+			a.shape++
 		}
 	}
 	r.listed, r.mtime, r.listedAt = true, fi.ModTime(), now
