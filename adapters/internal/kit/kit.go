@@ -50,6 +50,16 @@
 //     the layout changes or what the saved state means (a parser fix that
 //     would conclude differently from the same input): a restart then reads
 //     those inputs again rather than trust an older build.
+//   - Quiet, the sessions no process owns handed to the tracker as one
+//     adapters.QuietSet, the same pointer while they stay equal
+//     (Observed.Equal), so an idle pass skips them. With SplitAt and
+//     Again, an adapter that keys its observations by what they are built
+//     from (Key: its read counter and a count of files listed or gone)
+//     builds nothing at all on a pass where the key holds and nothing can
+//     make a session loud (no process of its agent, no marked tool, nothing
+//     remembered): gemini, qwen, pi and copilot do. Each adapter holds an
+//     idle pass equal to a fresh adapter's after every kind of change
+//     (TestIdlePassIsTheLastOne), which fails when a change is not counted.
 //   - Seen and Drift, format drift said out loud: agents change their
 //     formats weekly, and what a reader does not understand (a line or
 //     item type, a status or waitingFor value, a hook event, a field of
