@@ -235,10 +235,13 @@ func (d *document) rebuild(n *node, items []item) string {
 			continue
 		}
 		// A new item on a line of its own is laid out over lines at
-		// that line's indentation; one after another on a line, on one.
+		// that line's indentation (its blanks: a file that puts each
+		// comma first on the line has it there too); one after another
+		// on a line, on one.
 		indent, lines := "", false
 		if i := strings.LastIndexByte(before, '\n'); i >= 0 && d.unit != "" {
-			indent, lines = before[i+1:], true
+			rest := before[i+1:]
+			indent, lines = rest[:len(rest)-len(strings.TrimLeft(rest, " \t"))], true
 		}
 		if n.kind == '{' {
 			b.WriteString(quote(it.key) + d.colon)
