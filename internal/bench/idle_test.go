@@ -28,13 +28,7 @@ import (
 func BenchmarkIdlePass(b *testing.B) {
 	for _, agent := range newAgents {
 		b.Run(agent, func(b *testing.B) {
-			dir := b.TempDir()
-			full := Full()
-			h, err := writeAgentHome(agent, dir, agentSpec{Sessions: full.AgentSessions, Projects: full.AgentProjects,
-				MaxTurns: full.AgentTurns, InFlightEvery: 20, Seed: 40})
-			if err != nil {
-				b.Fatal(err)
-			}
+			dir, h := benchHome(b, agent)
 			st, err := state.Open(filepath.Join(dir, "state.db"), state.Options{})
 			if err != nil {
 				b.Fatal(err)
@@ -72,6 +66,19 @@ func BenchmarkIdlePass(b *testing.B) {
 	}
 }
 
+// benchHome writes the agents scenario's home of agent (its full scale)
+// in a temporary folder, and returns the folder and the home.
+func benchHome(b *testing.B, agent string) (string, *agentHome) {
+	dir := b.TempDir()
+	full := Full()
+	h, err := writeAgentHome(agent, dir, agentSpec{Sessions: full.AgentSessions, Projects: full.AgentProjects,
+		MaxTurns: full.AgentTurns, InFlightEvery: 20, Seed: 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dir, h
+}
+
 // idleAdapter builds agent's adapter over root as the daemon does.
 func idleAdapter(agent, root string) adapters.Adapter {
 	log := zap.NewNop()
@@ -96,13 +103,7 @@ func idleAdapter(agent, root string) adapters.Adapter {
 func BenchmarkRestartPass(b *testing.B) {
 	for _, agent := range newAgents {
 		b.Run(agent, func(b *testing.B) {
-			dir := b.TempDir()
-			full := Full()
-			h, err := writeAgentHome(agent, dir, agentSpec{Sessions: full.AgentSessions, Projects: full.AgentProjects,
-				MaxTurns: full.AgentTurns, InFlightEvery: 20, Seed: 40})
-			if err != nil {
-				b.Fatal(err)
-			}
+			dir, h := benchHome(b, agent)
 			path := filepath.Join(dir, "state.db")
 			ctx := context.Background()
 			start := func() (*state.Store, adapters.Adapter, tracker.PassReport) {
