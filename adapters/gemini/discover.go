@@ -113,10 +113,11 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	// project changed either (key), the last pass's sessions, all quiet,
 	// are this one's.
 	key := kit.Key{a.gen, a.shape}
-	idle := len(looked) == len(a.roots) && len(procs) == 0 && a.lineage.Len() == 0
+	idle := len(looked) == len(a.roots) && len(procs) == 0 && a.lineage.Len() == 0 && !a.retryRoots
 	if set, ok := a.quiet.Again(key); ok && idle {
 		obs.Quiet = set
 	} else {
+		a.retryRoots = false
 		for _, r := range looked {
 			obs.Sessions = append(obs.Sessions, a.observe(r)...)
 		}
@@ -444,10 +445,10 @@ func (a *Adapter) projectRoot(r *rootState, project string) string {
 	}
 	if err == nil || errors.Is(err, fs.ErrNotExist) {
 		r.roots[project] = folder
+	} else {
+		a.retryRoots = true // not cached: the next pass builds, and reads it again
 	}
-	// Read now, or to be read again (an error): either way the
-	// observations built with it are new.
-	a.shape++
+	a.shape++ // the observations built with it are new
 	return folder
 }
 

@@ -89,6 +89,9 @@ type Adapter struct {
 	// shape counts the other changes observations are built from: chats
 	// listed or gone, projects.json or a .project_root read (kit.Key).
 	shape uint64
+	// retryRoots: a .project_root could not be read in the last build;
+	// each pass builds again until it can.
+	retryRoots bool
 
 	// restored is what Restore handed over, by path, until a listing takes
 	// it; book the gen each path's committed checkpoint entry was made at.
