@@ -25,7 +25,9 @@ type turnState struct {
 // message once they finished (with their final status), then their results
 // as a user message of functionResponse parts, and the next answer. So:
 //
-//   - no message but the <session_context> one: no prompt yet, idle;
+//   - no message but the <session_context> one: no prompt yet, idle (or,
+//     when older messages were dropped, a rewind went past those kept:
+//     the turn ended);
 //   - a user message (a prompt, or tool results): the model's answer is not
 //     written yet, busy (an incomplete_message once the owner is dead);
 //   - a gemini message without text or calls: the model answered with
@@ -49,7 +51,9 @@ func (c *chat) turn() turnState {
 	}
 	switch m.Type {
 	case "":
-		idle.Evidence = "chat: no prompt yet"
+		if !c.Dropped {
+			idle.Evidence = "chat: no prompt yet"
+		} // else a rewind went past the kept messages: between turns
 		return idle
 	case "user":
 		what, ev := "prompt", "chat tail: a prompt without its answer"

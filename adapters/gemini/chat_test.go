@@ -128,6 +128,14 @@ func TestChatTurnStates(t *testing.T) {
 		{"rewound to the answer", func(l *chatLines) {
 			l.user("u1", "a").gemini("g1", "b").line(map[string]any{"$rewindTo": "g1"})
 		}, session.ActivityBusy, "", []session.ProblemKind{session.ProblemIncompleteMessage}},
+		{"rewound past the kept messages", func(l *chatLines) {
+			l.user("u1", "a").gemini("g1", "b").user("u2", "c").gemini("g2", "d").user("u3", "e").gemini("g3", "f")
+			l.line(map[string]any{"$rewindTo": "u2"})
+		}, session.ActivityIdle, "", nil},
+		{"a message no longer kept updated", func(l *chatLines) {
+			l.user("u1", "a").gemini("g1", "b").user("u2", "c").gemini("g2", "d").user("u3", "e").gemini("g3", "f").user("u4", "g")
+			l.gemini("g1", "", l.call("c1", statusExecuting, "x"))
+		}, session.ActivityBusy, "", []session.ProblemKind{session.ProblemIncompleteMessage}},
 		{"history replaced", func(l *chatLines) {
 			l.user("u1", "a").gemini("g1", "", l.call("c1", statusExecuting, "x"))
 			l.line(map[string]any{"$set": map[string]any{"messages": []any{

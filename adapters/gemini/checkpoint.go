@@ -23,7 +23,7 @@ var _ adapters.Checkpointer = (*Adapter)(nil)
 // layout changes, or when what a folded chat means changes (a parser fix
 // that concludes differently from the same lines): an entry of another
 // format is ignored, and its chat read again.
-const checkpointFormat = 2 // 2: the chat's drift
+const checkpointFormat = 3 // 2: the chat's drift; 3: 4 messages kept, ids sorted
 
 // maxSavedSeen bounds the message ids an entry may hold (garbage must
 // not allocate without limit).
@@ -102,7 +102,7 @@ func encodeFileState(f *fileState, maxWhole int64) []byte {
 		}
 	}
 	w.Uvarint(uint64(len(c.Seen)))
-	for h := range c.Seen {
+	for _, h := range c.Seen {
 		w.Uvarint(h)
 	}
 	c.Drift.Append(&w)
@@ -168,9 +168,13 @@ func decodeFileState(path string, b []byte, maxWhole int64) (*fileState, error) 
 		r.Fail("more message ids than are kept")
 	}
 	if s > 0 && r.Err() == nil {
-		c.Seen = make(map[uint64]bool, min(s, 1<<12))
+		c.Seen = make(idSet, 0, min(s, uint64(len(b))))
 		for i := uint64(0); i < s && r.Err() == nil; i++ {
-			c.Seen[r.Uvarint()] = true
+			h := r.Uvarint()
+			if n := len(c.Seen); n > 0 && h <= c.Seen[n-1] {
+				r.Fail("message ids out of order")
+			}
+			c.Seen = append(c.Seen, h)
 		}
 	}
 	c.Drift = kit.ReadSeen(&r)

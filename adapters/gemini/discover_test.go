@@ -290,7 +290,7 @@ func sameObs(x, y []adapters.Observed) bool {
 // FuzzCheckpointDecode: no saved entry makes Restore panic or keep an
 // entry out of range.
 func FuzzCheckpointDecode(f *testing.F) {
-	st := &fileState{c: chat{ID: "s", Msgs: []message{{ID: "m", Type: "gemini", Calls: []call{{ID: "c"}}}}, Seen: map[uint64]bool{1: true}}, size: 10, offset: 5}
+	st := &fileState{c: chat{ID: "s", Msgs: []message{{ID: "m", Type: "gemini", Calls: []call{{ID: "c"}}}}, Seen: idSet{1}}, size: 10, offset: 5}
 	f.Add(encodeFileState(st, defaultMaxWhole))
 	f.Add([]byte{checkpointFormat})
 	f.Fuzz(func(t *testing.T, b []byte) {
