@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/http"
+	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -47,7 +48,11 @@ func newMetrics(st *state.Store, tr *tracker.Tracker) *metrics {
 	}
 	m.reg.MustRegister(
 		m.reconcile, m.refused, m.subscribers, m.hooks,
-		collectors.NewGoCollector(),
+		// The memstats set, plus the live heap (go_gc_heap_live_bytes):
+		// the heap after the last collection, which RSS settles near
+		// twice of; heap in use also counts garbage not yet collected.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		counter("sessiond_probes_unknown_total", "Liveness probes that could not decide (the check itself failed).", func(s tracker.Stats) uint64 { return s.ProbeUnknown }),
 		counter("sessiond_probes_total", "Liveness probes made.", func(s tracker.Stats) uint64 { return s.Probes }),

@@ -239,7 +239,7 @@ func (r *runner) seven(ctx context.Context) error {
 	}
 	heap := ""
 	if m, err := metrics(ctx, d.Socket); err == nil {
-		heap = fmt.Sprintf("; Go heap in use %s, idle and kept %s", Bytes(m["go_memstats_heap_inuse_bytes"]), Bytes(m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"]))
+		heap = fmt.Sprintf("; Go heap live %s, in use %s, idle and kept %s", Bytes(m["go_gc_heap_live_bytes"]), Bytes(m["go_memstats_heap_inuse_bytes"]), Bytes(m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"]))
 	}
 	r.add("seven", fmt.Sprintf("RSS with all seven homes, %d sessions", len(ss)), fmt.Sprintf("%s idle (anonymous %s, files %s%s), peak %s", Bytes(st.RSS), Bytes(st.RSSAnon), Bytes(st.RSSFile), heap, Bytes(st.PeakRSS)), "≤ 100 MiB",
 		ptr(st.RSS <= 100<<20 && st.PeakRSS <= 100<<20),
