@@ -260,12 +260,20 @@ func (p *pass) decideRecords() {
 	// Keyed by the record itself (the store replaces a record it
 	// writes, so a pointer names one version of it), which also hashes
 	// faster than an id.
-	settled := make(map[*session.Record]settledMark, max(len(t.settled), len(p.recs)))
+	// The store hands out one slice of records until it writes: over
+	// the same records the marks are updated in place (a changed
+	// record's dropped), else made anew, holding only those listed.
+	// Making it anew every pass was most of an idle pass's garbage.
+	inPlace := t.settled != nil && sameList(t.settledRecs, p.recs)
+	settled := t.settled
+	if !inPlace {
+		settled = make(map[*session.Record]settledMark, len(p.recs))
+	}
 	// The records a quiet set vouches for are skipped here; the rest are
 	// looked at, on several cores when there are many (a restart, which
 	// has no settled marks, looks at every record: 12,000 took 31-70 ms
 	// on one core), then taken in order.
-	var look []lookedAt
+	look := make([]lookedAt, 0, min(len(p.recs), t.lastLooked+t.lastLooked/8+16))
 	for _, r := range p.recs {
 		linked := len(p.links) > 0 && p.links[r.ID] != ""
 		last, hit := t.settled[r]
@@ -286,11 +294,14 @@ func (p *pass) decideRecords() {
 			p.rep.Skipped++
 		case l.changed:
 			p.changed = append(p.changed, l.r.ID)
+			delete(settled, l.r)
 		case l.settle:
 			settled[l.r] = l.mark
+		default:
+			delete(settled, l.r)
 		}
 	}
-	t.settled = settled
+	t.settled, t.settledRecs, t.lastLooked = settled, p.recs, len(look)
 }
 
 // lookedAt is a record decideRecords looks at, and what it found.

@@ -150,7 +150,11 @@ type Tracker struct {
 	restored bool // the first pass handed the adapters their saved state
 	// settled are the records the last pass found unchanged and that time
 	// alone cannot change, with their evidence's fingerprint (settled.go).
-	settled     map[*session.Record]settledMark
+	settled map[*session.Record]settledMark
+	// settledRecs is the store's list settled was last made over, and
+	// lastLooked how many of its records that pass looked at.
+	settledRecs []*session.Record
+	lastLooked  int
 	settledSeed maphash.Seed
 	// claims, quietClaimed and badInputs are what the last pass learned
 	// that lets this one skip the sessions of a quiet set (quiet.go):

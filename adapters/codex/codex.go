@@ -94,6 +94,12 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last fileState.gen given
+	// shape counts the other changes observations are built from:
+	// rollouts listed or gone, roots added, a lock folder's state.
+	shape uint64
+	// quiet is the set of the sessions nothing owns, handed out again
+	// while they are as they were (kit.Quiet).
+	quiet kit.Quiet
 
 	// restored is what Restore handed over, by path, until a listing takes
 	// it; book the gen each path's committed checkpoint entry was made at.
@@ -152,6 +158,7 @@ func (a *Adapter) addRoot(path string, learned bool) {
 	}
 	a.roots[path] = &rootState{path: path, learned: learned, files: map[string]*fileState{}, dirs: kit.Dirs{}}
 	a.order = append(a.order, path)
+	a.shape++
 }
 
 // Name implements adapters.Adapter.

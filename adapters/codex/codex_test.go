@@ -185,7 +185,7 @@ func discover(t *testing.T, a *Adapter) map[string]adapters.Observed {
 		t.Fatal(err)
 	}
 	out := map[string]adapters.Observed{}
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		out[o.UpstreamID] = o
 	}
 	return out
@@ -342,7 +342,8 @@ func TestReleaseNeedsTheGrace(t *testing.T) {
 	}
 	at := func(now time.Time) adapters.Observed {
 		t.Helper()
-		obs, errs, ok := a.scanRoot(a.roots[root], true, now, newLockTable(a.cfg.Host))
+		sc, errs, ok := a.scanRoot(a.roots[root], true, now, newLockTable(a.cfg.Host))
+		obs := a.observe(sc.r, sc.owners, sc.inexact, now)
 		if !ok || len(errs) != 0 || len(obs) != 1 {
 			t.Fatalf("scan: %d sessions, %v, ok %v", len(obs), errs, ok)
 		}
@@ -451,7 +452,7 @@ func TestOwnersExactOnlyWhereKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := b.Discover(context.Background(), snap)
-	for _, o := range got.Sessions {
+	for _, o := range got.All() {
 		if o.OwnersExact != "" {
 			t.Errorf("%s: exact owners %q with an unreadable lock folder", o.UpstreamID, o.OwnersExact)
 		}
@@ -501,5 +502,99 @@ func TestTitleOfARolloutFirstSeenEarly(t *testing.T) {
 	grow(p, len(b))
 	if s := discover(t, a)[id]; s.Title != "Say hello" {
 		t.Errorf("after the prompt was appended: title %q, want %q", s.Title, "Say hello")
+	}
+}
+
+// discoverNil is a pass with no process table: nothing runs.
+func discoverNil(t *testing.T, a *Adapter) (map[string]adapters.Observed, adapters.Observation) {
+	t.Helper()
+	obs, err := a.Discover(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]adapters.Observed{}
+	for _, o := range obs.All() {
+		out[o.UpstreamID] = o
+	}
+	return out, obs
+}
+
+// TestIdlePassIsTheLastOne holds the idle fast path (kit.Quiet.Again) to
+// what building the observations gives: after each kind of change the
+// pass sees what a fresh adapter sees, and the pass after it, with
+// nothing changed, hands out the same set and builds nothing.
+func TestIdlePassIsTheLastOne(t *testing.T) {
+	root := home(t, "done.jsonl", "sigint.jsonl")
+	day := filepath.Join(root, "sessions", "2026", "11", "25")
+	locks := filepath.Join(root, "thread-writer-locks")
+	cfg := Config{Roots: []string{root}, NoLearnedRoots: true, ReleaseGrace: -1}
+	a := New(cfg)
+	var grown string
+	for _, step := range []struct {
+		what   string
+		change func()
+	}{
+		{"the first pass", func() {}},
+		{"a new rollout", func() { grown = writeRollout(t, day, fixtures[1].id, readFixture(t, fixtures[1].file)) }},
+		{"a rollout grown", func() {
+			f, err := os.OpenFile(grown, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(`{"timestamp":"2026-11-25T00:20:00.000Z","type":"event_msg","payload":{"type":"user_message","message":"more"}}` + "\n")
+			f.Close()
+		}},
+		{"a lock file, held by nobody", func() {
+			os.MkdirAll(locks, 0o755)
+			os.WriteFile(filepath.Join(locks, fixtures[0].id+".lock"), nil, 0o644)
+		}},
+		{"the lock file gone", func() { os.Remove(filepath.Join(locks, fixtures[0].id+".lock")) }},
+		{"the lock folder unreadable", func() {
+			// A file where the folder was: its listing fails (a mode
+			// of 0 would not stop root).
+			os.RemoveAll(locks)
+			os.WriteFile(locks, nil, 0o644)
+		}},
+		{"the lock folder readable again", func() {
+			os.Remove(locks)
+			os.MkdirAll(locks, 0o755)
+		}},
+		{"a rollout gone", func() { os.Remove(grown) }},
+		{"the home gone", func() { os.RemoveAll(root) }},
+	} {
+		step.change()
+		inc, obs := discoverNil(t, a)
+		if fresh, _ := discoverNil(t, New(cfg)); !reflect.DeepEqual(inc, fresh) {
+			t.Fatalf("%s: the pass saw\n%+v\na fresh adapter\n%+v", step.what, inc, fresh)
+		}
+		_, again := discoverNil(t, a)
+		if again.Quiet != obs.Quiet || len(again.Sessions) != 0 {
+			t.Fatalf("%s, then nothing: a new set (%v) or a list of %d", step.what, again.Quiet != obs.Quiet, len(again.Sessions))
+		}
+	}
+}
+
+// TestIdlePassWaitsForTheRelease: a pass that found a release still in
+// its grace builds the next one too, so the owners become exact when the
+// grace ends, not when something else changes.
+func TestIdlePassWaitsForTheRelease(t *testing.T) {
+	root := home(t, "done.jsonl")
+	const grace = 300 * time.Millisecond
+	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, ReleaseGrace: grace})
+	first, obs := discoverNil(t, a)
+	if o := first[fixtures[0].id]; o.OwnersExact != "" {
+		t.Fatalf("exact before the grace: %q", o.OwnersExact)
+	}
+	time.Sleep(grace + 50*time.Millisecond)
+	later, again := discoverNil(t, a)
+	if o := later[fixtures[0].id]; o.OwnersExact == "" {
+		t.Fatal("not exact after the grace: the pass handed out the set built before it")
+	}
+	if again.Quiet == obs.Quiet {
+		t.Fatal("the same set after the grace")
+	}
+	_, third := discoverNil(t, a)
+	if third.Quiet != again.Quiet || len(third.Sessions) != 0 {
+		t.Fatal("the pass after the grace built again")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
+	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/session"
 )
@@ -30,6 +32,21 @@ type rootState struct {
 	// by nobody (exactly: the table read and every candidate checked),
 	// since when no pass saw it held (Config.ReleaseGrace).
 	unheld map[string]time.Time
+	// unsettled says the last observe found a release still in its
+	// grace: a later one may find the owners exact, with time alone.
+	unsettled bool
+	// lockSig is the lock folder as the last pass found it.
+	lockSig lockSig
+	// listings are the folders' listings the last listRollouts found,
+	// and paths the rollouts it returned.
+	listings []listing
+	paths    []string
+}
+
+// lockSig is what a lock folder's listing changes observations by.
+type lockSig struct {
+	read bool
+	n    int
 }
 
 // fileState is what the adapter knows of one rollout.
@@ -71,25 +88,24 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	}
 	table := newLockTable(a.cfg.Host)
 	var obs adapters.Observation
-	looked := 0
+	var looked []scanned
 	var rootErrs []error
 	for _, path := range a.order {
 		if err := ctx.Err(); err != nil {
 			return adapters.Observation{}, fmt.Errorf("codex discover: %w", err)
 		}
 		r := a.roots[path]
-		sessions, errs, ok := a.scanRoot(r, full, now, table)
-		obs.Sessions = append(obs.Sessions, sessions...)
+		sc, errs, ok := a.scanRoot(r, full, now, table)
 		obs.Errors = append(obs.Errors, errs...)
 		if ok {
-			looked++
+			looked = append(looked, sc)
 		} else {
 			for _, e := range errs {
 				rootErrs = append(rootErrs, e)
 			}
 		}
 	}
-	if looked == 0 && len(a.order) > 0 {
+	if len(looked) == 0 && len(a.order) > 0 {
 		a.inputs.Report(obs.Errors)
 		return adapters.Observation{}, fmt.Errorf("codex: no Codex home could be read: %w", errors.Join(rootErrs...))
 	}
@@ -98,9 +114,33 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		// rollout any more (the next Checkpoint deletes it).
 		a.restored.Drop()
 	}
-	a.addToolProcs(obs.Sessions, snap, table.unchecked)
-	markShared(obs.Sessions, snap)
-	adapters.SortByID(obs.Sessions)
+	// Every home read, none with a lock file, no release still in its
+	// grace, no codex running, none of its tools and none remembered:
+	// nothing can own a session or leave an orphan, and when no rollout,
+	// listing or lock folder changed either (key), the last pass's
+	// sessions, all quiet, are this one's. 5,000 rollouts of history took
+	// 15 ms and 5 MB every pass to build again.
+	key := kit.Key{a.gen, a.shape}
+	idle := len(looked) == len(a.order) && !codexRunning(snap) && (a.lineage == nil || a.lineage.Len() == 0) &&
+		!lineage.AnyMarked(snap, threadVar)
+	for _, sc := range looked {
+		idle = idle && sc.locks == 0 && sc.locksRead && !sc.r.unsettled
+	}
+	if set, ok := a.quiet.Again(key); ok && idle {
+		obs.Quiet = set
+	} else {
+		for _, sc := range looked {
+			obs.Sessions = append(obs.Sessions, a.observe(sc.r, sc.owners, sc.inexact, now)...)
+		}
+		a.addToolProcs(obs.Sessions, snap, table.unchecked)
+		markShared(obs.Sessions, snap)
+		adapters.SortByID(obs.Sessions)
+		if len(looked) == len(a.order) {
+			obs.Sessions, obs.Quiet = a.quiet.SplitAt(key, obs.Sessions)
+		} else {
+			obs.Sessions, obs.Quiet = a.quiet.Split(obs.Sessions)
+		}
+	}
 	sort.Slice(obs.Errors, func(i, j int) bool { return obs.Errors[i].Input < obs.Errors[j].Input })
 	obs.Warnings = a.warnings()
 	obs.Drift = a.driftReport()
@@ -142,22 +182,56 @@ func isCodexArgv(argv []string) bool {
 	return len(argv) > 1 && strings.HasPrefix(filepath.Base(argv[0]), "node") && filepath.Base(argv[1]) == "codex"
 }
 
-// scanRoot finds, reads and observes the rollouts of one Codex home. ok
-// is false when the home itself could not be looked at.
-func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTable) ([]adapters.Observed, []adapters.InputError, bool) {
+// scanned is one Codex home as a pass found it: what its sessions are
+// observed from.
+type scanned struct {
+	r       *rootState
+	owners  map[string][]adapters.Owner
+	inexact map[string]bool
+	// locks is how many lock files the lock folder holds; locksRead
+	// whether it could be listed (or is absent).
+	locks     int
+	locksRead bool
+}
+
+// codexRunning reports whether a codex process is in snap.
+func codexRunning(snap *proc.Snapshot) bool {
+	if snap == nil {
+		return false
+	}
+	for _, p := range snap.Procs {
+		if isCodexArgv(p.Argv) {
+			return true
+		}
+	}
+	return false
+}
+
+// scanRoot finds and reads the rollouts of one Codex home, and finds
+// their owners. ok is false when the home itself could not be looked at.
+func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTable) (scanned, []adapters.InputError, bool) {
 	fi, err := os.Stat(r.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if len(r.files) > 0 || r.lockSig != (lockSig{read: true}) {
+			a.shape++
+		}
 		clear(r.files)
 		clear(r.dirs)
-		return nil, nil, true // Codex never ran with this home
+		r.listings, r.paths = nil, nil
+		r.lockSig = lockSig{read: true}
+		return scanned{r: r, locksRead: true}, nil, true // Codex never ran with this home
 	case err != nil:
-		return nil, []adapters.InputError{{Input: r.path, Err: err}}, false
+		return scanned{}, []adapters.InputError{{Input: r.path, Err: err}}, false
 	case !fi.IsDir():
-		return nil, []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, false
+		return scanned{}, []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, false
 	}
 	locks, errs := a.lockFiles(r)
 	locksRead := len(errs) == 0
+	if sig := (lockSig{read: locksRead, n: len(locks)}); sig != r.lockSig {
+		r.lockSig = sig
+		a.shape++
+	}
 	paths, lerrs := a.listRollouts(r, full, now)
 	errs = append(errs, lerrs...)
 	for _, path := range paths {
@@ -171,6 +245,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTa
 		if err := a.refresh(f); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
+				a.shape++
 				continue
 			}
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
@@ -182,26 +257,48 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, table *lockTa
 	if !locksRead {
 		inexact = nil // every id: an unlisted lock folder names no one
 	}
-	return a.observe(r, ow, inexact, now), errs, true
+	return scanned{r: r, owners: ow, inexact: inexact, locks: len(locks), locksRead: locksRead}, errs, true
 }
 
 // listRollouts lists sessions/YYYY/MM/DD/ and archived_sessions/ where
 // they changed and returns every rollout path known, each with its state.
 func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string, []adapters.InputError) {
 	var errs []adapters.InputError
-	seen := map[string]bool{}
+	// Each folder's names, in the order listed: when every folder gave
+	// the very listing it gave last time (kit.Dirs hands out the same
+	// names until the folder changes) and no rollout was dropped since,
+	// the paths are the last pass's, and nothing is joined or looked up
+	// again (5,000 rollouts: 1.4 MB a pass).
+	listings := make([]listing, 0, len(r.listings))
+	list := func(dir string, keep func(string, fs.DirEntry) bool) []string {
+		names := r.dirs.List(dir, full, now, &errs, keep)
+		listings = append(listings, listing{dir, names})
+		return names
+	}
 	var dayDirs []string
 	sessions := filepath.Join(r.path, "sessions")
-	for _, y := range r.dirs.List(sessions, full, now, &errs, isDigits(4)) {
-		for _, m := range r.dirs.List(filepath.Join(sessions, y), full, now, &errs, isDigits(2)) {
-			for _, d := range r.dirs.List(filepath.Join(sessions, y, m), full, now, &errs, isDigits(2)) {
+	for _, y := range list(sessions, isDigits(4)) {
+		for _, m := range list(filepath.Join(sessions, y), isDigits(2)) {
+			for _, d := range list(filepath.Join(sessions, y, m), isDigits(2)) {
 				dayDirs = append(dayDirs, filepath.Join(sessions, y, m, d))
 			}
 		}
 	}
+	for _, d := range dayDirs {
+		list(d, isRollout)
+	}
+	archived := filepath.Join(r.path, "archived_sessions")
+	list(archived, isRollout)
+	if r.paths != nil && len(r.files) == len(r.paths) && slices.EqualFunc(listings, r.listings, listing.same) {
+		return r.paths, errs
+	}
+	seen := map[string]bool{}
 	var paths []string
+	i := len(listings) - len(dayDirs) - 1 // the first day folder's listing
 	add := func(dir string, archived bool) {
-		for _, n := range r.dirs.List(dir, full, now, &errs, isRollout) {
+		l := listings[i]
+		i++
+		for _, n := range l.names {
 			p := filepath.Join(dir, n)
 			if seen[p] {
 				continue
@@ -218,6 +315,7 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 				}
 				f.path, f.id, f.archived, f.compressed, f.nameTime = p, m[2], archived, m[3] != "", t
 				r.files[p] = f
+				a.shape++
 			}
 			paths = append(paths, p)
 		}
@@ -225,13 +323,30 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 	for _, d := range dayDirs {
 		add(d, false)
 	}
-	add(filepath.Join(r.path, "archived_sessions"), true)
+	add(archived, true)
 	for p := range r.files {
 		if !seen[p] {
 			delete(r.files, p)
+			a.shape++
 		}
 	}
+	r.listings, r.paths = listings, paths
+	if r.paths == nil {
+		r.paths = []string{}
+	}
 	return paths, errs
+}
+
+// listing is one folder's names as kit.Dirs.List gave them.
+type listing struct {
+	dir   string
+	names []string
+}
+
+// same reports whether l and m are the same folder's same listing (the
+// same slice of names: kit.Dirs hands out a new one for every listing).
+func (l listing) same(m listing) bool {
+	return l.dir == m.dir && len(l.names) == len(m.names) && (len(l.names) == 0 || &l.names[0] == &m.names[0])
 }
 
 func isDigits(n int) func(string, fs.DirEntry) bool {
@@ -364,6 +479,15 @@ func (a *Adapter) observe(r *rootState, ow map[string][]adapters.Owner, inexact 
 		out = append(out, o)
 	}
 	r.unheld = unheld
+	r.unsettled = false
+	if a.cfg.ReleaseGrace >= 0 {
+		for _, since := range unheld {
+			if now.Sub(since) < a.cfg.ReleaseGrace {
+				r.unsettled = true
+				break
+			}
+		}
+	}
 	return out
 }
 

@@ -53,7 +53,7 @@ func TestDriftOfRolloutItems(t *testing.T) {
 	}
 	check := func(what string, obs adapters.Observation) {
 		t.Helper()
-		for _, o := range obs.Sessions {
+		for _, o := range obs.All() {
 			var p *adapters.Issue
 			for i := range o.Problems {
 				if o.Problems[i].Kind == session.ProblemFormatDrift {
@@ -116,7 +116,7 @@ func TestNewerItemsAreNoDrift(t *testing.T) {
 	if len(obs.Drift) != 0 {
 		t.Errorf("drift %+v", obs.Drift)
 	}
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		for _, p := range o.Problems {
 			if p.Kind == session.ProblemFormatDrift {
 				t.Errorf("%s: %+v", o.UpstreamID, p)

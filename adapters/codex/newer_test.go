@@ -34,7 +34,7 @@ func observeAll(t *testing.T, a *Adapter) adapters.Observation {
 }
 
 func sessionOf(obs adapters.Observation, id string) (adapters.Observed, bool) {
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		if o.UpstreamID == id {
 			return o, true
 		}
