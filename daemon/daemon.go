@@ -50,6 +50,11 @@ type Config struct {
 	// allocates, and the heap's headroom made its peak RSS (see
 	// firstStartMemoryLimit). 0 leaves the runtime alone.
 	FirstStartMemoryLimit int64
+	// MemoryTarget, when not zero, is the Go runtime's soft memory limit
+	// (bytes) from the end of the startup pass (or a first start's
+	// limit) on, for as long as the live heap leaves room under it (see
+	// memoryTarget). 0 leaves the runtime alone.
+	MemoryTarget int64
 	// FirstStartProcs, when not zero, is GOMAXPROCS during a first
 	// start's startup pass (see firstStartProcs); the runtime's default
 	// comes back after it. 0 leaves the runtime alone.

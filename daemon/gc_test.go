@@ -31,7 +31,7 @@ func TestFirstStartMemoryLimitOnlyOnEmptyStore(t *testing.T) {
 	defer st.Close()
 	log := zaptest.NewLogger(t)
 
-	restore := firstStartMemoryLimit(70<<20, firstStart(st), log)
+	restore := firstStartMemoryLimit(70<<20, firstStart(st), log, func() {})
 	if got := current(); got != 70<<20 {
 		t.Fatalf("empty store: memory limit %d during the first start, want %d", got, 70<<20)
 	}
@@ -44,11 +44,11 @@ func TestFirstStartMemoryLimitOnlyOnEmptyStore(t *testing.T) {
 	if err := st.Create(r, session.Event{Type: session.EventCreated, To: r.Status}); err != nil {
 		t.Fatal(err)
 	}
-	firstStartMemoryLimit(70<<20, firstStart(st), log)()
+	firstStartMemoryLimit(70<<20, firstStart(st), log, func() {})()
 	if got := current(); got != none {
 		t.Fatalf("a restart (store not empty): memory limit %d, want none", got)
 	}
-	firstStartMemoryLimit(0, firstStart(st), log)()
+	firstStartMemoryLimit(0, firstStart(st), log, func() {})()
 	if got := current(); got != none {
 		t.Fatalf("limit 0: memory limit %d, want none", got)
 	}
@@ -103,7 +103,7 @@ func TestFirstStartMemoryLimitLiftedWhenTheHeapNearsIt(t *testing.T) {
 
 	const limit = 64 << 20
 	runtime.GC() // the live heap as it is now, not a test's before
-	restore := firstStartMemoryLimit(limit, true, log)
+	restore := firstStartMemoryLimit(limit, true, log, func() {})
 	defer restore()
 	time.Sleep(300 * time.Millisecond)
 	if got := current(); got != limit {
@@ -166,5 +166,72 @@ func TestFirstStartProcsEndWithTheReads(t *testing.T) {
 	defer ad.mu.Unlock()
 	if len(ad.seen) == 0 || ad.seen[0] != def+8 {
 		t.Errorf("GOMAXPROCS at the first start's Discover: %v, want %d first", ad.seen, def+8)
+	}
+}
+
+// The memory target is set while the live heap leaves room under it,
+// lifted once the live heap passes 80 % of it, set again once it fell
+// well under, and lifted for good by stop.
+func TestMemoryTargetFollowsTheLiveHeap(t *testing.T) {
+	const none = math.MaxInt64
+	orig := debug.SetMemoryLimit(none)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	current := func() int64 { return debug.SetMemoryLimit(-1) }
+	waitFor := func(want int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for current() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: memory limit %d, want %d", what, current(), want)
+			}
+			runtime.GC()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	const target = 64 << 20
+	runtime.GC()
+	m := newMemoryTarget(target, zaptest.NewLogger(t))
+	m.start()
+	waitFor(target, "a small live heap")
+	live := make([][]byte, 0, 60)
+	for range 60 { // 60 MiB live: past 80 % of the target
+		live = append(live, make([]byte, 1<<20))
+	}
+	waitFor(none, "the live heap past 80 % of the target")
+	runtime.KeepAlive(live)
+	live = live[:30] // 30 MiB: under 80 %, not under 60 %
+	waitFor(none, "30 MiB live after a lift")
+	runtime.KeepAlive(live)
+	live = nil
+	waitFor(target, "the live heap small again")
+	m.stop()
+	if got := current(); got != none {
+		t.Fatalf("after stop: memory limit %d, want none", got)
+	}
+	m.start() // a stopped target stays stopped
+	if got := current(); got != none {
+		t.Fatalf("start after stop: memory limit %d, want none", got)
+	}
+}
+
+// A first start's limit hands over to what comes after it when lifted;
+// without one, at once.
+func TestFirstStartLimitHandsOver(t *testing.T) {
+	orig := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	log := zaptest.NewLogger(t)
+	n := 0
+	firstStartMemoryLimit(0, true, log, func() { n++ })
+	if n != 1 {
+		t.Fatalf("no limit: then ran %d times, want 1 at once", n)
+	}
+	restore := firstStartMemoryLimit(64<<20, true, log, func() { n++ })
+	if n != 1 {
+		t.Fatal("then ran before the limit was lifted")
+	}
+	restore()
+	restore()
+	if n != 2 {
+		t.Fatalf("after restore: then ran %d times in all, want 2", n)
 	}
 }

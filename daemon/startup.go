@@ -44,6 +44,9 @@ type startup struct {
 	restoreProcs, procsBack func()
 	// restoreGC lifts a first start's memory limit.
 	restoreGC func()
+	// target is the memory target, set once a first start's limit is
+	// lifted (or after a restart's pass) and lifted when Run returns.
+	target *memoryTarget
 	// afterDiscover is the tracker's AfterDiscover: it runs once, in the
 	// startup pass.
 	afterDiscover func()
@@ -51,7 +54,7 @@ type startup struct {
 
 func newStartup(cfg Config, st *state.Store, lists *listCache, log *zap.Logger) *startup {
 	s := &startup{cfg: cfg, st: st, log: log, primer: &listPrimer{lists: lists},
-		restoreProcs: func() {}, restoreGC: func() {}}
+		restoreProcs: func() {}, restoreGC: func() {}, target: newMemoryTarget(cfg.MemoryTarget, log)}
 	s.procsBack = sync.OnceFunc(func() { s.restoreProcs() })
 	s.afterDiscover = sync.OnceFunc(func() {
 		s.procsBack()
@@ -69,7 +72,7 @@ func (s *startup) onCreated(recs []*session.Record) { s.primer.prime(recs) }
 // reconcile runs the startup pass, tuned for a first start, and logs it.
 func (s *startup) reconcile(ctx context.Context, tr *tracker.Tracker) (tracker.PassReport, error) {
 	first := firstStart(s.st)
-	s.restoreGC = firstStartMemoryLimit(s.cfg.FirstStartMemoryLimit, first, s.log)
+	s.restoreGC = firstStartMemoryLimit(s.cfg.FirstStartMemoryLimit, first, s.log, s.target.start)
 	s.restoreProcs = firstStartProcs(s.cfg.FirstStartProcs, first, s.log)
 	rep, err := tr.Reconcile(ctx, "startup")
 	s.procsBack() // if the pass ended before its adapters had looked
@@ -87,9 +90,12 @@ func (s *startup) reconcile(ctx context.Context, tr *tracker.Tracker) (tracker.P
 	return rep, nil
 }
 
-// end lifts a first start's memory limit if it is still on (when Run
-// returns).
-func (s *startup) end() { s.restoreGC() }
+// end lifts a first start's memory limit if it is still on, and the
+// memory target (when Run returns).
+func (s *startup) end() {
+	s.target.stop()
+	s.restoreGC()
+}
 
 // newReadyAPI returns the /v1 API over what the startup pass left, its
 // reactor started and its first list encoded.
@@ -237,8 +243,11 @@ const firstStartWindow = time.Minute
 // half the CPU): 100,000 sessions, 400 MB live, kept an idle daemon at 26 %
 // of a core for the rest of the window, so the limit goes as soon as the
 // live heap nears it. A restart reads little and is left alone.
-func firstStartMemoryLimit(limit int64, first bool, log *zap.Logger) (restore func()) {
+//
+// then runs once the limit is lifted, at once when there is none.
+func firstStartMemoryLimit(limit int64, first bool, log *zap.Logger, then func()) (restore func()) {
 	if limit <= 0 || !first {
+		then()
 		return func() {}
 	}
 	old := debug.SetMemoryLimit(limit)
@@ -250,6 +259,7 @@ func firstStartMemoryLimit(limit int64, first bool, log *zap.Logger) (restore fu
 			lifted.Store(true)
 			debug.SetMemoryLimit(old)
 			log.Debug("first start: memory limit lifted", zap.String("why", why))
+			then()
 		})
 	}
 	// The live heap is looked at after each collection, not on a timer:

@@ -66,6 +66,20 @@ func firstStartMemoryLimit() int64 {
 	return firstStartMemoryLimitBytes
 }
 
+// memoryTargetBytes is the runtime's soft memory limit after the startup
+// pass, while the live heap leaves room under it (daemon.Config.
+// MemoryTarget): like the first start's, the RSS target of 100 MiB less
+// what is not Go's memory (the binary's text, the store's mapped pages:
+// 17-18 MiB over seven homes). GOGC or GOMEMLIMIT, when set, win.
+const memoryTargetBytes = 80 << 20
+
+func memoryTarget() int64 {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	return memoryTargetBytes
+}
+
 // firstStartExtraProcs is how many Ps a first start adds to the cores:
 // one per transcript read in flight (see daemon.Config.FirstStartProcs).
 const firstStartExtraProcs = 8
@@ -427,6 +441,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		NoExitEvents: o.noExitEvts, AutoRepair: o.autoRepair,
 		Version: buildinfo.Version(version), Logger: log, Hints: hints,
 		FirstStartMemoryLimit: firstStartMemoryLimit(),
+		MemoryTarget:          memoryTarget(),
 		FirstStartProcs:       firstStartProcs(),
 		Reactions:             reactionsConfig(o, log),
 	})

@@ -229,7 +229,16 @@ func (r *runner) seven(ctx context.Context) error {
 	// settling and the steady window.
 	idleFor := r.opt.Settle + r.opt.SteadyFor
 	select {
-	case <-time.After(idleFor):
+	case <-time.After(r.opt.Settle):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	st1, err := procStats(d)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-time.After(r.opt.SteadyFor):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -237,6 +246,8 @@ func (r *runner) seven(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.add("seven", "idle CPU, all seven homes", fmt.Sprintf("%.2f %% of a core", 100*(st.CPUSeconds-st1.CPUSeconds)/r.opt.SteadyFor.Seconds()), "", nil,
+		fmt.Sprintf("/proc/<pid>/stat utime+stime over %s, from %s after the first complete ls (nothing changes, no agent runs)", r.opt.SteadyFor, r.opt.Settle))
 	heap := ""
 	if m, err := metrics(ctx, d.Socket); err == nil {
 		heap = fmt.Sprintf("; Go heap live %s, in use %s, idle and kept %s", Bytes(m["go_gc_heap_live_bytes"]), Bytes(m["go_memstats_heap_inuse_bytes"]), Bytes(m["go_memstats_heap_idle_bytes"]-m["go_memstats_heap_released_bytes"]))
