@@ -192,10 +192,23 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held map[stri
 	if err := a.listSessions(r, dir, full, now); err != nil {
 		errs = append(errs, adapters.InputError{Input: dir, Err: err})
 	}
+	var due []*sessState
 	for _, s := range r.sessions {
-		if !(full || held[s.id] || a.hot(s, now)) {
-			continue
+		if full || held[s.id] || a.hot(s, now) {
+			due = append(due, s)
 		}
+	}
+	// A full pass (a restart's first) stats every folder and its two
+	// files: on every core, ahead (kit.Stats).
+	if len(due)*3 >= kit.PrefetchMin {
+		paths := make([]string, 0, 3*len(due))
+		for _, s := range due {
+			paths = append(paths, s.dir, filepath.Join(s.dir, "events.jsonl"), filepath.Join(s.dir, "workspace.yaml"))
+		}
+		a.stats.Prefetch(paths)
+		defer a.stats.Drop()
+	}
+	for _, s := range due {
 		if err := a.refresh(s, now); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.sessions, s.id)
@@ -302,7 +315,7 @@ func isSessionID(s string) bool {
 // refresh looks at one session folder: lists it when it changed, and
 // reads what changed of events.jsonl and workspace.yaml.
 func (a *Adapter) refresh(s *sessState, now time.Time) error {
-	fi, err := os.Stat(s.dir)
+	fi, err := a.stats.Take(s.dir)
 	if err != nil {
 		return err
 	}
@@ -369,7 +382,7 @@ func inusePID(name, ext string) (int, bool) {
 // a file replaced (another inode) or shrunk is read from its start.
 func (a *Adapter) readEvents(s *sessState, now time.Time) (bool, error) {
 	path := filepath.Join(s.dir, "events.jsonl")
-	fi, err := os.Stat(path)
+	fi, err := a.stats.Take(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		changed := s.events.read
 		s.events, s.offset, s.bad, s.st = fileRead{}, 0, 0, state{}
@@ -406,7 +419,7 @@ func (a *Adapter) readEvents(s *sessState, now time.Time) (bool, error) {
 // whole).
 func (a *Adapter) readWorkspace(s *sessState, now time.Time) (bool, error) {
 	path := filepath.Join(s.dir, "workspace.yaml")
-	fi, err := os.Stat(path)
+	fi, err := a.stats.Take(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		changed := s.ws.read
 		s.ws, s.wsv, s.wsErr = fileRead{}, workspace{}, ""

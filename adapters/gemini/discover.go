@@ -159,12 +159,22 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 	var errs []adapters.InputError
 	a.readProjects(r, &errs)
 	paths := a.listChats(r, full, now, &errs)
+	due := make([]string, 0, len(paths))
 	for _, path := range paths {
 		f := r.files[path]
 		warm := !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || (len(hot) > 0 && (hot[f.c.ProjectHash] || hot[hashOf(r.folders[f.project])]))
-		if !full && !warm {
-			continue
+		if full || warm {
+			due = append(due, path)
 		}
+	}
+	// A full pass (a restart's first) stats every chat: on every core,
+	// ahead (kit.Stats).
+	if len(due) >= kit.PrefetchMin {
+		a.stats.Prefetch(due)
+		defer a.stats.Drop()
+	}
+	for _, path := range due {
+		f := r.files[path]
 		if err := a.refresh(f, now); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
@@ -301,7 +311,7 @@ func isSubagentChat(name string, e fs.DirEntry) bool {
 // start, a grown one from where the last read ended. A whole-file chat is
 // read whole when it changed.
 func (a *Adapter) refresh(f *fileState, now time.Time) error {
-	fi, err := os.Stat(f.path)
+	fi, err := a.stats.Take(f.path)
 	if err != nil {
 		return err
 	}
