@@ -82,8 +82,6 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last sessState.gen given
-	// stats are a full pass's stats, made ahead on every core.
-	stats kit.Stats
 	// shape counts the other changes observations are built from: session
 	// folders listed or gone (kit.Key).
 	shape uint64

@@ -198,18 +198,16 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held map[stri
 			due = append(due, s)
 		}
 	}
-	// A full pass (a restart's first) stats every folder and its two
-	// files: on every core, ahead (kit.Stats).
-	if len(due)*3 >= kit.PrefetchMin {
-		paths := make([]string, 0, 3*len(due))
-		for _, s := range due {
-			paths = append(paths, s.dir, filepath.Join(s.dir, "events.jsonl"), filepath.Join(s.dir, "workspace.yaml"))
+	// Many sessions (a first start, a restart) are read on every core,
+	// then counted in order (kit.Each).
+	read := make([]bool, len(due))
+	failed := make([]error, len(due))
+	kit.Each(len(due), func(i int) { read[i], failed[i] = a.read(due[i], now) })
+	for i, s := range due {
+		if read[i] {
+			a.noteRead(s)
 		}
-		a.stats.Prefetch(paths)
-		defer a.stats.Drop()
-	}
-	for _, s := range due {
-		if err := a.refresh(s, now); err != nil {
+		if err := failed[i]; err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.sessions, s.id)
 				a.shape++
@@ -312,18 +310,20 @@ func isSessionID(s string) bool {
 	return true
 }
 
-// refresh looks at one session folder: lists it when it changed, and
-// reads what changed of events.jsonl and workspace.yaml.
-func (a *Adapter) refresh(s *sessState, now time.Time) error {
-	fi, err := a.stats.Take(s.dir)
+// read looks at one session folder: lists it when it changed, and reads
+// what changed of events.jsonl and workspace.yaml. It touches s alone
+// (folders are read on several cores); read says it changed s, which
+// noteRead then counts.
+func (a *Adapter) read(s *sessState, now time.Time) (read bool, err error) {
+	fi, err := os.Stat(s.dir)
 	if err != nil {
-		return err
+		return false, err
 	}
 	changed := false
 	if !s.dirRead.unchanged(fi) {
 		ents, err := os.ReadDir(s.dir)
 		if err != nil {
-			return err
+			return false, err
 		}
 		s.inuse, s.hasEvents, s.hasWorkspace = nil, false, false
 		for _, e := range ents {
@@ -353,12 +353,14 @@ func (a *Adapter) refresh(s *sessState, now time.Time) error {
 	} else {
 		changed = changed || c
 	}
-	if changed {
-		a.gen++
-		s.gen = a.gen
-		a.drift.Set(s.dir, "event log", s.st.Version, s.st.Drift)
-	}
-	return errors.Join(errs...)
+	return changed, errors.Join(errs...)
+}
+
+// noteRead counts a read of s: its gen, and its drift in the tally.
+func (a *Adapter) noteRead(s *sessState) {
+	a.gen++
+	s.gen = a.gen
+	a.drift.Set(s.dir, "event log", s.st.Version, s.st.Drift)
 }
 
 // inusePID reads the pid of an inuse.<pid><ext> name.
@@ -382,7 +384,7 @@ func inusePID(name, ext string) (int, bool) {
 // a file replaced (another inode) or shrunk is read from its start.
 func (a *Adapter) readEvents(s *sessState, now time.Time) (bool, error) {
 	path := filepath.Join(s.dir, "events.jsonl")
-	fi, err := a.stats.Take(path)
+	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		changed := s.events.read
 		s.events, s.offset, s.bad, s.st = fileRead{}, 0, 0, state{}
@@ -419,7 +421,7 @@ func (a *Adapter) readEvents(s *sessState, now time.Time) (bool, error) {
 // whole).
 func (a *Adapter) readWorkspace(s *sessState, now time.Time) (bool, error) {
 	path := filepath.Join(s.dir, "workspace.yaml")
-	fi, err := a.stats.Take(path)
+	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		changed := s.ws.read
 		s.ws, s.wsv, s.wsErr = fileRead{}, workspace{}, ""

@@ -366,3 +366,12 @@ func FuzzChatAppend(f *testing.F) {
 		readWhole(b)
 	})
 }
+
+// refresh is a pass's read of one chat, counted.
+func (a *Adapter) refresh(f *fileState, now time.Time) error {
+	read, err := a.read(f, now)
+	if read {
+		a.noteRead(f)
+	}
+	return err
+}

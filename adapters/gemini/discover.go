@@ -167,15 +167,17 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 			due = append(due, path)
 		}
 	}
-	// A full pass (a restart's first) stats every chat: on every core,
-	// ahead (kit.Stats).
-	if len(due) >= kit.PrefetchMin {
-		a.stats.Prefetch(due)
-		defer a.stats.Drop()
-	}
-	for _, path := range due {
+	// Many chats (a first start, a restart) are read on every core, then
+	// counted in order (kit.Each).
+	read := make([]bool, len(due))
+	failed := make([]error, len(due))
+	kit.Each(len(due), func(i int) { read[i], failed[i] = a.read(r.files[due[i]], now) })
+	for i, path := range due {
 		f := r.files[path]
-		if err := a.refresh(f, now); err != nil {
+		if read[i] {
+			a.noteRead(f)
+		}
+		if err := failed[i]; err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
 				a.shape++
@@ -307,28 +309,29 @@ func isSubagentChat(name string, e fs.DirEntry) bool {
 	return e.Type().IsRegular() && strings.HasSuffix(name, ".jsonl") && !strings.HasPrefix(name, ".")
 }
 
-// refresh stats f and reads what changed: a new or replaced chat from its
+// read stats f and reads what changed: a new or replaced chat from its
 // start, a grown one from where the last read ended. A whole-file chat is
-// read whole when it changed.
-func (a *Adapter) refresh(f *fileState, now time.Time) error {
-	fi, err := a.stats.Take(f.path)
+// read whole when it changed. It touches f alone (chats are read on
+// several cores); read says it changed f, which noteRead then counts.
+func (a *Adapter) read(f *fileState, now time.Time) (read bool, err error) {
+	fi, err := os.Stat(f.path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	dev, ino, _ := kit.FileID(fi)
 	size, mtime := fi.Size(), fi.ModTime()
 	replaced := f.read && (dev != f.dev || ino != f.ino || size < f.size)
 	if f.read && !replaced && size == f.size && mtime.Equal(f.mtime) && (!f.whole || kit.Settled(f.mtime, f.readAt)) {
-		return nil
+		return false, nil
 	}
 	file, err := os.Open(f.path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer file.Close()
 	if f.whole {
 		if err := a.readWholeFile(f, file, size); err != nil {
-			return err
+			return false, err
 		}
 	} else {
 		c, off := f.c.clone(), f.offset
@@ -336,19 +339,23 @@ func (a *Adapter) refresh(f *fileState, now time.Time) error {
 			c, off = chat{}, 0
 		}
 		if _, err := file.Seek(off, io.SeekStart); err != nil {
-			return err
+			return false, err
 		}
 		n, err := readLines(file, off, &c)
 		if err != nil {
-			return fmt.Errorf("read chat: %w", err)
+			return false, fmt.Errorf("read chat: %w", err)
 		}
 		f.c, f.offset = c, n
 	}
 	f.read, f.size, f.mtime, f.dev, f.ino, f.readAt = true, size, mtime, dev, ino, now
+	return true, nil
+}
+
+// noteRead counts a read of f: its gen, and its drift in the tally.
+func (a *Adapter) noteRead(f *fileState) {
 	a.gen++
 	f.gen = a.gen
 	a.drift.Set(f.path, "chat", "", f.c.Drift)
-	return nil
 }
 
 // readWholeFile reads a .json chat. One too large or not a chat keeps the

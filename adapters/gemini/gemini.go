@@ -86,8 +86,6 @@ type Adapter struct {
 	rescan kit.Rescan
 	inputs *inputlog.Log
 	gen    uint64 // the last fileState.gen given
-	// stats are a full pass's stats, made ahead on every core.
-	stats kit.Stats
 	// shape counts the other changes observations are built from: chats
 	// listed or gone, projects.json or a .project_root read (kit.Key).
 	shape uint64

@@ -145,12 +145,24 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 		return []adapters.InputError{{Input: r.path, Err: errors.New("not a directory")}}, false
 	}
 	paths, errs := a.listSessions(r, full, now)
+	due := make([]string, 0, len(paths))
 	for _, path := range paths {
 		f := r.files[path]
-		if !(full || !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || hot[filepath.Base(filepath.Dir(path))] || !kit.Settled(f.mtime, f.readAt)) {
-			continue
+		if full || !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || hot[filepath.Base(filepath.Dir(path))] || !kit.Settled(f.mtime, f.readAt) {
+			due = append(due, path)
 		}
-		if err := a.refresh(f, now); err != nil {
+	}
+	// Many files (a first start, a restart) are read on every core, then
+	// counted in order (kit.Each).
+	read := make([]bool, len(due))
+	failed := make([]error, len(due))
+	kit.Each(len(due), func(i int) { read[i], failed[i] = a.read(r.files[due[i]], now) })
+	for i, path := range due {
+		f := r.files[path]
+		if read[i] {
+			a.noteRead(f)
+		}
+		if err := failed[i]; err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
 				a.shape++
@@ -207,26 +219,28 @@ func isSessionFile(name string, e fs.DirEntry) bool {
 	return e.Type().IsRegular() && sessionName.MatchString(name)
 }
 
-// refresh stats f and reads what changed: a new or replaced file from its
+// read stats f and reads what changed: a new or replaced file from its
 // head and tail, a grown one from where the last read ended (a growth
 // past MaxTail as a new tail). A file whose stat is unchanged but was
 // read within the racy window of its mtime is read again from its start:
-// a rewrite in the same tick leaves size and mtime as they were.
-func (a *Adapter) refresh(f *fileState, now time.Time) error {
+// a rewrite in the same tick leaves size and mtime as they were. It
+// touches f alone (files are read on several cores); read says it
+// changed f, which noteRead then counts.
+func (a *Adapter) read(f *fileState, now time.Time) (read bool, err error) {
 	fi, err := os.Stat(f.path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	dev, ino, _ := kit.FileID(fi)
 	size, mtime := fi.Size(), fi.ModTime()
 	same := size == f.size && mtime.Equal(f.mtime)
 	replaced := f.read && (dev != f.dev || ino != f.ino || size < f.size || (same && !kit.Settled(f.mtime, f.readAt)))
 	if f.read && !replaced && same {
-		return nil
+		return false, nil
 	}
 	file, err := os.Open(f.path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer file.Close()
 	fresh := !f.read || replaced || !sameEdge(file, f)
@@ -241,7 +255,7 @@ func (a *Adapter) refresh(f *fileState, now time.Time) error {
 		res.head, res.hasHead = h, err == nil
 		if size > 0 {
 			if err := readTail(file, size, a.cfg.MaxTail, &res); err != nil {
-				return fmt.Errorf("read session tail: %w", err)
+				return false, fmt.Errorf("read session tail: %w", err)
 			}
 			res.turn.Title = readTitle(file, size)
 		}
@@ -249,13 +263,13 @@ func (a *Adapter) refresh(f *fileState, now time.Time) error {
 	case size-f.offset > a.cfg.MaxTail:
 		title := res.turn.Title
 		if err := readTail(file, size, a.cfg.MaxTail, &res); err != nil {
-			return fmt.Errorf("read session tail: %w", err)
+			return false, fmt.Errorf("read session tail: %w", err)
 		}
 		res.turn.Title = title
 	default:
 		res.turn.Pending = append([]call(nil), res.turn.Pending...)
 		if err := readAppended(file, f.offset, size, &res); err != nil {
-			return fmt.Errorf("read session: %w", err)
+			return false, fmt.Errorf("read session: %w", err)
 		}
 	}
 	if res.hasHead {
@@ -270,10 +284,14 @@ func (a *Adapter) refresh(f *fileState, now time.Time) error {
 	f.read, f.size, f.mtime, f.readAt, f.dev, f.ino = true, size, mtime, now, dev, ino
 	f.turn, f.offset = res.turn, res.offset
 	f.edge = readEdge(file, f.offset)
+	return true, nil
+}
+
+// noteRead counts a read of f: its gen, and its drift in the tally.
+func (a *Adapter) noteRead(f *fileState) {
 	a.gen++
 	f.gen = a.gen
 	a.drift.Set(f.path, "session file", f.head.driftVersion(), f.turn.Drift)
-	return nil
 }
 
 // edgeLen is how many bytes before the read offset are kept to tell an

@@ -187,12 +187,23 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, h hot) ([]ada
 	}
 	paths, lerrs := a.listChats(r, full, now)
 	errs = append(errs, lerrs...)
+	due := make([]string, 0, len(paths))
 	for _, path := range paths {
 		f := r.files[path]
 		if f.read && !full && now.Sub(f.mtime) >= a.cfg.ColdAfter && !h.ids[f.id] && !h.cwds[filepath.Clean(f.st.meta.Cwd)] {
 			continue
 		}
-		if err := a.refresh(f); err != nil {
+		due = append(due, path)
+	}
+	// Many chats (a first start, a restart) are read on every core, then
+	// counted in order (kit.Each).
+	tried := make([]int64, len(due))
+	failed := make([]error, len(due))
+	kit.Each(len(due), func(i int) { tried[i], failed[i] = a.read(r.files[due[i]]) })
+	for i, path := range due {
+		f := r.files[path]
+		a.noteRead(f, tried[i], failed[i])
+		if err := failed[i]; err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
 				a.shape++
@@ -240,41 +251,53 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time) ([]string, [
 	return paths, errs
 }
 
-// refresh stats f and reads what changed: a new or replaced file (another
+// read stats f and reads what changed: a new or replaced file (another
 // inode, or shorter than what was read) from its start, a grown one from
-// where the last read ended.
-func (a *Adapter) refresh(f *fileState) error {
+// where the last read ended. It touches f alone (chats are read on
+// several cores); tried is the bytes it set out to read, -1 when it read
+// nothing, for noteRead to count.
+func (a *Adapter) read(f *fileState) (tried int64, err error) {
 	fi, err := os.Stat(f.path)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	dev, ino, _ := kit.FileID(fi)
 	size, mtime := fi.Size(), fi.ModTime()
 	replaced := f.read && (dev != f.dev || ino != f.ino || size < f.offset)
 	if f.read && !replaced && size == f.size && mtime.Equal(f.mtime) {
-		return nil
+		return -1, nil
 	}
 	file, err := os.Open(f.path)
 	if err != nil {
-		return err
+		return -1, err
 	}
 	defer file.Close()
 	st, from := f.st.clone(), f.offset
 	if !f.read || replaced {
 		st, from = state{}, 0
 	}
-	a.reads++
-	a.bytesRead += size - from
 	end, err := readFrom(file, from, size, a.cfg.MaxLine, &st)
 	if err != nil {
-		return fmt.Errorf("read chat: %w", err)
+		return size - from, fmt.Errorf("read chat: %w", err)
 	}
 	f.st, f.offset = st, end
 	f.read, f.size, f.mtime, f.dev, f.ino = true, size, mtime, dev, ino
-	a.gen++
-	f.gen = a.gen
-	a.drift.Set(f.path, "chat", st.meta.Version, st.drift)
-	return nil
+	return size - from, nil
+}
+
+// noteRead counts what read did to f: the reads and bytes, and for a
+// read that changed f, its gen and its drift in the tally.
+func (a *Adapter) noteRead(f *fileState, tried int64, err error) {
+	if tried < 0 {
+		return
+	}
+	a.reads++
+	a.bytesRead += tried
+	if err == nil {
+		a.gen++
+		f.gen = a.gen
+		a.drift.Set(f.path, "chat", f.st.meta.Version, f.st.drift)
+	}
 }
 
 // observeRoot turns the chats and live registry entries of r into
