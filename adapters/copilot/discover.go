@@ -199,23 +199,20 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, held map[stri
 		}
 	}
 	// Many sessions (a first start, a restart) are read on every core,
-	// then counted in order (kit.Each).
-	read := make([]bool, len(due))
-	failed := make([]error, len(due))
-	kit.Each(len(due), func(i int) { read[i], failed[i] = a.read(due[i], now) })
-	for i, s := range due {
-		if read[i] {
+	// then counted in order.
+	kit.ReadEach(due, func(s *sessState) (bool, error) { return a.read(s, now) }, func(s *sessState, read bool, err error) {
+		if read {
 			a.noteRead(s)
 		}
-		if err := failed[i]; err != nil {
+		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.sessions, s.id)
 				a.shape++
-				continue
+				return
 			}
 			errs = append(errs, adapters.InputError{Input: s.dir, Err: err})
 		}
-	}
+	})
 	return errs, true
 }
 

@@ -153,24 +153,20 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 		}
 	}
 	// Many files (a first start, a restart) are read on every core, then
-	// counted in order (kit.Each).
-	read := make([]bool, len(due))
-	failed := make([]error, len(due))
-	kit.Each(len(due), func(i int) { read[i], failed[i] = a.read(r.files[due[i]], now) })
-	for i, path := range due {
-		f := r.files[path]
-		if read[i] {
-			a.noteRead(f)
+	// counted in order.
+	kit.ReadEach(due, func(path string) (bool, error) { return a.read(r.files[path], now) }, func(path string, read bool, err error) {
+		if read {
+			a.noteRead(r.files[path])
 		}
-		if err := failed[i]; err != nil {
+		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				delete(r.files, path)
 				a.shape++
-				continue
+				return
 			}
 			errs = append(errs, adapters.InputError{Input: path, Err: err})
 		}
-	}
+	})
 	return errs, true
 }
 

@@ -45,3 +45,17 @@ func Each(n int, fn func(i int)) {
 	}
 	wg.Wait()
 }
+
+// ReadEach is a pass's reads of its due inputs: read on every core
+// (Each), each call touching its input alone and saying whether it
+// changed it, then done for each input in order with what read said,
+// for the bookkeeping the inputs share (the read counter, the drift
+// tally, an input gone).
+func ReadEach[T any](due []T, read func(T) (bool, error), done func(in T, changed bool, err error)) {
+	changed := make([]bool, len(due))
+	failed := make([]error, len(due))
+	Each(len(due), func(i int) { changed[i], failed[i] = read(due[i]) })
+	for i, in := range due {
+		done(in, changed[i], failed[i])
+	}
+}
