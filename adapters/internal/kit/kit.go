@@ -60,13 +60,14 @@
 //     remembered): gemini, qwen, pi, copilot and codex do. Each adapter holds an
 //     idle pass equal to a fresh adapter's after every kind of change
 //     (TestIdlePassIsTheLastOne), which fails when a change is not counted.
-//   - Each, a pass's reads on every core: an adapter splits its refresh
-//     of one input into a read that touches that input alone and a
-//     noteRead that bumps the shared read counter and drift tally, runs
-//     the reads of all due inputs through Each (from ParallelMin of them:
-//     a first start's folds, a restart's stats), then the noteReads in
-//     order, so the generations and checkpoints are as a serial pass's
-//     (gemini, qwen, pi, copilot).
+//   - Each and ReadEach, a pass's reads on every core: an adapter splits
+//     its refresh of one input into a read that touches that input alone
+//     and a noteRead that bumps the shared read counter and drift tally;
+//     ReadEach runs the reads of all due inputs through Each (from
+//     ParallelMin of them: a first start's folds, a restart's stats), then
+//     the noteReads in order, so the generations and checkpoints are as a
+//     serial pass's (gemini, pi, copilot; qwen, which counts bytes, calls
+//     Each itself).
 //   - Seen and Drift, format drift said out loud: agents change their
 //     formats weekly, and what a reader does not understand (a line or
 //     item type, a status or waitingFor value, a hook event, a field of
