@@ -170,8 +170,8 @@ func TestFirstStartProcsEndWithTheReads(t *testing.T) {
 }
 
 // The memory target is set while the live heap leaves room under it,
-// lifted once the live heap passes 80 % of it, set again once it fell
-// well under, and lifted for good by stop.
+// lifted once the live heap passes 60 % of it, set again once it is under
+// that and the re-arm delay has passed, and lifted for good by stop.
 func TestMemoryTargetFollowsTheLiveHeap(t *testing.T) {
 	const none = math.MaxInt64
 	orig := debug.SetMemoryLimit(none)
@@ -191,19 +191,27 @@ func TestMemoryTargetFollowsTheLiveHeap(t *testing.T) {
 	const target = 64 << 20
 	runtime.GC()
 	m := newMemoryTarget(target, zaptest.NewLogger(t))
+	m.rearm = 500 * time.Millisecond
 	m.start()
 	waitFor(target, "a small live heap")
 	live := make([][]byte, 0, 60)
-	for range 60 { // 60 MiB live: past 80 % of the target
+	for range 60 { // 60 MiB live: past 60 % of the target
 		live = append(live, make([]byte, 1<<20))
 	}
-	waitFor(none, "the live heap past 80 % of the target")
+	waitFor(none, "the live heap past 60 % of the target")
 	runtime.KeepAlive(live)
-	live = live[:30] // 30 MiB: under 80 %, not under 60 %
-	waitFor(none, "30 MiB live after a lift")
+	live = live[:20] // 20 MiB: under 60 %, but within the re-arm delay
+	runtime.GC()
+	runtime.GC()
+	if got := current(); got != none {
+		t.Fatalf("20 MiB live right after a lift: memory limit %d, want none until the delay passed", got)
+	}
 	runtime.KeepAlive(live)
 	live = nil
-	waitFor(target, "the live heap small again")
+	waitFor(target, "the live heap small again, the delay passed")
+	if m.lifted != 1 {
+		t.Fatalf("lifted %d times, want 1", m.lifted)
+	}
 	m.stop()
 	if got := current(); got != none {
 		t.Fatalf("after stop: memory limit %d, want none", got)
@@ -233,5 +241,63 @@ func TestFirstStartLimitHandsOver(t *testing.T) {
 	restore()
 	if n != 2 {
 		t.Fatalf("after restore: then ran %d times in all, want 2", n)
+	}
+}
+
+// With the limit off, the target looks again by itself once the delay
+// passed: an idle daemon may not collect for a long while.
+func TestMemoryTargetLooksAgainWhenIdle(t *testing.T) {
+	orig := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	current := func() int64 { return debug.SetMemoryLimit(-1) }
+	const target = 64 << 20
+	runtime.GC()
+	m := newMemoryTarget(target, zaptest.NewLogger(t))
+	m.rearm, m.backoff = 200*time.Millisecond, 200*time.Millisecond
+	m.start()
+	defer m.stop()
+	if got := current(); got != target {
+		t.Fatalf("a small live heap: memory limit %d, want %d", got, target)
+	}
+	m.check(60 << 20) // a passing peak
+	m.check(10 << 20) // within the delay: still off
+	if got := current(); got != math.MaxInt64 {
+		t.Fatalf("after a peak: memory limit %d, want none", got)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for current() != target {
+		if time.Now().After(deadline) {
+			t.Fatal("the limit was not set again after the delay, with nothing collecting")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The target is lifted when the collector costs too much under it, and
+// kept when it costs little.
+func TestMemoryTargetLiftedWhenTheCollectorCostsTooMuch(t *testing.T) {
+	orig := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetMemoryLimit(orig) })
+	current := func() int64 { return debug.SetMemoryLimit(-1) }
+	const target = 64 << 20
+	gc := 0.0
+	m := newMemoryTarget(target, zaptest.NewLogger(t))
+	m.gcCPU = func() float64 { return gc }
+	defer m.stop()
+	m.check(10 << 20)
+	if current() != target {
+		t.Fatal("not set for a small live heap")
+	}
+	m.since = m.since.Add(-memoryTargetWindow) // a window passed
+	gc += 0.001 * memoryTargetWindow.Seconds() // 0.1 % of a core
+	m.check(10 << 20)
+	if current() != target || m.lifted != 0 {
+		t.Fatal("lifted at 0.1 % of a core")
+	}
+	m.since = m.since.Add(-memoryTargetWindow)
+	gc += 0.02 * memoryTargetWindow.Seconds() // 2 %
+	m.check(10 << 20)
+	if current() != math.MaxInt64 || m.lifted != 1 {
+		t.Fatalf("kept at 2 %% of a core: limit %d, lifted %d", current(), m.lifted)
 	}
 }

@@ -52,7 +52,7 @@ func newMetrics(st *state.Store, tr *tracker.Tracker) *metrics {
 		// the heap after the last collection, which RSS settles near
 		// twice of; heap in use also counts garbage not yet collected.
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$|^/cpu/classes/(gc|scavenge)/total:cpu-seconds$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		counter("sessiond_probes_unknown_total", "Liveness probes that could not decide (the check itself failed).", func(s tracker.Stats) uint64 { return s.ProbeUnknown }),
 		counter("sessiond_probes_total", "Liveness probes made.", func(s tracker.Stats) uint64 { return s.Probes }),
