@@ -92,14 +92,7 @@ func (m *memoryTarget) start() {
 	m.started = true
 	m.mu.Unlock()
 	m.check(liveHeap())
-	live := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	afterEachGC(func() bool {
-		rtmetrics.Read(live)
-		if live[0].Value.Kind() != rtmetrics.KindUint64 {
-			return false
-		}
-		return m.check(live[0].Value.Uint64())
-	})
+	afterEachGC(func() bool { return m.check(liveHeap()) })
 }
 
 // check sets or lifts the limit for a live heap of live bytes, and
@@ -175,20 +168,24 @@ func (m *memoryTarget) stop() {
 
 // gcCPUSeconds is the collector's CPU so far (the runtime's estimate).
 func gcCPUSeconds() float64 {
-	s := []rtmetrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
-	rtmetrics.Read(s)
-	if s[0].Value.Kind() != rtmetrics.KindFloat64 {
+	v := runtimeMetric("/cpu/classes/gc/total:cpu-seconds")
+	if v.Kind() != rtmetrics.KindFloat64 {
 		return 0
 	}
-	return s[0].Value.Float64()
+	return v.Float64()
 }
 
 // liveHeap is the live heap the last collection found (0 before any).
 func liveHeap() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	rtmetrics.Read(s)
-	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+	v := runtimeMetric("/gc/heap/live:bytes")
+	if v.Kind() != rtmetrics.KindUint64 {
 		return 0
 	}
-	return s[0].Value.Uint64()
+	return v.Uint64()
+}
+
+func runtimeMetric(name string) rtmetrics.Value {
+	s := []rtmetrics.Sample{{Name: name}}
+	rtmetrics.Read(s)
+	return s[0].Value
 }

@@ -180,6 +180,14 @@ func discover(t *testing.T, a *Adapter) map[string]adapters.Observed {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, _ := discoverSnap(t, a, snap)
+	return out
+}
+
+// discoverSnap is a pass over snap (nil: no process table, nothing runs),
+// its sessions by id, and the observation.
+func discoverSnap(t *testing.T, a *Adapter, snap *proc.Snapshot) (map[string]adapters.Observed, adapters.Observation) {
+	t.Helper()
 	obs, err := a.Discover(context.Background(), snap)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +196,7 @@ func discover(t *testing.T, a *Adapter) map[string]adapters.Observed {
 	for _, o := range obs.All() {
 		out[o.UpstreamID] = o
 	}
-	return out
+	return out, obs
 }
 
 // TestDiscoverAndGrow lists every fixture, then follows a rollout that
@@ -505,20 +513,6 @@ func TestTitleOfARolloutFirstSeenEarly(t *testing.T) {
 	}
 }
 
-// discoverNil is a pass with no process table: nothing runs.
-func discoverNil(t *testing.T, a *Adapter) (map[string]adapters.Observed, adapters.Observation) {
-	t.Helper()
-	obs, err := a.Discover(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]adapters.Observed{}
-	for _, o := range obs.All() {
-		out[o.UpstreamID] = o
-	}
-	return out, obs
-}
-
 // TestIdlePassIsTheLastOne holds the idle fast path (kit.Quiet.Again) to
 // what building the observations gives: after each kind of change the
 // pass sees what a fresh adapter sees, and the pass after it, with
@@ -563,11 +557,11 @@ func TestIdlePassIsTheLastOne(t *testing.T) {
 		{"the home gone", func() { os.RemoveAll(root) }},
 	} {
 		step.change()
-		inc, obs := discoverNil(t, a)
-		if fresh, _ := discoverNil(t, New(cfg)); !reflect.DeepEqual(inc, fresh) {
+		inc, obs := discoverSnap(t, a, nil)
+		if fresh, _ := discoverSnap(t, New(cfg), nil); !reflect.DeepEqual(inc, fresh) {
 			t.Fatalf("%s: the pass saw\n%+v\na fresh adapter\n%+v", step.what, inc, fresh)
 		}
-		_, again := discoverNil(t, a)
+		_, again := discoverSnap(t, a, nil)
 		if again.Quiet != obs.Quiet || len(again.Sessions) != 0 {
 			t.Fatalf("%s, then nothing: a new set (%v) or a list of %d", step.what, again.Quiet != obs.Quiet, len(again.Sessions))
 		}
@@ -581,19 +575,19 @@ func TestIdlePassWaitsForTheRelease(t *testing.T) {
 	root := home(t, "done.jsonl")
 	const grace = 300 * time.Millisecond
 	a := New(Config{Roots: []string{root}, NoLearnedRoots: true, ReleaseGrace: grace})
-	first, obs := discoverNil(t, a)
+	first, obs := discoverSnap(t, a, nil)
 	if o := first[fixtures[0].id]; o.OwnersExact != "" {
 		t.Fatalf("exact before the grace: %q", o.OwnersExact)
 	}
 	time.Sleep(grace + 50*time.Millisecond)
-	later, again := discoverNil(t, a)
+	later, again := discoverSnap(t, a, nil)
 	if o := later[fixtures[0].id]; o.OwnersExact == "" {
 		t.Fatal("not exact after the grace: the pass handed out the set built before it")
 	}
 	if again.Quiet == obs.Quiet {
 		t.Fatal("the same set after the grace")
 	}
-	_, third := discoverNil(t, a)
+	_, third := discoverSnap(t, a, nil)
 	if third.Quiet != again.Quiet || len(third.Sessions) != 0 {
 		t.Fatal("the pass after the grace built again")
 	}
