@@ -37,7 +37,7 @@ func TestWriteHomeReadsBack(t *testing.T) {
 		inFlight[id] = true
 	}
 	seen := 0
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		seen++
 		if !strings.HasPrefix(o.Cwd, "/home/user/src/project-") || !strings.HasPrefix(o.Title, "fix issue ") {
 			t.Errorf("%s: cwd %q title %q", o.UpstreamID, o.Cwd, o.Title)
