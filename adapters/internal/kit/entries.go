@@ -3,11 +3,9 @@ package kit
 import (
 	"fmt"
 	"iter"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -121,25 +119,9 @@ func decodeAll[T any](saved map[string][]byte, decode func(string, []byte) (T, e
 		out = append(out, decoded[T]{key: key})
 	}
 	slices.SortFunc(out, func(a, b decoded[T]) int { return strings.Compare(a.key, b.key) })
-	workers := min(runtime.GOMAXPROCS(0), max(1, len(out)/64))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				// Chunks of 32, so the goroutines share out the work
-				// without a lock per entry.
-				lo := int(next.Add(32)) - 32
-				if lo >= len(out) {
-					return
-				}
-				for i := lo; i < min(lo+32, len(out)); i++ {
-					d := &out[i]
-					d.v, d.err = decode(d.key, saved[d.key])
-				}
-			}
-		})
-	}
-	wg.Wait()
+	Each(len(out), func(i int) {
+		d := &out[i]
+		d.v, d.err = decode(d.key, saved[d.key])
+	})
 	return out
 }
