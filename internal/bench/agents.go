@@ -228,19 +228,15 @@ func (r *runner) seven(ctx context.Context) error {
 	// Idle as the memory scenario's daemon is when measured: after the
 	// settling and the steady window.
 	idleFor := r.opt.Settle + r.opt.SteadyFor
-	select {
-	case <-time.After(r.opt.Settle):
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := sleepCtx(ctx, r.opt.Settle); err != nil {
+		return err
 	}
 	st1, err := procStats(d)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-time.After(r.opt.SteadyFor):
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := sleepCtx(ctx, r.opt.SteadyFor); err != nil {
+		return err
 	}
 	st, err := procStats(d)
 	if err != nil {
