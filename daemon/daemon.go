@@ -340,7 +340,8 @@ func runBackground(ctx context.Context, cfg Config, st *state.Store, tr *tracker
 			go func() { defer wg.Done(); f.Follow(ctx, tr.Hint) }()
 		}
 	}
-	wg.Add(5)
+	wg.Add(6)
+	go func() { defer wg.Done(); d.lists.forgetWhenIdle(ctx, listCacheIdle, nil) }()
 	go func() { defer wg.Done(); d.reactions.follow(ctx) }()
 	go func() { defer wg.Done(); d.sendQueue.run(ctx) }()
 	go func() { defer wg.Done(); tr.Run(ctx) }()

@@ -543,3 +543,68 @@ func realisticRecordsFrom(i, n int) []*session.Record {
 	}
 	return out
 }
+
+// TestListCacheForgetsWhenIdle: a cache no list used for the idle time
+// drops every encoding (and the records they were kept by), one used
+// since keeps them, and a list after a drop answers a fresh encoding's
+// bytes again; forgetWhenIdle does it on its own and tells.
+func TestListCacheForgetsWhenIdle(t *testing.T) {
+	recs := firstStartRecords(120)
+	var c listCache
+	if c.forget(time.Now().Add(time.Hour), time.Minute) {
+		t.Fatal("an unused, empty cache was dropped")
+	}
+	checkList(t, &c, recs, "first lists")
+	used := c.used
+	if c.forget(used.Add(59*time.Second), time.Minute) {
+		t.Fatal("dropped 59 s after a list, idle time 1 min")
+	}
+	if cachedRecords(&c) != len(recs) {
+		t.Fatal("a kept cache lost encodings")
+	}
+	if !c.forget(used.Add(time.Minute), time.Minute) {
+		t.Fatal("not dropped a minute after the last list")
+	}
+	if n := cachedRecords(&c); n != 0 || c.built || c.all != nil || c.snap != nil {
+		t.Fatalf("after the drop: %d encodings, built %v", n, c.built)
+	}
+	if c.forget(used.Add(time.Hour), time.Minute) {
+		t.Fatal("an empty cache was dropped twice")
+	}
+	changed := slices.Clone(recs)
+	changed[7] = recs[7].Clone()
+	changed[7].Title = "changed while forgotten"
+	checkList(t, &c, changed, "lists after the drop")
+
+	// The loop, with a short idle time: it drops the cache once, and not
+	// again until a list fills it.
+	drops := make(chan struct{}, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.forgetWhenIdle(ctx, 40*time.Millisecond, func() { drops <- struct{}{} })
+	}()
+	select {
+	case <-drops:
+	case <-time.After(10 * time.Second):
+		t.Fatal("forgetWhenIdle did not drop an idle cache")
+	}
+	if n := cachedRecords(&c); n != 0 {
+		t.Fatalf("forgetWhenIdle dropped, but %d encodings are left", n)
+	}
+	all := listFilter{all: true, words: []string{""}}
+	if got, err := c.body(recs, &all); err != nil || !bytes.Equal(got.joined(), freshList(recs, url.Values{"all": {"true"}})) {
+		t.Fatalf("a list after the loop's drop differs from a fresh encoding (%v)", err)
+	}
+	select {
+	case <-drops:
+	case <-time.After(10 * time.Second):
+		t.Fatal("forgetWhenIdle did not drop the cache filled again")
+	}
+	cancel()
+	<-done
+	if len(drops) != 0 {
+		t.Fatalf("%d more drops than lists", len(drops))
+	}
+}
