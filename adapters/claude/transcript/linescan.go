@@ -10,14 +10,13 @@ package transcript
 // and the nesting limit. line_diff_test.go holds it to the old decoder.
 
 import (
-	"encoding/binary"
-	"math/bits"
 	"sync"
 	"unicode"
 	"unicode/utf8"
 	"unsafe"
 
 	"github.com/sessiond/sessiond/lib/jsonenc"
+	"github.com/sessiond/sessiond/lib/jsonscan"
 )
 
 // The fields read, by object. A key matches a field exactly or, failing
@@ -65,7 +64,7 @@ const (
 
 // maxDepth is the deepest nesting encoding/json accepts; a deeper line is
 // corrupt.
-const maxDepth = 10000
+const maxDepth = jsonscan.MaxDepth
 
 // span is where a JSON string's contents (between its quotes) lie in the
 // line. The zero span is an absent (or null) string.
@@ -426,39 +425,17 @@ func (s *lineScan) wrongType(field string, c byte) {
 }
 
 // objectKey reads `"key" :` at b[i] and the space after it, and returns
-// the key and where its value starts.
+// the key and where its value starts (jsonscan.Key).
 func objectKey(b []byte, i int) (span, int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return span{}, i, false
-	}
-	k, i, ok := scanString(b, i)
-	if !ok {
-		return k, i, false
-	}
-	i = skipWS(b, i)
-	if i >= len(b) || b[i] != ':' {
-		return k, i, false
-	}
-	i = skipWS(b, i+1)
-	return k, i, i < len(b)
+	k, i, ok := jsonscan.Key(b, i)
+	return span{start: k.Start, end: k.End, set: ok, esc: k.Esc, high: k.High}, i, ok
 }
 
 // nextMember reads what follows a member of an object or array: a comma
 // (then it returns where the next member starts) or the closing byte (then
 // it returns just past it, so b[i-1] is the closing byte).
 func nextMember(b []byte, i int, closing byte) (int, bool) {
-	i = skipWS(b, i)
-	if i >= len(b) {
-		return i, false
-	}
-	switch b[i] {
-	case ',':
-		i = skipWS(b, i+1)
-		return i, i < len(b) && b[i] != closing
-	case closing:
-		return i + 1, true
-	}
-	return i, false
+	return jsonscan.NextMember(b, i, closing)
 }
 
 // stringField reads a value bound for a string field: a string sets *s,
@@ -493,215 +470,21 @@ func boolField(b []byte, i int, v *bool) (int, bool) {
 	return i, false
 }
 
-func skipWS(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
+func skipWS(b []byte, i int) int { return jsonscan.SkipSpace(b, i) }
 
-func literal(b []byte, i int, lit string) (int, bool) {
-	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
-		return i + len(lit), true
-	}
-	return i, false
-}
+func literal(b []byte, i int, lit string) (int, bool) { return jsonscan.Literal(b, i, lit) }
 
 // skipValue checks the value at b[i] and returns where it ends. depth is
 // how many objects and arrays enclose it.
-func skipValue(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) {
-		return i, false
-	}
-	switch b[i] {
-	case '"':
-		_, end, ok := scanString(b, i)
-		return end, ok
-	case '{', '[':
-		return skipNested(b, i, depth)
-	case 't':
-		return literal(b, i, "true")
-	case 'f':
-		return literal(b, i, "false")
-	case 'n':
-		return literal(b, i, "null")
-	}
-	return skipNumber(b, i)
-}
-
-// skipNested checks the object or array at b[i] and returns where it
-// ends, without recursion: stack holds the open brackets.
-func skipNested(b []byte, i, depth int) (int, bool) {
-	var arr [32]byte
-	stack := arr[:0]
-	// open pushes the bracket at b[i] and moves to the first member or the
-	// close; it reports whether a member follows.
-	open := func() bool {
-		stack = append(stack, b[i])
-		i = skipWS(b, i+1)
-		return i < len(b) && b[i] != stack[len(stack)-1]+2 // '{'+2 == '}', '['+2 == ']'
-	}
-	if depth+1 > maxDepth {
-		return i, false
-	}
-	member := open()
-	for {
-		if member {
-			if stack[len(stack)-1] == '{' {
-				_, j, ok := objectKey(b, i)
-				if !ok {
-					return j, false
-				}
-				i = j
-			}
-			if c := b[i]; c == '{' || c == '[' {
-				if depth+len(stack)+1 > maxDepth {
-					return i, false
-				}
-				member = open()
-				continue
-			}
-			var ok bool
-			if i, ok = skipValue(b, i, depth+len(stack)); !ok {
-				return i, false
-			}
-		} else {
-			if i >= len(b) {
-				return i, false
-			}
-			i++ // the closing bracket
-			stack = stack[:len(stack)-1]
-			if len(stack) == 0 {
-				return i, true
-			}
-		}
-		// After a member: a comma and the next member, or the close.
-		i = skipWS(b, i)
-		if i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-			if i >= len(b) {
-				return i, false
-			}
-			member = true
-		case stack[len(stack)-1] + 2:
-			member = false
-		default:
-			return i, false
-		}
-	}
-}
-
-func isDigit(c byte) bool { return '0' <= c && c <= '9' }
-
-// skipNumber checks the JSON number at b[i].
-func skipNumber(b []byte, i int) (int, bool) {
-	n := len(b)
-	if i < n && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i >= n:
-		return i, false
-	case b[i] == '0':
-		i++
-	case '1' <= b[i] && b[i] <= '9':
-		for i++; i < n && isDigit(b[i]); i++ {
-		}
-	default:
-		return i, false
-	}
-	if i < n && b[i] == '.' {
-		i++
-		if i >= n || !isDigit(b[i]) {
-			return i, false
-		}
-		for i++; i < n && isDigit(b[i]); i++ {
-		}
-	}
-	if i < n && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < n && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= n || !isDigit(b[i]) {
-			return i, false
-		}
-		for i++; i < n && isDigit(b[i]); i++ {
-		}
-	}
-	return i, true
-}
-
-const (
-	ones  = 0x0101010101010101
-	highs = 0x8080808080808080
-)
+func skipValue(b []byte, i, depth int) (int, bool) { return jsonscan.Value(b, i, depth) }
 
 // scanString checks the string at b[i] == '"' and returns its span and
-// where it ends. It looks at eight bytes at a time while none of them is
-// a quote, a backslash or a control character.
+// where it ends (jsonscan.String: eight bytes at a time).
 func scanString(b []byte, i int) (span, int, bool) {
-	start := i + 1
-	i = start
-	var acc uint64
-	esc := false
-outer:
-	for {
-		for i+8 <= len(b) {
-			x := binary.LittleEndian.Uint64(b[i:])
-			q := x ^ (ones * '"')
-			bs := x ^ (ones * '\\')
-			m := ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x) & highs
-			if m == 0 {
-				acc |= x
-				i += 8
-				continue
-			}
-			// The lowest flagged byte is the first special one (the
-			// borrows that may flag wrong bytes only run upwards).
-			k := bits.TrailingZeros64(m) >> 3
-			acc |= x & (1<<(8*k) - 1)
-			i += k
-			switch b[i] {
-			case '"':
-				return span{start: start, end: i, set: true, esc: esc, high: acc&highs != 0}, i + 1, true
-			case '\\':
-				n := jsonenc.EscapeLen(b, i)
-				if n == 0 {
-					return span{}, i, false
-				}
-				esc = true
-				i += n
-				continue
-			}
-			return span{}, i, false // a control character
-		}
-		for i < len(b) {
-			c := b[i]
-			switch {
-			case c == '"':
-				return span{start: start, end: i, set: true, esc: esc, high: acc&highs != 0}, i + 1, true
-			case c == '\\':
-				n := jsonenc.EscapeLen(b, i)
-				if n == 0 {
-					return span{}, i, false
-				}
-				esc = true
-				i += n
-				continue outer
-			case c < 0x20:
-				return span{}, i, false
-			}
-			acc |= uint64(c)
-			i++
-		}
-		return span{}, i, false
-	}
+	s, end, ok := jsonscan.String(b, i)
+	return span{start: s.Start, end: s.End, set: ok, esc: s.Esc, high: s.High}, end, ok
 }
+
 
 // str decodes a string span as encoding/json does (invalid UTF-8 becomes
 // U+FFFD).
