@@ -485,7 +485,6 @@ func scanString(b []byte, i int) (span, int, bool) {
 	return span{start: s.Start, end: s.End, set: ok, esc: s.Esc, high: s.High}, end, ok
 }
 
-
 // str decodes a string span as encoding/json does (invalid UTF-8 becomes
 // U+FFFD).
 func str(b []byte, s span) string {
