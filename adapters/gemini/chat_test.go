@@ -53,9 +53,17 @@ func (l *chatLines) gemini(id, text string, calls ...map[string]any) *chatLines 
 	return l.line(m)
 }
 
+// call is a tool call; a finished one has its result and display, as
+// Gemini CLI writes them (what the fold prunes away).
 func (l *chatLines) call(id, status, command string) map[string]any {
-	return map[string]any{"id": id, "name": "run_shell_command", "args": map[string]any{"command": command, "description": "x"},
+	c := map[string]any{"id": id, "name": "run_shell_command", "args": map[string]any{"command": command, "description": "x"},
 		"status": status, "timestamp": l.ts()}
+	if done(status) {
+		out := "Output: " + strings.Repeat("ok\tpkg \"quoted\"\n", 20)
+		c["result"] = []any{map[string]any{"functionResponse": map[string]any{"id": id, "name": "run_shell_command", "response": map[string]any{"output": out}}}}
+		c["resultDisplay"] = out
+	}
+	return c
 }
 
 func newLines() *chatLines {
@@ -374,4 +382,33 @@ func (a *Adapter) refresh(f *fileState, now time.Time) error {
 		a.noteRead(f)
 	}
 	return err
+}
+
+// FuzzFoldIsApply: folding a line pruned (fold) ends in the same chat as
+// folding it whole with encoding/json (apply), line after line, whatever
+// the bytes: the pruner drops nothing a fold reads, and checks JSON as
+// encoding/json does.
+func FuzzFoldIsApply(f *testing.F) {
+	f.Add(genChat(rand.New(rand.NewPCG(1, 2)), 15))
+	f.Add(genChat(rand.New(rand.NewPCG(5, 6)), 40))
+	for _, name := range []string{"headless-text-and-call.jsonl", "tui-approved-shell.jsonl", "hooks.jsonl"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"id":"g","type":"gemini","toolCalls":[{"id":"c","status":"success","result":[1e999],"args":{"n":1e999}}],"content":[{"result":1,"text":"t"}]}` + "\n" +
+		`{"$set":{"messages":[{"id":"a","type":"user","content":"q","toolCalls":[{"Result":1,"res\u0075lt":{"x":1}}]}]},"result":{}}` + "\n" +
+		`{"ID":"x","TYPE":"user","Content":"c","toolcalls":[{"ARGS":{"command":"ls","result":1}}],"result":"r"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var pruned, whole chat
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			pruned.fold(line)
+			whole.apply(line)
+			if !reflect.DeepEqual(pruned, whole) {
+				t.Fatalf("after %q:\npruned %+v\n whole %+v", line, pruned, whole)
+			}
+		}
+	})
 }
