@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/oneline"
+	"github.com/sessiond/sessiond/lib/jsonscan"
 )
 
 // A chat is one JSON record per line, appended with one write (and an
@@ -147,12 +149,53 @@ const (
 // found again.
 var recordStart = []byte(`{"uuid":"`)
 
-// apply moves the state over one line.
+// pruner leaves out of a line the members no state reads: a tool's
+// response (its output, most of a chat's bytes), a result's display (the
+// output again) and a system record's payload (telemetry). None of the
+// three is a field of record or of what it holds, in any case; a call's
+// args are kept raw, so they are left whole.
+var pruner = jsonscan.Pruner{Drop: []string{"response", "resultDisplay", "systemPayload"}, Keep: []string{"args"}}
+
+// pruneBufs keeps the buffers lines are pruned into.
+var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// apply moves the state over one line. It moves it as applyWhole does,
+// decoding the line less what pruner drops: jsonscan checks the line at
+// memory speed and encoding/json goes over what is left
+// (FuzzApplyIsWhole holds the two equal).
 func (s *state) apply(raw []byte) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return
 	}
+	buf := pruneBufs.Get().(*[]byte)
+	defer pruneBufs.Put(buf)
+	pruned, ok := pruner.Prune(*buf, raw)
+	if ok {
+		if len(pruned) > 0 && &pruned[0] != &raw[0] && cap(pruned) <= 1<<20 {
+			*buf = pruned[:0]
+		}
+		s.decoded(pruned)
+		return
+	}
+	// Not JSON: maybe a torn record with a whole one glued after it, which
+	// applyWhole finds.
+	s.applyWhole(raw)
+}
+
+// applyWhole moves the state over one line, decoding it whole with
+// encoding/json.
+func (s *state) applyWhole(raw []byte) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return
+	}
+	s.decoded(raw)
+}
+
+// decoded moves the state over a line (JSON or not), decoding it with
+// encoding/json.
+func (s *state) decoded(raw []byte) {
 	var r record
 	err := json.Unmarshal(raw, &r)
 	if f, ok := kit.FieldType(err); ok {

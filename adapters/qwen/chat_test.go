@@ -282,3 +282,28 @@ func TestRegistryEntry(t *testing.T) {
 		}
 	}
 }
+
+// FuzzApplyIsWhole: a line applied pruned (apply) moves the state as the
+// whole line decoded by encoding/json does (applyWhole), line after
+// line, whatever the bytes: the pruner drops nothing the state reads,
+// and checks JSON as encoding/json does.
+func FuzzApplyIsWhole(f *testing.F) {
+	for _, name := range []string{"headless-done.jsonl", "headless-killed-mid-tool.jsonl", "tui-cancelled-then-killed.jsonl", "hooks.jsonl"} {
+		f.Add(fixture(f, name))
+	}
+	f.Add([]byte(`{"uuid":"1","type":"assistant","message":{"parts":[{"functionCall":{"id":"a","name":"x","args":{"response":1,"resultDisplay":[2]}}}]},"response":{"type":"user"}}` + "\n" +
+		`{"uuid":"2","type":"tool_result","message":{"parts":[{"functionResponse":{"id":"a","response":{"output":1e999}}}]},"toolCallResult":{"callId":"a","status":"success","resultDisplay":{"output":"o"},"Response":1,"resp\u006fnse":2}}` + "\n" +
+		`{"uuid":"3","type":"system","subtype":"ui_telemetry","systemPayload":{"uiEvent":{"type":"user"}},"Type":"system"}` + "\n" +
+		`{"uuid":"4","type":"tool_result","message":{"parts":[{"functionResponse":{"id":"b","response":{"output":"torn` + "\n" +
+		`{"uuid":"5","ARGS":1,"type":"user","message":{"parts":[{"text":"hi"}]}}{"uuid":"6","type":"assistant","response":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var pruned, whole state
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			pruned.apply(line)
+			whole.applyWhole(line)
+			if !reflect.DeepEqual(normalize(pruned), normalize(whole)) {
+				t.Fatalf("after %q:\npruned %+v\n whole %+v", line, pruned, whole)
+			}
+		}
+	})
+}
