@@ -152,7 +152,7 @@ type record struct {
 	Messages    *[]rawMsg  `json:"messages"`
 	Type        string     `json:"type"`
 	Timestamp   string     `json:"timestamp"`
-	Content     any        `json:"content"`
+	Content     partText   `json:"content"`
 	ToolCalls   []toolCall `json:"toolCalls"`
 }
 
@@ -161,7 +161,7 @@ type rawMsg struct {
 	ID        string     `json:"id"`
 	Type      string     `json:"type"`
 	Timestamp string     `json:"timestamp"`
-	Content   any        `json:"content"`
+	Content   partText   `json:"content"`
 	ToolCalls []toolCall `json:"toolCalls"`
 }
 
@@ -174,12 +174,14 @@ type toolCall struct {
 }
 
 // pruner leaves out of a line the members no fold reads: a tool call's
-// result (the tool's output, most of a chat's bytes) and its display.
-// Neither key is a field of record, rawMsg or toolCall, in any case;
-// content and args are decoded into interfaces (every key of theirs may
-// count, and a number too large for a float64 is an error there), so
+// result and its display, and a function's response sent back in a
+// user message's content (the tool's output, twice: most of a chat's
+// bytes), and a message's thoughts and token counts. None of these keys
+// is a field of record, rawMsg or toolCall, in any case, and a content's text reads only its parts'
+// "text" (partText); a call's args are decoded into a map, where every
+// key may count (and a number too large for a float64 is an error), so
 // they are kept whole.
-var pruner = jsonscan.Pruner{Drop: []string{"result", "resultDisplay"}, Keep: []string{"content", "args"}}
+var pruner = jsonscan.Pruner{Drop: []string{"result", "resultDisplay", "functionResponse", "thoughts", "tokens"}, Keep: []string{"args"}}
 
 // pruneBufs keeps the buffers lines are pruned into.
 var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
@@ -193,6 +195,10 @@ func (c *chat) fold(line []byte) {
 	if len(line) == 0 {
 		return
 	}
+	if at, ok := quickUpdate(line); ok {
+		c.header(&record{LastUpdated: at}, false)
+		return
+	}
 	buf := pruneBufs.Get().(*[]byte)
 	pruned, ok := pruner.Prune(*buf, line)
 	if !ok {
@@ -204,6 +210,24 @@ func (c *chat) fold(line []byte) {
 		*buf = pruned[:0]
 	}
 	pruneBufs.Put(buf)
+}
+
+// quickUpdate reads a line that only moves lastUpdated, as Gemini CLI
+// writes one after each message (near half a chat's lines): exactly
+// {"$set":{"lastUpdated":"<time>"}}, the time plain text. Its fold is
+// the header's update, without a decoder.
+func quickUpdate(line []byte) (string, bool) {
+	const head, tail = `{"$set":{"lastUpdated":"`, `"}}`
+	if len(line) < len(head)+len(tail) || string(line[:len(head)]) != head || string(line[len(line)-len(tail):]) != tail {
+		return "", false
+	}
+	at := line[len(head) : len(line)-len(tail)]
+	for _, c := range at {
+		if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(at), true
 }
 
 // apply applies one line, whole or pruned, decoding it with
@@ -320,7 +344,7 @@ func (c *chat) put(m rawMsg) {
 		c.touch(tc.At)
 	}
 	if c.Title == "" && km.Type == "user" {
-		c.Title = oneline.Cut(contentText(m.Content), 200)
+		c.Title = oneline.Cut(string(m.Content), 200)
 	}
 	h := hashID(m.ID)
 	if c.Seen.has(h) {
@@ -377,7 +401,7 @@ func (c *chat) rewind(id string) {
 // keep is what a chat keeps of a message.
 func keep(m rawMsg) message {
 	out := message{ID: m.ID, Type: m.Type, At: parseTime(m.Timestamp)}
-	text := strings.TrimSpace(contentText(m.Content))
+	text := strings.TrimSpace(string(m.Content))
 	out.Text = text != ""
 	if m.Type == "user" && strings.HasPrefix(text, "<session_context>") {
 		out.Type = typeContext
@@ -405,23 +429,70 @@ func hashID(id string) uint64 {
 	return h.Sum64()
 }
 
-// contentText is the text of a PartListUnion: a string, a part, or a list
-// of them.
-func contentText(v any) string {
-	switch c := v.(type) {
-	case string:
-		return c
-	case map[string]any:
-		s, _ := c["text"].(string)
-		return s
-	case []any:
-		var b strings.Builder
-		for _, p := range c {
-			b.WriteString(contentText(p))
+// partText is the text of a PartListUnion (a message's content): a
+// string, a part's "text", or a list of them joined. It is decoded from
+// the JSON directly, reading nothing else: a number anywhere in it is no
+// error (a float64 held it before), and parts' other members (a tool's
+// response) may be pruned away.
+type partText string
+
+// UnmarshalJSON reads the text out of a content value, which
+// encoding/json has checked.
+func (t *partText) UnmarshalJSON(b []byte) error {
+	var sb strings.Builder
+	appendPartText(&sb, b, jsonscan.SkipSpace(b, 0))
+	*t = partText(sb.String())
+	return nil
+}
+
+// appendPartText appends the text of the value at b[i] (valid JSON) and
+// returns where the value ends: a string whole, an object's last "text"
+// member when that is a string (a map keeps a key's last value), an
+// array's elements' texts in order; nothing of any other value.
+func appendPartText(sb *strings.Builder, b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		s, end, _ := jsonscan.String(b, i)
+		sb.WriteString(jsonscan.Text(b, s))
+		return end
+	case '{':
+		text, has := jsonscan.Str{}, false
+		i = jsonscan.SkipSpace(b, i+1)
+		if b[i] == '}' {
+			return i + 1
 		}
-		return b.String()
+		for {
+			k, v, _ := jsonscan.Key(b, i)
+			i, _ = jsonscan.Value(b, v, 1)
+			if jsonscan.KeyIs(b, k, "text") {
+				has = b[v] == '"'
+				if has {
+					text, _, _ = jsonscan.String(b, v)
+				}
+			}
+			i, _ = jsonscan.NextMember(b, i, '}')
+			if b[i-1] == '}' {
+				if has {
+					sb.WriteString(jsonscan.Text(b, text))
+				}
+				return i
+			}
+		}
+	case '[':
+		i = jsonscan.SkipSpace(b, i+1)
+		if b[i] == ']' {
+			return i + 1
+		}
+		for {
+			i = appendPartText(sb, b, i)
+			i, _ = jsonscan.NextMember(b, i, ']')
+			if b[i-1] == ']' {
+				return i
+			}
+		}
 	}
-	return ""
+	end, _ := jsonscan.Value(b, i, 1)
+	return end
 }
 
 func parseTime(s string) time.Time {

@@ -412,3 +412,45 @@ func FuzzFoldIsApply(f *testing.F) {
 		}
 	})
 }
+
+// contentOfAny is the text of a content decoded into an interface, as
+// the fold read it before partText.
+func contentOfAny(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case map[string]any:
+		s, _ := c["text"].(string)
+		return s
+	case []any:
+		var b strings.Builder
+		for _, p := range c {
+			b.WriteString(contentOfAny(p))
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// FuzzPartText: a content's text read straight from its JSON is the text
+// of the same JSON decoded into an interface, for any JSON that decodes.
+func FuzzPartText(f *testing.F) {
+	for _, s := range []string{`"a"`, `null`, `[{"text":"a"},"b",[{"text":"c"}],1,{"text":2},{"x":{"text":"no"}}]`,
+		`{"text":"a","text":"b"}`, `{"text":"a","text":null}`, `{"te\u0078t":"\u00e9\n"}`, "{\"text\":\"\xff\"}", `[]`, `{}`, `[[[]]]`,
+		` [ { "text" : "a" } , { "functionResponse" : { "response" : { "output" : "o" } } } ] `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var v any
+		if json.Unmarshal(b, &v) != nil {
+			return
+		}
+		var got partText
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		if want := contentOfAny(v); string(got) != want {
+			t.Fatalf("%q: %q, decoded into an interface %q", b, got, want)
+		}
+	})
+}

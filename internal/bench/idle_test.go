@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"runtime/pprof"
 	"testing"
@@ -134,6 +135,46 @@ func BenchmarkRestartPass(b *testing.B) {
 					b.StopTimer()
 					if rep.Created != 0 {
 						b.Fatalf("a restart created %d records", rep.Created)
+					}
+					st.Close()
+					b.StartTimer()
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkFirstPass is a first start's own work over the agents
+// scenario's home: an empty store, a new adapter, and the pass that
+// reads every file and commits every session (the cold start, less the
+// exec and the socket). Profile it with -cpuprofile, -tagfocus
+// pass=first.
+func BenchmarkFirstPass(b *testing.B) {
+	for _, agent := range newAgents {
+		b.Run(agent, func(b *testing.B) {
+			dir, h := benchHome(b, agent)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.SetBytes(h.Bytes)
+			b.ResetTimer()
+			n := 0
+			pprof.Do(ctx, pprof.Labels("pass", "first"), func(ctx context.Context) {
+				for b.Loop() {
+					b.StopTimer()
+					n++
+					st, err := state.Open(filepath.Join(dir, fmt.Sprintf("state%d.db", n)), state.Options{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					tr := tracker.New(tracker.Config{Store: st, Adapters: []adapters.Adapter{idleAdapter(agent, h.Root)}, Host: proc.NewHost(), Logger: zap.NewNop()})
+					b.StartTimer()
+					rep, err := tr.Reconcile(ctx, "first")
+					b.StopTimer()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if rep.Created != len(h.IDs) {
+						b.Fatalf("first pass created %d records of %d sessions", rep.Created, len(h.IDs))
 					}
 					st.Close()
 					b.StartTimer()

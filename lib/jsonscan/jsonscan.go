@@ -14,6 +14,7 @@ package jsonscan
 import (
 	"encoding/binary"
 	"math/bits"
+	"unicode/utf8"
 
 	"github.com/sessiond/sessiond/lib/jsonenc"
 )
@@ -288,4 +289,22 @@ outer:
 		}
 		return Str{}, i, false
 	}
+}
+
+// Text decodes the string s of b as encoding/json does (invalid UTF-8
+// becomes U+FFFD).
+func Text(b []byte, s Str) string {
+	raw := b[s.Start:s.End]
+	if !s.Esc && (!s.High || utf8.Valid(raw)) {
+		return string(raw)
+	}
+	return string(jsonenc.Unquote(make([]byte, 0, len(raw)+8), raw))
+}
+
+// KeyIs reports whether the key k of b decodes to name.
+func KeyIs(b []byte, k Str, name string) bool {
+	if !k.Esc && !k.High {
+		return string(b[k.Start:k.End]) == name
+	}
+	return Text(b, k) == name
 }

@@ -488,11 +488,7 @@ func scanString(b []byte, i int) (span, int, bool) {
 // str decodes a string span as encoding/json does (invalid UTF-8 becomes
 // U+FFFD).
 func str(b []byte, s span) string {
-	raw := b[s.start:s.end]
-	if !s.esc && (!s.high || utf8.Valid(raw)) {
-		return string(raw)
-	}
-	return string(jsonenc.Unquote(make([]byte, 0, len(raw)+8), raw))
+	return jsonscan.Text(b, jsonscan.Str{Start: s.start, End: s.end, Esc: s.esc, High: s.high})
 }
 
 // transient is str for a string used only until the next change of b, and
