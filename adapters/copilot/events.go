@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/oneline"
+	"github.com/sessiond/sessiond/lib/jsonscan"
 )
 
 // events.jsonl is one JSON object per line, {"type","data","id",
@@ -153,15 +155,44 @@ func read(typ string) bool {
 // false for a line that is not a JSON object: it is skipped, and the rest
 // still says the state.
 func (s *state) apply(raw []byte) bool {
+	return s.applyWith(raw, true)
+}
+
+// applyWhole is apply decoding each line whole with encoding/json, as
+// apply did before it pruned (FuzzApplyIsWhole holds the two equal).
+func (s *state) applyWhole(raw []byte) bool {
+	return s.applyWith(raw, false)
+}
+
+// pruner leaves out of a line what the state does not read, most of a
+// session's bytes: a message's content (read only from the first
+// user.message, which is then decoded again whole), the prompt as sent
+// to the model, a tool's result, a reply's reasoning. Of these keys only
+// content is a field of event, in any case. The raw values decoded later
+// (a call's arguments, a permission request, tool requests) are kept
+// whole.
+var pruner = jsonscan.Pruner{
+	Drop: []string{"content", "transformedContent", "detailedContent", "result", "reasoningText", "reasoningOpaque", "encryptedContent"},
+	Keep: []string{"arguments", "permissionRequest", "toolRequests"},
+}
+
+// pruneBufs keeps the buffers lines are pruned into.
+var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+func (s *state) applyWith(raw []byte, prune bool) bool {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return true
+	}
+	valid := json.Valid
+	if prune {
+		valid = jsonscan.Valid
 	}
 	if typ, ok := quickType(raw); ok && !read(typ) {
 		// Most lines (a system.message of 20 KB, usage records) say
 		// nothing of the state: check them, take their time, decode
 		// nothing.
-		if !json.Valid(raw) {
+		if !valid(raw) {
 			return false
 		}
 		if !knownEvents[typ] {
@@ -172,6 +203,19 @@ func (s *state) apply(raw []byte) bool {
 		}
 		return true
 	}
+	whole := raw
+	if prune {
+		buf := pruneBufs.Get().(*[]byte)
+		defer pruneBufs.Put(buf)
+		pruned, ok := pruner.Prune(*buf, raw)
+		if !ok {
+			return false
+		}
+		if len(pruned) > 0 && &pruned[0] != &raw[0] && cap(pruned) <= 1<<20 {
+			*buf = pruned[:0]
+		}
+		raw = pruned
+	}
 	var e event
 	if err := json.Unmarshal(raw, &e); err != nil {
 		f, ok := kit.FieldType(err)
@@ -180,6 +224,14 @@ func (s *state) apply(raw []byte) bool {
 		}
 		// That field is not used; the rest of the line is.
 		s.Drift.Add(adapters.DriftFieldType, f)
+	}
+	if prune && e.Type == "user.message" && s.Prompt == "" && e.AgentID == "" && e.Data.ParentToolCallID == "" {
+		// The first prompt is the title: its content, pruned, is read
+		// from the whole line (once a session).
+		var w event
+		if err := json.Unmarshal(whole, &w); err == nil || isFieldType(err) {
+			e.Data.Content = w.Data.Content
+		}
 	}
 	if e.Type != "" && !knownEvents[e.Type] {
 		s.Drift.Add(adapters.DriftLineType, e.Type)
@@ -426,4 +478,10 @@ func readEvents(r io.ReaderAt, off, size int64, s *state) (end int64, bad int, e
 		}
 		long, n, tooLong = nil, 0, false
 	}
+}
+
+// isFieldType reports whether err is only a field of another JSON type.
+func isFieldType(err error) bool {
+	_, ok := kit.FieldType(err)
+	return ok
 }

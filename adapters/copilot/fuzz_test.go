@@ -133,3 +133,27 @@ func TestParseWorkspace(t *testing.T) {
 		t.Errorf("created_at: %v %v", w.Created, err)
 	}
 }
+
+// FuzzApplyIsWhole: a line applied pruned (apply) moves the state as the
+// whole line decoded by encoding/json does (applyWhole), line after
+// line, whatever the bytes: the pruner drops nothing the state reads
+// but the first prompt, read again whole, and checks JSON as
+// encoding/json does.
+func FuzzApplyIsWhole(f *testing.F) {
+	f.Add(seedEvents(f))
+	f.Add([]byte(`{"type":"user.message","data":{"content":"first","transformedContent":"x"},"type":"assistant.message"}` + "\n" +
+		`{"type":"assistant.message","data":{"content":"a","toolRequests":[{"content":1}],"result":{"content":"r"}},"type":"user.message"}` + "\n" +
+		`{"type":"user.message","data":{"Content":"capital","content":7,"cont\u0065nt":"escaped"}}` + "\n" +
+		`{"type":"user.message","data":{"content":"later","agentId":"x"}}` + "\n" +
+		`{"type":"tool.execution_complete","data":{"toolCallId":"c","result":{"content":"out","detailedContent":"more"}},"timestamp":"2026-11-28T00:00:00Z"}` + "\n" +
+		`{"type":"system.message","data":{"content":"sys"}}` + "\n" + `{"type":"x","data":{"content":"\x"}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var pruned, whole state
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			okP, okW := pruned.apply(line), whole.applyWhole(line)
+			if okP != okW || !reflect.DeepEqual(normal(pruned), normal(whole)) {
+				t.Fatalf("after %q (%v, %v):\npruned %+v\n whole %+v", line, okP, okW, pruned, whole)
+			}
+		}
+	})
+}
