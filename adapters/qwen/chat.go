@@ -159,13 +159,18 @@ var pruner = jsonscan.Pruner{Drop: []string{"response", "resultDisplay", "system
 // pruneBufs keeps the buffers lines are pruned into.
 var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// apply moves the state over one line. It moves it as applyWhole does,
-// decoding the line less what pruner drops: jsonscan checks the line at
-// memory speed and encoding/json goes over what is left
-// (FuzzApplyIsWhole holds the two equal).
+// apply moves the state over one line. It moves it as applyWhole does
+// (FuzzApplyIsWhole holds the two equal): a plain line is decoded by
+// quickRecord, any other less what pruner drops (jsonscan checks the
+// line at memory speed and encoding/json goes over what is left).
 func (s *state) apply(raw []byte) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
+		return
+	}
+	var r record
+	if quickRecord(raw, &r) && r.Type != "" {
+		s.take(&r)
 		return
 	}
 	buf := pruneBufs.Get().(*[]byte)
