@@ -171,6 +171,9 @@ type toolCall struct {
 	Status    string         `json:"status"`
 	Timestamp string         `json:"timestamp"`
 	Args      map[string]any `json:"args"`
+	// shown is argsText(Args) when the quick decoder read the call (it
+	// builds no map).
+	shown *string
 }
 
 // pruner leaves out of a line the members no fold reads: a tool call's
@@ -197,6 +200,11 @@ func (c *chat) fold(line []byte) {
 	}
 	if at, ok := quickUpdate(line); ok {
 		c.header(&record{LastUpdated: at}, false)
+		return
+	}
+	var m rawMsg
+	if quickMessage(line, &m) {
+		c.put(m)
 		return
 	}
 	buf := pruneBufs.Get().(*[]byte)
@@ -408,15 +416,22 @@ func keep(m rawMsg) message {
 	}
 	for _, tc := range m.ToolCalls {
 		out.Calls = append(out.Calls, call{ID: oneline.Cut(tc.ID, 200), Name: oneline.Cut(tc.Name, 100), Status: oneline.Cut(tc.Status, 40),
-			Args: argsText(tc.Args), At: parseTime(tc.Timestamp)})
+			Args: tc.argsText(), At: parseTime(tc.Timestamp)})
 	}
 	return out
 }
 
+// argKeys are the arguments a user recognizes a call by, the first
+// first.
+var argKeys = [...]string{"command", "file_path", "absolute_path", "path", "pattern", "url", "query", "prompt"}
+
 // argsText is the argument a user recognizes a call by.
-func argsText(args map[string]any) string {
-	for _, k := range []string{"command", "file_path", "absolute_path", "path", "pattern", "url", "query", "prompt"} {
-		if s, ok := args[k].(string); ok && s != "" {
+func (tc *toolCall) argsText() string {
+	if tc.shown != nil {
+		return *tc.shown
+	}
+	for _, k := range argKeys {
+		if s, ok := tc.Args[k].(string); ok && s != "" {
 			return oneline.Cut(s, 200)
 		}
 	}

@@ -400,7 +400,12 @@ func FuzzFoldIsApply(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":"g","type":"gemini","toolCalls":[{"id":"c","status":"success","result":[1e999],"args":{"n":1e999}}],"content":[{"result":1,"text":"t"}]}` + "\n" +
 		`{"$set":{"messages":[{"id":"a","type":"user","content":"q","toolCalls":[{"Result":1,"res\u0075lt":{"x":1}}]}]},"result":{}}` + "\n" +
-		`{"ID":"x","TYPE":"user","Content":"c","toolcalls":[{"ARGS":{"command":"ls","result":1}}],"result":"r"}`))
+		`{"ID":"x","TYPE":"user","Content":"c","toolcalls":[{"ARGS":{"command":"ls","result":1}}],"result":"r"}` + "\n" +
+		`{"id":"q1","type":"gemini","content":null,"toolCalls":[{"id":"c","args":{"comm\u0061nd":"esc","path":"p","path":7}}]}` + "\n" +
+		`{"id":"q2","type":"gemini","toolCalls":[{"id":"c","args":{"command":"ls","timeout":1e999}},{"id":"d","args":{"command":"","file_path":"f"}}]}` + "\n" +
+		`{"id":"q3","type":"gemini","toolCalls":null,"content":[{"text":"a"},{"functionResponse":{"response":{"output":"o"}}}]}` + "\n" +
+		`{"id":"q4","id":"q5","type":"user","content":"dup"}` + "\n" + `{"id":"q6","kind":"main","content":"header field"}` + "\n" +
+		`{"id":"q7","type":"gemini","toolCalls":[{"id":"c","status":"executing","args":"not a map"}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var pruned, whole chat
 		for _, line := range bytes.Split(b, []byte("\n")) {
