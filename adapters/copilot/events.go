@@ -203,34 +203,11 @@ func (s *state) applyWith(raw []byte, prune bool) bool {
 		}
 		return true
 	}
-	whole := raw
-	if prune {
-		buf := pruneBufs.Get().(*[]byte)
-		defer pruneBufs.Put(buf)
-		pruned, ok := pruner.Prune(*buf, raw)
-		if !ok {
-			return false
-		}
-		if len(pruned) > 0 && &pruned[0] != &raw[0] && cap(pruned) <= 1<<20 {
-			*buf = pruned[:0]
-		}
-		raw = pruned
-	}
 	var e event
-	if err := json.Unmarshal(raw, &e); err != nil {
-		f, ok := kit.FieldType(err)
-		if !ok {
+	if !prune || !quickEvent(raw, &e) {
+		e = event{}
+		if !s.decode(raw, prune, &e) {
 			return false
-		}
-		// That field is not used; the rest of the line is.
-		s.Drift.Add(adapters.DriftFieldType, f)
-	}
-	if prune && e.Type == "user.message" && s.Prompt == "" && e.AgentID == "" && e.Data.ParentToolCallID == "" {
-		// The first prompt is the title: its content, pruned, is read
-		// from the whole line (once a session).
-		var w event
-		if err := json.Unmarshal(whole, &w); err == nil || isFieldType(err) {
-			e.Data.Content = w.Data.Content
 		}
 	}
 	if e.Type != "" && !knownEvents[e.Type] {
@@ -478,6 +455,42 @@ func readEvents(r io.ReaderAt, off, size int64, s *state) (end int64, bad int, e
 		}
 		long, n, tooLong = nil, 0, false
 	}
+}
+
+// decode decodes a line into e with encoding/json, pruned or whole, and
+// reports whether it is an event (a field of another type aside, noted
+// as drift).
+func (s *state) decode(raw []byte, prune bool, e *event) bool {
+	whole := raw
+	if prune {
+		buf := pruneBufs.Get().(*[]byte)
+		defer pruneBufs.Put(buf)
+		pruned, ok := pruner.Prune(*buf, raw)
+		if !ok {
+			return false
+		}
+		if len(pruned) > 0 && &pruned[0] != &raw[0] && cap(pruned) <= 1<<20 {
+			*buf = pruned[:0]
+		}
+		raw = pruned
+	}
+	if err := json.Unmarshal(raw, e); err != nil {
+		f, ok := kit.FieldType(err)
+		if !ok {
+			return false
+		}
+		// That field is not used; the rest of the line is.
+		s.Drift.Add(adapters.DriftFieldType, f)
+	}
+	if prune && e.Type == "user.message" && s.Prompt == "" && e.AgentID == "" && e.Data.ParentToolCallID == "" {
+		// The first prompt is the title: its content, pruned, is read
+		// from the whole line (once a session).
+		var w event
+		if err := json.Unmarshal(whole, &w); err == nil || isFieldType(err) {
+			e.Data.Content = w.Data.Content
+		}
+	}
+	return true
 }
 
 // isFieldType reports whether err is only a field of another JSON type.

@@ -146,7 +146,11 @@ func FuzzApplyIsWhole(f *testing.F) {
 		`{"type":"user.message","data":{"Content":"capital","content":7,"cont\u0065nt":"escaped"}}` + "\n" +
 		`{"type":"user.message","data":{"content":"later","agentId":"x"}}` + "\n" +
 		`{"type":"tool.execution_complete","data":{"toolCallId":"c","result":{"content":"out","detailedContent":"more"}},"timestamp":"2026-11-28T00:00:00Z"}` + "\n" +
-		`{"type":"system.message","data":{"content":"sys"}}` + "\n" + `{"type":"x","data":{"content":"\x"}}`))
+		`{"type":"system.message","data":{"content":"sys"}}` + "\n" + `{"type":"x","data":{"content":"\x"}}` + "\n" +
+		`{"type":"session.start","data":{"sessionId":"s","context":null,"startTime":"2026-11-28T00:00:00Z"}}` + "\n" +
+		`{"type":"user.message","data":{"content":null}}` + "\n" + `{"type":"user.message","data":{"content":"p","content":"q"}}` + "\n" +
+		`{"type":"assistant.message","data":{"toolRequests":null}}` + "\n" + `{"type":"assistant.message","data":{"toolRequests":[1,{"a":2}]}}` + "\n" +
+		`{"type":"tool.execution_start","data":{"toolCallId":"c","arguments":null,"context":{"cwd":"/x","Cwd":"/y"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var pruned, whole state
 		for _, line := range bytes.Split(b, []byte("\n")) {

@@ -28,10 +28,10 @@ var (
 // quickMessage decodes the message record b into m (a new rawMsg) as
 // encoding/json and fold would, and reports whether it could.
 func quickMessage(b []byte, m *rawMsg) bool {
-	var seen uint
+	var seen uint64
 	hasID := false
 	end, ok := jsonscan.Object(b, jsonscan.SkipSpace(b, 0), 0, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := once(b, k, recordFields, &seen)
+		f, ok := recordFields.Once(b, k, &seen)
 		switch {
 		case !ok:
 			return v, false
@@ -69,26 +69,12 @@ func quickMessage(b []byte, m *rawMsg) bool {
 	return ok && hasID && jsonscan.SkipSpace(b, end) == len(b)
 }
 
-// once matches the key k against fields, and fails a field seen before
-// in the same object.
-func once(b []byte, k jsonscan.Str, fields jsonscan.Fields, seen *uint) (int, bool) {
-	f, ok := fields.Match(b, k)
-	if !ok || f < 0 {
-		return f, ok
-	}
-	if *seen&(1<<f) != 0 {
-		return f, false
-	}
-	*seen |= 1 << f
-	return f, true
-}
-
 // quickCall decodes a tool call at b[i] (an element of toolCalls); of its
 // args it keeps what argsText would say of their map.
 func quickCall(b []byte, i int, tc *toolCall) (int, bool) {
-	var seen uint
+	var seen uint64
 	return jsonscan.Object(b, i, 2, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := once(b, k, callFields, &seen)
+		f, ok := callFields.Once(b, k, &seen)
 		switch {
 		case !ok:
 			return v, false

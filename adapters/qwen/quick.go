@@ -28,9 +28,9 @@ var (
 // quickRecord decodes b into r (a new record) as encoding/json would,
 // and reports whether it could; if not, r is to be dropped.
 func quickRecord(b []byte, r *record) bool {
-	var seen uint
+	var seen uint64
 	end, ok := jsonscan.Object(b, jsonscan.SkipSpace(b, 0), 0, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := once(b, k, recordFields, &seen)
+		f, ok := recordFields.Once(b, k, &seen)
 		switch {
 		case !ok:
 			return v, false
@@ -51,26 +51,12 @@ func quickRecord(b []byte, r *record) bool {
 	return ok && jsonscan.SkipSpace(b, end) == len(b)
 }
 
-// once matches the key k against fields, and fails a field seen before
-// in the same object.
-func once(b []byte, k jsonscan.Str, fields jsonscan.Fields, seen *uint) (int, bool) {
-	f, ok := fields.Match(b, k)
-	if !ok || f < 0 {
-		return f, ok
-	}
-	if *seen&(1<<f) != 0 {
-		return f, false
-	}
-	*seen |= 1 << f
-	return f, true
-}
-
 // quickStrings decodes the object at b[i], depth containers down, whose
 // fields are all strings, into dst (in the order of fields).
 func quickStrings(b []byte, i, depth int, fields jsonscan.Fields, dst ...*string) (int, bool) {
-	var seen uint
+	var seen uint64
 	return jsonscan.Object(b, i, depth, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := once(b, k, fields, &seen)
+		f, ok := fields.Once(b, k, &seen)
 		switch {
 		case !ok:
 			return v, false
@@ -85,9 +71,9 @@ func quickStrings(b []byte, i, depth int, fields jsonscan.Fields, dst ...*string
 
 // quickMessage decodes the message at b[i] (a member of the record).
 func quickMessage(b []byte, i int, m *message) (int, bool) {
-	var seen uint
+	var seen uint64
 	return jsonscan.Object(b, i, 1, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := once(b, k, messageFields, &seen)
+		f, ok := messageFields.Once(b, k, &seen)
 		switch {
 		case !ok:
 			return v, false
@@ -108,9 +94,9 @@ func quickMessage(b []byte, i int, m *message) (int, bool) {
 
 // quickPart decodes a part at b[i] (an element of a message's parts).
 func quickPart(b []byte, i int, p *part) (int, bool) {
-	var seen uint
+	var seen uint64
 	return jsonscan.Object(b, i, 3, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := once(b, k, partFields, &seen)
+		f, ok := partFields.Once(b, k, &seen)
 		switch {
 		case !ok:
 			return v, false
@@ -140,9 +126,9 @@ func quickPart(b []byte, i int, p *part) (int, bool) {
 // quickCall decodes a function call at b[i] (a member of a part); its
 // args are kept raw, as written.
 func quickCall(b []byte, i int, c *functionCall) (int, bool) {
-	var seen uint
+	var seen uint64
 	return jsonscan.Object(b, i, 4, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := once(b, k, callFields, &seen)
+		f, ok := callFields.Once(b, k, &seen)
 		switch {
 		case !ok:
 			return v, false

@@ -27,6 +27,21 @@ func (f Fields) Match(b []byte, k Str) (int, bool) {
 	return -1, true
 }
 
+// Once is Match for a decoder that reads each field once: a field seen
+// before in the same object (a bit of seen, which Once sets) fails, as
+// encoding/json would decode a duplicate into what the first one left.
+func (f Fields) Once(b []byte, k Str, seen *uint64) (int, bool) {
+	i, ok := f.Match(b, k)
+	if !ok || i < 0 {
+		return i, ok
+	}
+	if *seen&(1<<i) != 0 {
+		return i, false
+	}
+	*seen |= 1 << i
+	return i, true
+}
+
 // Object walks the object at b[i] == '{', at depth enclosing containers:
 // member is given each key and where its value starts, and returns where
 // the value ends, or false to stop. Object reports where the object ends,
