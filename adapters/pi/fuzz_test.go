@@ -52,3 +52,30 @@ func FuzzSessionAppend(f *testing.F) {
 		readTitle(bytes.NewReader(b), int64(len(b)))
 	})
 }
+
+// titleBySplit is titleOf as it was written first: every line of the
+// head looked at.
+func titleBySplit(head []byte) string {
+	var t turn
+	for _, l := range splitLines(head) {
+		if (t.Title == "" && bytes.Contains(l, []byte(`"user"`))) || bytes.Contains(l, []byte(`"session_info"`)) {
+			t.apply(l)
+		}
+	}
+	return t.Title
+}
+
+// FuzzTitleOf: going from one "session_info" to the next once a title is
+// known finds the title looking at every line does.
+func FuzzTitleOf(f *testing.F) {
+	f.Add([]byte(`{"type":"session","id":"s"}` + "\n" + `{"type":"message","message":{"role":"user","content":"first"}}` + "\n" +
+		`{"type":"message","message":{"role":"user","content":"second"}}` + "\n" + `{"type":"session_info","name":"named"}` + "\n" +
+		`{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"\"session_info\""}]}}` + "\n" +
+		`{"type":"session_info","name":"  "}` + "\n" + `  {"type":"session_info","name":"last"}  ` + "\n"))
+	f.Add([]byte(`{"type":"session_info","name":"n"}`))
+	f.Fuzz(func(t *testing.T, head []byte) {
+		if got, want := titleOf(head), titleBySplit(head); got != want {
+			t.Fatalf("titleOf = %q, every line looked at: %q", got, want)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -435,18 +436,52 @@ const titleHead = 256 << 10
 // readTitle finds the session's name or first prompt in the head of the
 // file, when the tail read did not reach it.
 func readTitle(r io.ReaderAt, size int64) string {
-	buf := make([]byte, min(size, titleHead))
+	bp := titleBufs.Get().(*[]byte)
+	defer titleBufs.Put(bp)
+	buf := (*bp)[:min(size, titleHead)]
 	got, err := r.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return ""
 	}
 	buf = buf[:got]
-	buf = buf[:bytes.LastIndexByte(buf, '\n')+1]
+	return titleOf(buf[:bytes.LastIndexByte(buf, '\n')+1])
+}
+
+// titleBufs keeps the buffers heads are read into for their title.
+var titleBufs = sync.Pool{New: func() any { b := make([]byte, titleHead); return &b }}
+
+var sessionInfo = []byte(`"session_info"`)
+
+// titleOf is the name or first prompt the lines of head say: applied in
+// order, each line that may name the first prompt (it holds "user")
+// until one did, and every session_info line. Once a title is known it
+// goes from one "session_info" to the next (one search of the head, not
+// one per line).
+func titleOf(head []byte) string {
 	var t turn
-	for _, l := range splitLines(buf) {
-		if (t.Title == "" && bytes.Contains(l, []byte(`"user"`))) || bytes.Contains(l, []byte(`"session_info"`)) {
-			t.apply(l)
+	for len(head) > 0 {
+		if t.Title == "" {
+			i := bytes.IndexByte(head, '\n')
+			if i < 0 {
+				i = len(head)
+			}
+			if l := bytes.TrimSpace(head[:i]); len(l) > 0 && (bytes.Contains(l, []byte(`"user"`)) || bytes.Contains(l, sessionInfo)) {
+				t.apply(l)
+			}
+			head = head[min(i+1, len(head)):]
+			continue
 		}
+		j := bytes.Index(head, sessionInfo)
+		if j < 0 {
+			break
+		}
+		start := bytes.LastIndexByte(head[:j], '\n') + 1
+		end := len(head)
+		if k := bytes.IndexByte(head[j:], '\n'); k >= 0 {
+			end = j + k
+		}
+		t.apply(bytes.TrimSpace(head[start:end]))
+		head = head[min(end+1, len(head)):]
 	}
 	return t.Title
 }
