@@ -17,7 +17,7 @@ import (
 // event the state reads it from.
 
 var (
-	eventFields = jsonscan.Fields{"type", "timestamp", "agentId", "data"}
+	eventFields = jsonscan.Fields{"type", "timestamp", "agentId", "data"} // the strings first
 	dataFields  = jsonscan.Fields{"sessionId", "copilotVersion", "startTime", "context", "content", "toolRequests",
 		"parentToolCallId", "toolCallId", "toolName", "arguments", "requestId", "permissionRequest", "reason", "shutdownType"}
 	contextFields = jsonscan.Fields{"cwd"}
@@ -26,28 +26,13 @@ var (
 // quickEvent decodes the line b into e (a new event) as encoding/json
 // would, and reports whether it could.
 func quickEvent(b []byte, e *event) bool {
-	var seen uint64
 	var content []byte
-	end, ok := jsonscan.Object(b, jsonscan.SkipSpace(b, 0), 0, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := eventFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 1)
+	strs := [...]*string{&e.Type, &e.Timestamp, &e.AgentID}
+	end, ok := eventFields.Object(b, jsonscan.SkipSpace(b, 0), 0, func(f, v int) (int, bool) {
+		if f < len(strs) {
+			return jsonscan.StringInto(strs[f], b, v)
 		}
-		var end int
-		switch eventFields[f] {
-		case "type":
-			e.Type, end, ok = jsonscan.PlainString(b, v)
-		case "timestamp":
-			e.Timestamp, end, ok = jsonscan.PlainString(b, v)
-		case "agentId":
-			e.AgentID, end, ok = jsonscan.PlainString(b, v)
-		default:
-			end, ok = quickData(b, v, e, &content)
-		}
-		return end, ok
+		return quickData(b, v, e, &content) // data
 	})
 	if !ok || jsonscan.SkipSpace(b, end) != len(b) {
 		return false
@@ -64,33 +49,14 @@ func quickData(b []byte, i int, e *event, content *[]byte) (int, bool) {
 	d := &e.Data
 	strs := [...]*string{&d.SessionID, &d.CopilotVersion, &d.StartTime, nil, nil, nil,
 		&d.ParentToolCallID, &d.ToolCallID, &d.ToolName, nil, &d.RequestID, nil, &d.Reason, &d.ShutdownType}
-	var seen uint64
-	return jsonscan.Object(b, i, 1, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := dataFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 2)
-		case strs[f] != nil:
-			var end int
-			*strs[f], end, ok = jsonscan.PlainString(b, v)
-			return end, ok
+	return dataFields.Object(b, i, 1, func(f, v int) (int, bool) {
+		if strs[f] != nil {
+			return jsonscan.StringInto(strs[f], b, v)
 		}
 		switch dataFields[f] {
 		case "context":
-			var seenCwd uint64
-			return jsonscan.Object(b, v, 2, func(k jsonscan.Str, v int) (int, bool) {
-				f, ok := contextFields.Once(b, k, &seenCwd)
-				switch {
-				case !ok:
-					return v, false
-				case f < 0:
-					return jsonscan.Value(b, v, 3)
-				}
-				var end int
-				d.Context.Cwd, end, ok = jsonscan.PlainString(b, v)
-				return end, ok
+			return contextFields.Object(b, v, 2, func(f, v int) (int, bool) {
+				return jsonscan.StringInto(&d.Context.Cwd, b, v)
 			})
 		case "toolRequests":
 			d.ToolRequests = []json.RawMessage{}

@@ -22,49 +22,39 @@ var (
 	// recordFields are record's fields, in their JSON names.
 	recordFields = jsonscan.Fields{"$rewindTo", "id", "$set", "sessionId", "projectHash", "startTime", "lastUpdated", "kind", "summary", "messages",
 		"type", "timestamp", "content", "toolCalls"}
-	callFields = jsonscan.Fields{"id", "name", "status", "timestamp", "args"}
+	callFields = jsonscan.Fields{"id", "name", "status", "timestamp", "args"} // the strings first
 )
 
 // quickMessage decodes the message record b into m (a new rawMsg) as
 // encoding/json and fold would, and reports whether it could.
 func quickMessage(b []byte, m *rawMsg) bool {
-	var seen uint64
 	hasID := false
-	end, ok := jsonscan.Object(b, jsonscan.SkipSpace(b, 0), 0, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := recordFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 1)
-		}
-		var end int
+	end, ok := recordFields.Object(b, jsonscan.SkipSpace(b, 0), 0, func(f, v int) (int, bool) {
 		switch recordFields[f] {
 		case "id":
 			hasID = true
-			m.ID, end, ok = jsonscan.PlainString(b, v)
+			return jsonscan.StringInto(&m.ID, b, v)
 		case "type":
-			m.Type, end, ok = jsonscan.PlainString(b, v)
+			return jsonscan.StringInto(&m.Type, b, v)
 		case "timestamp":
-			m.Timestamp, end, ok = jsonscan.PlainString(b, v)
+			return jsonscan.StringInto(&m.Timestamp, b, v)
 		case "content":
-			if end, ok = jsonscan.Value(b, v, 1); ok && b[v] != 'n' {
-				var sb strings.Builder
-				appendPartText(&sb, b, v)
-				m.Content = partText(sb.String())
-			} else {
-				ok = false // null (or not JSON): left to encoding/json
+			end, ok := jsonscan.Value(b, v, 1)
+			if !ok || b[v] == 'n' {
+				return end, false // null (or not JSON): left to encoding/json
 			}
+			var sb strings.Builder
+			appendPartText(&sb, b, v)
+			m.Content = partText(sb.String())
+			return end, true
 		case "toolCalls":
 			m.ToolCalls = []toolCall{}
-			end, ok = jsonscan.Array(b, v, 1, func(e int) (int, bool) {
+			return jsonscan.Array(b, v, 1, func(e int) (int, bool) {
 				m.ToolCalls = append(m.ToolCalls, toolCall{})
 				return quickCall(b, e, &m.ToolCalls[len(m.ToolCalls)-1])
 			})
-		default: // an operation or a header field
-			return v, false
 		}
-		return end, ok
+		return v, false // an operation or a header field
 	})
 	return ok && hasID && jsonscan.SkipSpace(b, end) == len(b)
 }
@@ -72,30 +62,13 @@ func quickMessage(b []byte, m *rawMsg) bool {
 // quickCall decodes a tool call at b[i] (an element of toolCalls); of its
 // args it keeps what argsText would say of their map.
 func quickCall(b []byte, i int, tc *toolCall) (int, bool) {
-	var seen uint64
-	return jsonscan.Object(b, i, 2, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := callFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 3)
+	strs := [...]*string{&tc.ID, &tc.Name, &tc.Status, &tc.Timestamp}
+	return callFields.Object(b, i, 2, func(f, v int) (int, bool) {
+		if f < len(strs) {
+			return jsonscan.StringInto(strs[f], b, v)
 		}
-		var end int
-		switch callFields[f] {
-		case "id":
-			tc.ID, end, ok = jsonscan.PlainString(b, v)
-		case "name":
-			tc.Name, end, ok = jsonscan.PlainString(b, v)
-		case "status":
-			tc.Status, end, ok = jsonscan.PlainString(b, v)
-		case "timestamp":
-			tc.Timestamp, end, ok = jsonscan.PlainString(b, v)
-		default: // args
-			var shown string
-			end, shown, ok = quickArgs(b, v)
-			tc.shown = &shown
-		}
+		end, shown, ok := quickArgs(b, v) // args
+		tc.shown = &shown
 		return end, ok
 	})
 }

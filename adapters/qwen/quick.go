@@ -28,25 +28,17 @@ var (
 // quickRecord decodes b into r (a new record) as encoding/json would,
 // and reports whether it could; if not, r is to be dropped.
 func quickRecord(b []byte, r *record) bool {
-	var seen uint64
-	end, ok := jsonscan.Object(b, jsonscan.SkipSpace(b, 0), 0, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := recordFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 1)
-		case recordFields[f] == "message":
+	end, ok := recordFields.Object(b, jsonscan.SkipSpace(b, 0), 0, func(f, v int) (int, bool) {
+		switch recordFields[f] {
+		case "message":
 			r.Message = new(message)
 			return quickMessage(b, v, r.Message)
-		case recordFields[f] == "toolCallResult":
+		case "toolCallResult":
 			r.ToolCallResult = new(toolCallResult)
 			return quickStrings(b, v, 1, resultFields, &r.ToolCallResult.CallID, &r.ToolCallResult.Status)
 		}
 		dst := [...]*string{&r.SessionID, &r.Timestamp, &r.Type, &r.Subtype, &r.Cwd, &r.Version}[f]
-		var end int
-		*dst, end, ok = jsonscan.PlainString(b, v)
-		return end, ok
+		return jsonscan.StringInto(dst, b, v)
 	})
 	return ok && jsonscan.SkipSpace(b, end) == len(b)
 }
@@ -54,35 +46,16 @@ func quickRecord(b []byte, r *record) bool {
 // quickStrings decodes the object at b[i], depth containers down, whose
 // fields are all strings, into dst (in the order of fields).
 func quickStrings(b []byte, i, depth int, fields jsonscan.Fields, dst ...*string) (int, bool) {
-	var seen uint64
-	return jsonscan.Object(b, i, depth, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := fields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, depth+1)
-		}
-		var end int
-		*dst[f], end, ok = jsonscan.PlainString(b, v)
-		return end, ok
+	return fields.Object(b, i, depth, func(f, v int) (int, bool) {
+		return jsonscan.StringInto(dst[f], b, v)
 	})
 }
 
 // quickMessage decodes the message at b[i] (a member of the record).
 func quickMessage(b []byte, i int, m *message) (int, bool) {
-	var seen uint64
-	return jsonscan.Object(b, i, 1, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := messageFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 2)
-		case messageFields[f] == "role":
-			var end int
-			m.Role, end, ok = jsonscan.PlainString(b, v)
-			return end, ok
+	return messageFields.Object(b, i, 1, func(f, v int) (int, bool) {
+		if messageFields[f] == "role" {
+			return jsonscan.StringInto(&m.Role, b, v)
 		}
 		m.Parts = []part{}
 		return jsonscan.Array(b, v, 2, func(e int) (int, bool) {
@@ -94,20 +67,10 @@ func quickMessage(b []byte, i int, m *message) (int, bool) {
 
 // quickPart decodes a part at b[i] (an element of a message's parts).
 func quickPart(b []byte, i int, p *part) (int, bool) {
-	var seen uint64
-	return jsonscan.Object(b, i, 3, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := partFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 4)
-		}
+	return partFields.Object(b, i, 3, func(f, v int) (int, bool) {
 		switch partFields[f] {
 		case "text":
-			var end int
-			p.Text, end, ok = jsonscan.PlainString(b, v)
-			return end, ok
+			return jsonscan.StringInto(&p.Text, b, v)
 		case "thought":
 			if end, ok := jsonscan.Literal(b, v, "true"); ok {
 				p.Thought = true
@@ -126,24 +89,12 @@ func quickPart(b []byte, i int, p *part) (int, bool) {
 // quickCall decodes a function call at b[i] (a member of a part); its
 // args are kept raw, as written.
 func quickCall(b []byte, i int, c *functionCall) (int, bool) {
-	var seen uint64
-	return jsonscan.Object(b, i, 4, func(k jsonscan.Str, v int) (int, bool) {
-		f, ok := callFields.Once(b, k, &seen)
-		switch {
-		case !ok:
-			return v, false
-		case f < 0:
-			return jsonscan.Value(b, v, 5)
-		}
+	return callFields.Object(b, i, 4, func(f, v int) (int, bool) {
 		switch callFields[f] {
 		case "id":
-			var end int
-			c.ID, end, ok = jsonscan.PlainString(b, v)
-			return end, ok
+			return jsonscan.StringInto(&c.ID, b, v)
 		case "name":
-			var end int
-			c.Name, end, ok = jsonscan.PlainString(b, v)
-			return end, ok
+			return jsonscan.StringInto(&c.Name, b, v)
 		}
 		if b[v] == 'n' {
 			return v, false // null: left to encoding/json

@@ -27,19 +27,28 @@ func (f Fields) Match(b []byte, k Str) (int, bool) {
 	return -1, true
 }
 
-// Once is Match for a decoder that reads each field once: a field seen
-// before in the same object (a bit of seen, which Once sets) fails, as
-// encoding/json would decode a duplicate into what the first one left.
-func (f Fields) Once(b []byte, k Str, seen *uint64) (int, bool) {
-	i, ok := f.Match(b, k)
-	if !ok || i < 0 {
-		return i, ok
-	}
-	if *seen&(1<<i) != 0 {
-		return i, false
-	}
-	*seen |= 1 << i
-	return i, true
+// Object walks the object at b[i] == '{' (depth containers down) for a
+// decoder of these fields: read is given each member a field names, by
+// the field's index, and where its value starts, and returns where the
+// value ends, or false to stop; any other member is checked and skipped.
+// A key Match cannot answer for, or a field named twice (encoding/json
+// would decode the second into what the first left), stops the walk:
+// the decoder leaves such a line to encoding/json.
+func (f Fields) Object(b []byte, i, depth int, read func(field, v int) (int, bool)) (int, bool) {
+	var seen uint64
+	return Object(b, i, depth, func(k Str, v int) (int, bool) {
+		n, ok := f.Match(b, k)
+		switch {
+		case !ok:
+			return v, false
+		case n < 0:
+			return Value(b, v, depth+1)
+		case seen&(1<<n) != 0:
+			return v, false
+		}
+		seen |= 1 << n
+		return read(n, v)
+	})
 }
 
 // Object walks the object at b[i] == '{', at depth enclosing containers:
@@ -99,4 +108,15 @@ func PlainString(b []byte, i int) (string, int, bool) {
 		return "", end, false
 	}
 	return Text(b, s), end, true
+}
+
+// StringInto reads the string at b[i] into *dst for a string field, and
+// returns where it ends; ok is false when the value is not a string, or
+// not JSON.
+func StringInto(dst *string, b []byte, i int) (int, bool) {
+	s, end, ok := PlainString(b, i)
+	if ok {
+		*dst = s
+	}
+	return end, ok
 }

@@ -137,23 +137,7 @@ func (w *walk) object(i, depth int) (int, bool) {
 
 // array walks the array at b[i] == '['.
 func (w *walk) array(i, depth int) (int, bool) {
-	b := w.b
-	if depth+1 > MaxDepth {
-		return i, false
-	}
-	i = SkipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
-		var ok bool
-		if i, ok = w.value(i, depth+1); !ok {
-			return i, false
-		}
-		if i, ok = NextMember(b, i, ']'); !ok || b[i-1] == ']' {
-			return i, ok
-		}
-	}
+	return Array(w.b, i, depth, func(v int) (int, bool) { return w.value(v, depth+1) })
 }
 
 // kind says whether the member of key k is dropped, or kept whole.
