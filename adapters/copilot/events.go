@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -175,9 +174,6 @@ var pruner = jsonscan.Pruner{
 	Drop: []string{"content", "transformedContent", "detailedContent", "result", "reasoningText", "reasoningOpaque", "encryptedContent"},
 	Keep: []string{"arguments", "permissionRequest", "toolRequests"},
 }
-
-// pruneBufs keeps the buffers lines are pruned into.
-var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 func (s *state) applyWith(raw []byte, prune bool) bool {
 	raw = bytes.TrimSpace(raw)
@@ -461,32 +457,29 @@ func readEvents(r io.ReaderAt, off, size int64, s *state) (end int64, bad int, e
 // reports whether it is an event (a field of another type aside, noted
 // as drift).
 func (s *state) decode(raw []byte, prune bool, e *event) bool {
-	whole := raw
-	if prune {
-		buf := pruneBufs.Get().(*[]byte)
-		defer pruneBufs.Put(buf)
-		pruned, ok := pruner.Prune(*buf, raw)
-		if !ok {
-			return false
+	decoded := false
+	unmarshal := func(line []byte) {
+		err := json.Unmarshal(line, e)
+		if f, ok := kit.FieldType(err); ok {
+			// That field is not used; the rest of the line is.
+			s.Drift.Add(adapters.DriftFieldType, f)
+			err = nil
 		}
-		if len(pruned) > 0 && &pruned[0] != &raw[0] && cap(pruned) <= 1<<20 {
-			*buf = pruned[:0]
-		}
-		raw = pruned
+		decoded = err == nil
 	}
-	if err := json.Unmarshal(raw, e); err != nil {
-		f, ok := kit.FieldType(err)
-		if !ok {
-			return false
-		}
-		// That field is not used; the rest of the line is.
-		s.Drift.Add(adapters.DriftFieldType, f)
+	if !prune {
+		unmarshal(raw)
+	} else if !pruner.Use(raw, unmarshal) {
+		return false
+	}
+	if !decoded {
+		return false
 	}
 	if prune && e.Type == "user.message" && s.Prompt == "" && e.AgentID == "" && e.Data.ParentToolCallID == "" {
 		// The first prompt is the title: its content, pruned, is read
 		// from the whole line (once a session).
 		var w event
-		if err := json.Unmarshal(whole, &w); err == nil || isFieldType(err) {
+		if err := json.Unmarshal(raw, &w); err == nil || isFieldType(err) {
 			e.Data.Content = w.Data.Content
 		}
 	}

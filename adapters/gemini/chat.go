@@ -10,7 +10,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -186,9 +185,6 @@ type toolCall struct {
 // they are kept whole.
 var pruner = jsonscan.Pruner{Drop: []string{"result", "resultDisplay", "functionResponse", "thoughts", "tokens"}, Keep: []string{"args"}}
 
-// pruneBufs keeps the buffers lines are pruned into.
-var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
-
 // fold applies one line. A line that is not a record is counted bad. It
 // folds as apply does, and decodes the line less what pruner drops: the
 // line is checked by jsonscan at memory speed, and encoding/json goes
@@ -207,17 +203,9 @@ func (c *chat) fold(line []byte) {
 		c.put(m)
 		return
 	}
-	buf := pruneBufs.Get().(*[]byte)
-	pruned, ok := pruner.Prune(*buf, line)
-	if !ok {
+	if !pruner.Use(line, c.apply) {
 		c.Bad++
-	} else {
-		c.apply(pruned)
 	}
-	if len(pruned) > 0 && &pruned[0] != &line[0] && cap(pruned) <= 1<<20 {
-		*buf = pruned[:0]
-	}
-	pruneBufs.Put(buf)
 }
 
 // quickUpdate reads a line that only moves lastUpdated, as Gemini CLI

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -156,9 +155,6 @@ var recordStart = []byte(`{"uuid":"`)
 // args are kept raw, so they are left whole.
 var pruner = jsonscan.Pruner{Drop: []string{"response", "resultDisplay", "systemPayload"}, Keep: []string{"args"}}
 
-// pruneBufs keeps the buffers lines are pruned into.
-var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
-
 // apply moves the state over one line. It moves it as applyWhole does
 // (FuzzApplyIsWhole holds the two equal): a plain line is decoded by
 // quickRecord, any other less what pruner drops (jsonscan checks the
@@ -173,14 +169,7 @@ func (s *state) apply(raw []byte) {
 		s.take(&r)
 		return
 	}
-	buf := pruneBufs.Get().(*[]byte)
-	defer pruneBufs.Put(buf)
-	pruned, ok := pruner.Prune(*buf, raw)
-	if ok {
-		if len(pruned) > 0 && &pruned[0] != &raw[0] && cap(pruned) <= 1<<20 {
-			*buf = pruned[:0]
-		}
-		s.decoded(pruned)
+	if pruner.Use(raw, s.decoded) {
 		return
 	}
 	// Not JSON: maybe a torn record with a whole one glued after it, which

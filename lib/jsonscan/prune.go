@@ -1,5 +1,7 @@
 package jsonscan
 
+import "sync"
+
 // Pruner names the object members Prune leaves out, by key.
 //
 // Why: an agent's chat line is mostly a tool's output, which no fold
@@ -179,3 +181,27 @@ func asciiEqualFold(a []byte, b string) bool {
 	}
 	return true
 }
+
+// Use prunes b as Prune does, into a buffer of a pool, and hands what is
+// left to use, which must not keep it past its return. It reports false
+// (without calling use) for text Valid rejects. The agents' folds prune
+// every line of a first start; a pooled buffer makes that no allocation.
+func (p *Pruner) Use(b []byte, use func(pruned []byte)) bool {
+	buf := pruneBufs.Get().(*[]byte)
+	defer pruneBufs.Put(buf)
+	pruned, ok := p.Prune(*buf, b)
+	if !ok {
+		return false
+	}
+	if len(pruned) > 0 && &pruned[0] != &b[0] && cap(pruned) <= maxPooled {
+		*buf = pruned[:0]
+	}
+	use(pruned)
+	return true
+}
+
+// maxPooled bounds a buffer kept in the pool: a line of megabytes left
+// after pruning is rare, and its buffer is not kept.
+const maxPooled = 1 << 20
+
+var pruneBufs = sync.Pool{New: func() any { return new([]byte) }}
