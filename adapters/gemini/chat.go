@@ -179,16 +179,17 @@ type toolCall struct {
 // result and its display, and a function's response sent back in a
 // user message's content (the tool's output, twice: most of a chat's
 // bytes), and a message's thoughts and token counts. None of these keys
-// is a field of record, rawMsg or toolCall, in any case, and a content's text reads only its parts'
-// "text" (partText); a call's args are decoded into a map, where every
-// key may count (and a number too large for a float64 is an error), so
-// they are kept whole.
+// is a field of record, rawMsg or toolCall, in any case, and a
+// content's text reads only its parts' "text" (partText); a call's args
+// are decoded into a map, where every key may count (and a number too
+// large for a float64 is an error), so they are kept whole.
 var pruner = jsonscan.Pruner{Drop: []string{"result", "resultDisplay", "functionResponse", "thoughts", "tokens"}, Keep: []string{"args"}}
 
 // fold applies one line. A line that is not a record is counted bad. It
-// folds as apply does, and decodes the line less what pruner drops: the
-// line is checked by jsonscan at memory speed, and encoding/json goes
-// over the few kilobytes left (FuzzFoldIsApply holds the two equal).
+// folds as apply does the whole line (FuzzFoldIsApply holds the two
+// equal): a lastUpdated line or a plain message record without a
+// decoder (quickUpdate, quickMessage), any other line decoded less what
+// pruner drops, after jsonscan checked it at memory speed.
 func (c *chat) fold(line []byte) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {

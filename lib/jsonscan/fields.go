@@ -1,8 +1,8 @@
 package jsonscan
 
-// Fields are the JSON names of a struct's fields, for a decoder that
-// reads a line itself when it can and leaves it to encoding/json when it
-// cannot say what encoding/json would make of it.
+// Fields are the JSON names of a struct's fields (64 at the most), for
+// a decoder that reads a line itself when it can and leaves it to
+// encoding/json when it cannot say what encoding/json would make of it.
 type Fields []string
 
 // Match finds the field the key k of b names. It returns its index, or -1
