@@ -444,59 +444,52 @@ type partText string
 // encoding/json has checked.
 func (t *partText) UnmarshalJSON(b []byte) error {
 	var sb strings.Builder
-	appendPartText(&sb, b, jsonscan.SkipSpace(b, 0))
+	appendPartText(&sb, b, jsonscan.SkipSpace(b, 0), 0)
 	*t = partText(sb.String())
 	return nil
 }
 
-// appendPartText appends the text of the value at b[i] (valid JSON) and
-// returns where the value ends: a string whole, an object's last "text"
-// member when that is a string (a map keeps a key's last value), an
-// array's elements' texts in order; nothing of any other value.
-func appendPartText(sb *strings.Builder, b []byte, i int) int {
+// appendPartText appends the text of the value at b[i] (depth containers
+// down) and returns where the value ends: a string whole, an object's
+// last "text" member when that is a string (a map keeps a key's last
+// value), an array's elements' texts in order; nothing of any other
+// value. It checks the value as it goes (ok false for one that is not
+// JSON; then sb holds part of the text), so the quick decoder reads a
+// content once.
+func appendPartText(sb *strings.Builder, b []byte, i, depth int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
 	switch b[i] {
 	case '"':
-		s, end, _ := jsonscan.String(b, i)
-		sb.WriteString(jsonscan.Text(b, s))
-		return end
+		s, end, ok := jsonscan.String(b, i)
+		if ok {
+			sb.WriteString(jsonscan.Text(b, s))
+		}
+		return end, ok
 	case '{':
 		text, has := jsonscan.Str{}, false
-		i = jsonscan.SkipSpace(b, i+1)
-		if b[i] == '}' {
-			return i + 1
-		}
-		for {
-			k, v, _ := jsonscan.Key(b, i)
-			i, _ = jsonscan.Value(b, v, 1)
-			if jsonscan.KeyIs(b, k, "text") {
-				has = b[v] == '"'
-				if has {
-					text, _, _ = jsonscan.String(b, v)
-				}
+		end, ok := jsonscan.Object(b, i, depth, func(k jsonscan.Str, v int) (int, bool) {
+			if !jsonscan.KeyIs(b, k, "text") {
+				return jsonscan.Value(b, v, depth+1)
 			}
-			i, _ = jsonscan.NextMember(b, i, '}')
-			if b[i-1] == '}' {
-				if has {
-					sb.WriteString(jsonscan.Text(b, text))
-				}
-				return i
+			has = b[v] == '"'
+			if !has {
+				return jsonscan.Value(b, v, depth+1)
 			}
+			var end int
+			var ok bool
+			text, end, ok = jsonscan.String(b, v)
+			return end, ok
+		})
+		if ok && has {
+			sb.WriteString(jsonscan.Text(b, text))
 		}
+		return end, ok
 	case '[':
-		i = jsonscan.SkipSpace(b, i+1)
-		if b[i] == ']' {
-			return i + 1
-		}
-		for {
-			i = appendPartText(sb, b, i)
-			i, _ = jsonscan.NextMember(b, i, ']')
-			if b[i-1] == ']' {
-				return i
-			}
-		}
+		return jsonscan.Array(b, i, depth, func(v int) (int, bool) { return appendPartText(sb, b, v, depth+1) })
 	}
-	end, _ := jsonscan.Value(b, i, 1)
-	return end
+	return jsonscan.Value(b, i, depth)
 }
 
 func parseTime(s string) time.Time {

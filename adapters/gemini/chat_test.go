@@ -406,6 +406,10 @@ func FuzzFoldIsApply(f *testing.F) {
 		`{"id":"q3","type":"gemini","toolCalls":null,"content":[{"text":"a"},{"functionResponse":{"response":{"output":"o"}}}]}` + "\n" +
 		`{"id":"q4","id":"q5","type":"user","content":"dup"}` + "\n" + `{"id":"q6","kind":"main","content":"header field"}` + "\n" +
 		`{"id":"q7","type":"gemini","toolCalls":[{"id":"c","status":"executing","args":"not a map"}]}`))
+	// A content nested to encoding/json's limit, and one past it.
+	for _, n := range []int{9998, 9999} {
+		f.Add([]byte(`{"id":"deep","type":"user","content":` + strings.Repeat("[", n) + `{"text":"t"}` + strings.Repeat("]", n) + "}\n"))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var pruned, whole chat
 		for _, line := range bytes.Split(b, []byte("\n")) {

@@ -39,14 +39,13 @@ func quickMessage(b []byte, m *rawMsg) bool {
 		case "timestamp":
 			return jsonscan.StringInto(&m.Timestamp, b, v)
 		case "content":
-			end, ok := jsonscan.Value(b, v, 1)
-			if !ok || b[v] == 'n' {
-				return end, false // null (or not JSON): left to encoding/json
+			if b[v] == 'n' {
+				return v, false // null: left to encoding/json
 			}
 			var sb strings.Builder
-			appendPartText(&sb, b, v)
+			end, ok := appendPartText(&sb, b, v, 1)
 			m.Content = partText(sb.String())
-			return end, true
+			return end, ok
 		case "toolCalls":
 			m.ToolCalls = []toolCall{}
 			return jsonscan.Array(b, v, 1, func(e int) (int, bool) {
