@@ -419,7 +419,8 @@ func readEvents(r io.ReaderAt, off, size int64, s *state) (end int64, bad int, e
 	if off >= size {
 		return off, 0, nil
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(r, off, size-off), 64<<10)
+	br := kit.Reader(io.NewSectionReader(r, off, size-off))
+	defer kit.PutReader(br)
 	end = off
 	var long []byte // the start of a line longer than the buffer
 	var n int64     // bytes of the current line so far

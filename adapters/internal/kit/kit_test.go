@@ -1,11 +1,13 @@
 package kit
 
 import (
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -192,5 +194,29 @@ func TestRestored(t *testing.T) {
 	r.Drop()
 	if r.Holding() || r.Holds("b") {
 		t.Fatal("holding after Drop")
+	}
+}
+
+// TestReaderReused: a reader given back and taken again reads its new
+// input from its start, with nothing of the last one left buffered.
+func TestReaderReused(t *testing.T) {
+	br := Reader(strings.NewReader("first line\nleft in the buffer\n"))
+	if line, err := br.ReadSlice('\n'); err != nil || string(line) != "first line\n" {
+		t.Fatalf("ReadSlice = %q, %v", line, err)
+	}
+	PutReader(br)
+	for range 4 { // the pool may hand out this one or a new one
+		br := Reader(strings.NewReader("second\n"))
+		if br.Size() != ReaderSize {
+			t.Fatalf("Size = %d, want %d", br.Size(), ReaderSize)
+		}
+		line, err := br.ReadSlice('\n')
+		if err != nil || string(line) != "second\n" {
+			t.Fatalf("ReadSlice after reuse = %q, %v", line, err)
+		}
+		if _, err := br.ReadSlice('\n'); err != io.EOF {
+			t.Fatalf("second ReadSlice: %v, want EOF", err)
+		}
+		PutReader(br)
 	}
 }
