@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"slices"
 	"strings"
@@ -356,8 +355,12 @@ func (c *chat) put(m rawMsg) {
 	c.Seen.add(h)
 	c.Msgs = append(c.Msgs, km)
 	if len(c.Msgs) > maxKept {
-		n := len(c.Msgs) - maxKept
-		c.Msgs = append(c.Msgs[:0:0], c.Msgs[n:]...)
+		// Moved down in place, not into a new array: a chat is folded
+		// alone (a read folds a clone), and a new array per message was
+		// a fifth of a first pass's allocations.
+		n := copy(c.Msgs, c.Msgs[len(c.Msgs)-maxKept:])
+		clear(c.Msgs[n:])
+		c.Msgs = c.Msgs[:n]
 		c.Dropped = true
 	}
 }
@@ -428,9 +431,15 @@ func (tc *toolCall) argsText() string {
 }
 
 func hashID(id string) uint64 {
-	h := fnv.New64a()
-	io.WriteString(h, id)
-	return h.Sum64()
+	// FNV-1a, 64 bits (hash/fnv's New64a, without its allocation): the
+	// hashes are saved (checkpoint.go), so the function must not change.
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= prime64
+	}
+	return h
 }
 
 // partText is the text of a PartListUnion (a message's content): a
@@ -508,7 +517,8 @@ func parseTime(s string) time.Time {
 // without its newline is still being written, and is read next time. A
 // line longer than maxLine is skipped.
 func readLines(r io.Reader, offset int64, c *chat) (int64, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := kit.Reader(r)
+	defer kit.PutReader(br)
 	var line []byte
 	long := false
 	for {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -462,4 +464,16 @@ func FuzzPartText(f *testing.F) {
 			t.Fatalf("%q: %q, decoded into an interface %q", b, got, want)
 		}
 	})
+}
+
+// TestHashIDIsFNV1a: saved chats hold their message ids hashed, so the
+// hash must stay hash/fnv's 64-bit FNV-1a, whatever computes it.
+func TestHashIDIsFNV1a(t *testing.T) {
+	for _, id := range []string{"", "a", "c5ad9a5b-2f41-4b0e-9d7a-0c1d2e3f4a5b", "msg_01XYZ", "é\x00\xff"} {
+		h := fnv.New64a()
+		io.WriteString(h, id)
+		if got, want := hashID(id), h.Sum64(); got != want {
+			t.Errorf("hashID(%q) = %#x, want %#x", id, got, want)
+		}
+	}
 }
