@@ -13,8 +13,10 @@ import (
 	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/copilot"
 	"github.com/sessiond/sessiond/adapters/gemini"
+	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/adapters/pi"
 	"github.com/sessiond/sessiond/adapters/qwen"
+	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/state"
 	"github.com/sessiond/sessiond/tracker"
@@ -25,46 +27,64 @@ import (
 // nothing changing, no agent running): what a daemon spends every
 // interval while the user does nothing. The agents scenario measures
 // the same as a daemon's CPU over a window; this one profiles
-// (go test -bench IdlePass -cpuprofile).
+// (go test -bench IdlePass -cpuprofile). opencode is the cold
+// scenario's OpenCode database (2,000 sessions, 20 with work in flight).
 func BenchmarkIdlePass(b *testing.B) {
 	for _, agent := range newAgents {
 		b.Run(agent, func(b *testing.B) {
 			dir, h := benchHome(b, agent)
-			st, err := state.Open(filepath.Join(dir, "state.db"), state.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			tr := tracker.New(tracker.Config{Store: st, Adapters: []adapters.Adapter{idleAdapter(agent, h.Root)},
-				Host: proc.NewHost(), Logger: zap.NewNop()})
-			ctx := context.Background()
-			rep, err := tr.Reconcile(ctx, "first")
-			if err != nil {
-				b.Fatal(err)
-			}
-			if rep.Created < len(h.IDs) {
-				b.Fatalf("first pass created %d records of %d sessions", rep.Created, len(h.IDs))
-			}
-			// The home was just written: its folders' listings settle
-			// (kit.RacyWindow) before a pass trusts them, as they have
-			// long done in a home of history.
-			time.Sleep(2100 * time.Millisecond)
-			if _, err := tr.Reconcile(ctx, "settled"); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			// Labelled, so a profile can leave out the home's writing and
-			// the first pass: -tagfocus pass=idle.
-			pprof.Do(ctx, pprof.Labels("pass", "idle"), func(ctx context.Context) {
-				for b.Loop() {
-					if _, err := tr.Reconcile(ctx, "tick"); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			idlePasses(b, dir, idleAdapter(agent, h.Root), len(h.IDs))
 		})
 	}
+	b.Run("opencode", func(b *testing.B) {
+		dir := b.TempDir()
+		full := Full()
+		ocDir := filepath.Join(dir, "opencode")
+		ids, err := opencodetest.WriteHistory(filepath.Join(ocDir, "opencode.db"), opencodetest.HistorySpec{
+			Sessions: full.OpenCodeSessions, Turns: full.OpenCodeTurns, InFlight: min(20, full.OpenCodeSessions/10)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		idlePasses(b, dir, opencode.New(opencode.Config{DataDir: ocDir, Logger: zap.NewNop()}), len(ids))
+	})
+}
+
+// idlePasses times the tracker's idle passes over ad's sessions, n of
+// them, after a first pass and one once the home has settled.
+func idlePasses(b *testing.B, dir string, ad adapters.Adapter, n int) {
+	st, err := state.Open(filepath.Join(dir, "state.db"), state.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	tr := tracker.New(tracker.Config{Store: st, Adapters: []adapters.Adapter{ad},
+		Host: proc.NewHost(), Logger: zap.NewNop()})
+	ctx := context.Background()
+	rep, err := tr.Reconcile(ctx, "first")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rep.Created < n {
+		b.Fatalf("first pass created %d records of %d sessions", rep.Created, n)
+	}
+	// The home was just written: its folders' listings settle
+	// (kit.RacyWindow) before a pass trusts them, as they have long done
+	// in a home of history.
+	time.Sleep(2100 * time.Millisecond)
+	if _, err := tr.Reconcile(ctx, "settled"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	// Labelled, so a profile can leave out the home's writing and the
+	// first pass: -tagfocus pass=idle.
+	pprof.Do(ctx, pprof.Labels("pass", "idle"), func(ctx context.Context) {
+		for b.Loop() {
+			if _, err := tr.Reconcile(ctx, "tick"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // benchHome writes the agents scenario's home of agent (its full scale)
