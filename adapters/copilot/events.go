@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -175,6 +176,12 @@ var pruner = jsonscan.Pruner{
 	Keep: []string{"arguments", "permissionRequest", "toolRequests"},
 }
 
+// events are applyWith's decoded lines, kept from one line to the next:
+// a new one per line (it escapes into the decoders) was a third of a
+// first pass's allocations. What a line leaves in the state is strings
+// and values, never the event or its raw members.
+var events = sync.Pool{New: func() any { return new(event) }}
+
 func (s *state) applyWith(raw []byte, prune bool) bool {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -199,10 +206,12 @@ func (s *state) applyWith(raw []byte, prune bool) bool {
 		}
 		return true
 	}
-	var e event
-	if !prune || !quickEvent(raw, &e) {
-		e = event{}
-		if !s.decode(raw, prune, &e) {
+	e := events.Get().(*event)
+	defer events.Put(e)
+	*e = event{}
+	if !prune || !quickEvent(raw, e) {
+		*e = event{}
+		if !s.decode(raw, prune, e) {
 			return false
 		}
 	}
