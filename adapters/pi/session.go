@@ -368,9 +368,18 @@ func readHead(r io.ReaderAt, size int64) (header, error) {
 // it; from the last boundary on, the lines say the state.
 func readTail(r io.ReaderAt, size, maxTail int64, res *readResult) error {
 	w := min(size, int64(tailStart))
+	bp := tailBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledTail {
+			tailBufs.Put(bp)
+		}
+	}()
 	for {
 		start := size - w
-		buf := make([]byte, w)
+		if int64(cap(*bp)) < w {
+			*bp = make([]byte, w)
+		}
+		buf := (*bp)[:w]
 		got, err := r.ReadAt(buf, start)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
@@ -429,6 +438,14 @@ func readTail(r io.ReaderAt, size, maxTail int64, res *readResult) error {
 		w = min(size, w*2, maxTail)
 	}
 }
+
+// tailBufs keeps the windows tails are read into: a first pass reads
+// every file's, and a new one per file was a third of that pass's
+// allocations. A turn keeps strings and values, never the window's bytes.
+// A window grown past maxPooledTail is let go.
+var tailBufs = sync.Pool{New: func() any { b := make([]byte, tailStart); return &b }}
+
+const maxPooledTail = 1 << 20
 
 // titleHead bounds how far from the start the first prompt is looked for.
 const titleHead = 256 << 10
