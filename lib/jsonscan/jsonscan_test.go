@@ -173,3 +173,22 @@ func mustJSON(s string) []byte {
 	b, _ := json.Marshal(s)
 	return b
 }
+
+// BenchmarkString: a tool's output as agents log it, a line of test
+// output (an escape every ~35 bytes), and prose without escapes.
+func BenchmarkString(b *testing.B) {
+	for _, tc := range []struct{ name, text string }{
+		{"output", strings.Repeat("=== RUN   TestDecode/case_12\n--- PASS: TestDecode/case_12 (0.01s)\n    decode_test.go:80: got \"1f\", want \"2e\"\n", 100)},
+		{"prose", strings.Repeat("The quick brown fox jumps over the lazy dog, and then some more words follow. ", 100)},
+	} {
+		s := mustJSON(tc.text)
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if _, _, ok := String(s, 0); !ok {
+					b.Fatal("not a string")
+				}
+			}
+		})
+	}
+}
