@@ -11,11 +11,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sessiond/sessiond/adapters"
+	"github.com/sessiond/sessiond/adapters/claude"
+	"github.com/sessiond/sessiond/adapters/codex"
 	"github.com/sessiond/sessiond/adapters/copilot"
 	"github.com/sessiond/sessiond/adapters/gemini"
 	"github.com/sessiond/sessiond/adapters/opencode"
 	"github.com/sessiond/sessiond/adapters/pi"
 	"github.com/sessiond/sessiond/adapters/qwen"
+	"github.com/sessiond/sessiond/internal/testkit/claudetest"
+	"github.com/sessiond/sessiond/internal/testkit/codextest"
 	"github.com/sessiond/sessiond/internal/testkit/opencodetest"
 	"github.com/sessiond/sessiond/proc"
 	"github.com/sessiond/sessiond/state"
@@ -46,6 +50,27 @@ func BenchmarkIdlePass(b *testing.B) {
 			b.Fatal(err)
 		}
 		idlePasses(b, dir, opencode.New(opencode.Config{DataDir: ocDir, Logger: zap.NewNop()}), len(ids))
+	})
+	// claude and codex: homes of the seven homes' counts (2,000
+	// transcripts, 5,000 rollouts), small files: an idle pass reads none.
+	b.Run("claude", func(b *testing.B) {
+		dir := b.TempDir()
+		root := &claudetest.Root{Dir: filepath.Join(dir, "claude")}
+		hist, err := root.WriteHistory(claudetest.HistorySpec{Files: 2000, Projects: 150, Seed: 9, MidTool: 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		idlePasses(b, dir, claude.New(claude.Config{Roots: []string{root.Dir}, DefaultRoot: root.Dir,
+			NoLearnedRoots: true, Logger: zap.NewNop()}), len(hist.Paths))
+	})
+	b.Run("codex", func(b *testing.B) {
+		dir := b.TempDir()
+		h, err := codextest.WriteHome(filepath.Join(dir, "codex"), codextest.HomeSpec{
+			Rollouts: 5000, Days: 120, MaxTurns: 3, InFlightEvery: 20, Seed: 16})
+		if err != nil {
+			b.Fatal(err)
+		}
+		idlePasses(b, dir, codex.New(codex.Config{Roots: []string{h.Root}, NoLearnedRoots: true, Logger: zap.NewNop()}), len(h.IDs))
 	})
 }
 
