@@ -155,8 +155,8 @@ func BenchmarkColdPass(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		a := New(Config{DataDir: dir})
 		obs, err := a.Discover(context.Background(), nil)
-		if err != nil || len(obs.Sessions) != benchSessions {
-			b.Fatalf("%d sessions, %v", len(obs.Sessions), err)
+		if err != nil || obs.Len() != benchSessions {
+			b.Fatalf("%d sessions, %v", obs.Len(), err)
 		}
 	}
 	b.StopTimer()
@@ -193,8 +193,8 @@ func BenchmarkRestart(b *testing.B) {
 			c.Restore(saved)
 		}
 		obs, err := a.Discover(context.Background(), nil)
-		if err != nil || len(obs.Sessions) != benchSessions {
-			b.Fatalf("%d sessions, %v", len(obs.Sessions), err)
+		if err != nil || obs.Len() != benchSessions {
+			b.Fatalf("%d sessions, %v", obs.Len(), err)
 		}
 	}
 	b.StopTimer()
@@ -246,8 +246,8 @@ func BenchmarkIncrementalPass(b *testing.B) {
 		}
 		b.StartTimer()
 		obs, err := a.Discover(context.Background(), nil)
-		if err != nil || len(obs.Sessions) != benchSessions {
-			b.Fatalf("%d sessions, %v", len(obs.Sessions), err)
+		if err != nil || obs.Len() != benchSessions {
+			b.Fatalf("%d sessions, %v", obs.Len(), err)
 		}
 	}
 	b.StopTimer()
@@ -266,8 +266,8 @@ func BenchmarkIdlePass(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		obs, err := a.Discover(context.Background(), nil)
-		if err != nil || len(obs.Sessions) != benchSessions {
-			b.Fatalf("%d sessions, %v", len(obs.Sessions), err)
+		if err != nil || obs.Len() != benchSessions {
+			b.Fatalf("%d sessions, %v", obs.Len(), err)
 		}
 	}
 }

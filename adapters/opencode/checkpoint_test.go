@@ -75,7 +75,7 @@ func sameAsFresh(t *testing.T, dir string, got adapters.Observation, a *Adapter)
 
 func dumpObs(obs adapters.Observation) string {
 	var b strings.Builder
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		fmt.Fprintf(&b, "  %s %s %s last %s inflight %d: %s\n", o.UpstreamID, o.Cwd, o.Activity, o.LastActivity.UTC().Format(time.RFC3339Nano), len(o.InFlight), o.ActivityEvidence)
 	}
 	fmt.Fprintf(&b, "  errors %v warnings %v", obs.Errors, obs.Warnings)
@@ -240,7 +240,7 @@ func TestRestoreSeesChangesWhileDown(t *testing.T) {
 	a := restarted(t, dir, s)
 	got := discover(t, a)
 	sameAsFresh(t, dir, got, a)
-	if n := len(got.Sessions); n != 7 {
+	if n := got.Len(); n != 7 {
 		t.Errorf("%d sessions, want 7", n)
 	}
 	o := find(t, got, fin)
@@ -412,8 +412,8 @@ func TestRestoreReplacedDatabase(t *testing.T) {
 	if r := a.dbs[path]; r.fulls != 1 {
 		t.Errorf("%d whole reads of a replaced database, want 1", r.fulls)
 	}
-	if len(got.Sessions) != 8 {
-		t.Errorf("%d sessions, want the new file's 8", len(got.Sessions))
+	if got.Len() != 8 {
+		t.Errorf("%d sessions, want the new file's 8", got.Len())
 	}
 }
 

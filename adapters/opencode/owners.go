@@ -33,7 +33,7 @@ type pass struct {
 // found this pass and the databases it listed.
 func (a *Adapter) newPass(ctx context.Context, now time.Time, sessions map[string]*sessionData, procs []*ocProc, servers []*server, dbPaths []string) *pass {
 	p := &pass{a: a, ctx: ctx, now: now, sessions: sessions, procs: procs, servers: servers,
-		dbKeys: map[string]string{}, owners: map[string][]adapters.Owner{}, acts: map[string]*actResult{}, children: map[string][]string{}}
+		dbKeys: map[string]string{}, children: map[string][]string{}, owners: a.owners, acts: a.acts}
 	for _, path := range dbPaths {
 		p.dbKeys[path] = dbKey(realPath(path))
 	}

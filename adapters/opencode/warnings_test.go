@@ -28,8 +28,8 @@ func TestWarningsNameBadData(t *testing.T) {
 
 	a := newTestAdapter(t, dir, nil)
 	obs := discover(t, a)
-	if len(obs.Errors) != 0 || len(obs.Sessions) != 1 || obs.Sessions[0].UpstreamID != "ses_good" {
-		t.Fatalf("errors %v, sessions %+v", obs.Errors, obs.Sessions)
+	if len(obs.Errors) != 0 || obs.Len() != 1 || obs.All()[0].UpstreamID != "ses_good" {
+		t.Fatalf("errors %v, sessions %+v", obs.Errors, obs.All())
 	}
 	if len(obs.Warnings) != 1 || obs.Warnings[0].Input != bad || !strings.Contains(obs.Warnings[0].Err.Error(), "legacy session skipped") {
 		t.Fatalf("warnings with a fresh empty database: %v", obs.Warnings)
