@@ -26,6 +26,9 @@ type rootState struct {
 	path  string
 	files map[string]*fileState // by path
 	dirs  kit.Dirs              // listed folders, by path
+	// paths and due are the last pass's chats and those it read, kept
+	// for the next pass to fill.
+	paths, due []string
 	// folders are the project folders projects.json names, by the short
 	// name of their tmp/ folder; byHash the same folders by their hash.
 	folders map[string]string
@@ -159,7 +162,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 	var errs []adapters.InputError
 	a.readProjects(r, &errs)
 	paths := a.listChats(r, full, now, &errs)
-	due := make([]string, 0, len(paths))
+	due := r.due[:0]
 	for _, path := range paths {
 		f := r.files[path]
 		warm := !f.read || now.Sub(f.mtime) < a.cfg.ColdAfter || (len(hot) > 0 && (hot[f.c.ProjectHash] || hot[hashOf(r.folders[f.project])]))
@@ -167,6 +170,7 @@ func (a *Adapter) scanRoot(r *rootState, full bool, now time.Time, hot map[strin
 			due = append(due, path)
 		}
 	}
+	r.due = due
 	// Many chats (a first start, a restart) are read on every core, then
 	// counted in order.
 	kit.ReadEach(due, func(path string) (bool, error) { return a.read(r.files[path], now) }, func(path string, read bool, err error) {
@@ -248,13 +252,11 @@ func (a *Adapter) readProjects(r *rootState, errs *[]adapters.InputError) {
 // listChats lists tmp/<project>/chats/ (and the subagent folders in it)
 // where they changed and returns every chat path known.
 func (a *Adapter) listChats(r *rootState, full bool, now time.Time, errs *[]adapters.InputError) []string {
-	seen := map[string]bool{}
-	var paths []string
+	// The paths are joined once per listing (kit.Dirs.ListPaths) and put
+	// in the last pass's slice: an idle pass over 2,000 chats allocates
+	// nothing per chat.
+	paths := r.paths[:0]
 	add := func(path, project, parent string) {
-		if seen[path] {
-			return
-		}
-		seen[path] = true
 		if r.files[path] == nil {
 			f, _ := a.restored.Take(path)
 			if f == nil {
@@ -270,25 +272,21 @@ func (a *Adapter) listChats(r *rootState, full bool, now time.Time, errs *[]adap
 	}
 	tmp := filepath.Join(r.path, "tmp")
 	for _, project := range r.dirs.List(tmp, full, now, errs, isDir) {
-		chats := filepath.Join(tmp, project, "chats")
-		for _, name := range r.dirs.List(chats, full, now, errs, isChatEntry) {
-			p := filepath.Join(chats, name)
+		names, chats := r.dirs.ListPaths(filepath.Join(tmp, project, "chats"), full, now, errs, isChatEntry)
+		for i, name := range names {
 			if isSessionFile(name) {
-				add(p, project, "")
+				add(chats[i], project, "")
 				continue
 			}
-			for _, sub := range r.dirs.List(p, full, now, errs, isSubagentChat) {
-				add(filepath.Join(p, sub), project, name)
+			_, subs := r.dirs.ListPaths(chats[i], full, now, errs, isSubagentChat)
+			for _, sub := range subs {
+				add(sub, project, name)
 			}
 		}
 	}
-	for p := range r.files {
-		if !seen[p] {
-			delete(r.files, p)
-			a.shape++
-		}
-	}
+	a.shape += uint64(kit.Prune(r.files, paths))
 	sort.Strings(paths)
+	r.paths = paths
 	return paths
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/sessiond/sessiond/adapters"
@@ -17,6 +18,9 @@ type Dirs map[string]*Listing
 type Listing struct {
 	mtime, listedAt time.Time
 	names           []string
+	// paths are the names joined to the folder, made on first ask
+	// (ListPaths) and kept while the listing stands.
+	paths []string
 }
 
 // Mtime is the folder's mtime when it was listed.
@@ -63,4 +67,45 @@ func (l *Listing) namesOrNil() []string {
 		return nil
 	}
 	return l.names
+}
+
+// ListPaths is List, with each name joined to dir: paths[i] is
+// filepath.Join(dir, names[i]). The joined paths are kept with the
+// listing, so an idle pass over folders that did not change joins
+// nothing (2,000 chats: 2,000 new strings every 5 s). The caller must
+// change neither slice.
+func (d Dirs) ListPaths(dir string, full bool, now time.Time, errs *[]adapters.InputError, keep func(name string, e fs.DirEntry) bool) (names, paths []string) {
+	names = d.List(dir, full, now, errs, keep)
+	l := d[dir] // the listing List returned (a folder gone has none, and no names)
+	if l == nil || len(names) == 0 {
+		return names, nil
+	}
+	if l.paths == nil {
+		l.paths = make([]string, len(names))
+		for i, n := range names {
+			l.paths[i] = filepath.Join(dir, n)
+		}
+	}
+	return names, l.paths
+}
+
+// Prune deletes from files every path a pass did not list, and reports
+// how many. listed must hold each path once, each a key of files (a pass
+// adds what it lists before it prunes): then a map as long as the list
+// holds nothing else, and an idle pass builds no set to find out.
+func Prune[T any](files map[string]T, listed []string) (deleted int) {
+	if len(files) == len(listed) {
+		return 0
+	}
+	seen := make(map[string]struct{}, len(listed))
+	for _, p := range listed {
+		seen[p] = struct{}{}
+	}
+	for p := range files {
+		if _, ok := seen[p]; !ok {
+			delete(files, p)
+			deleted++
+		}
+	}
+	return deleted
 }

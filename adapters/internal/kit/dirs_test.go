@@ -122,3 +122,48 @@ func TestDirsList(t *testing.T) {
 		t.Fatalf("an unreadable folder never listed: %v, %v", got, errs)
 	}
 }
+
+// TestDirsListPaths: the joined paths match the names, are the same
+// slice while the folder's listing stands, and follow a new listing.
+func TestDirsListPaths(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"b.jsonl", "a.jsonl", "x.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jsonl := func(name string, e fs.DirEntry) bool { return strings.HasSuffix(name, ".jsonl") }
+	mtime := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(dir, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	ds := Dirs{}
+	var errs []adapters.InputError
+	now := mtime.Add(RacyWindow)
+	names, paths := ds.ListPaths(dir, false, now, &errs, jsonl)
+	if len(errs) != 0 || len(names) != 2 || len(paths) != 2 {
+		t.Fatalf("names %v, paths %v, errs %v", names, paths, errs)
+	}
+	for i := range names {
+		if paths[i] != filepath.Join(dir, names[i]) {
+			t.Fatalf("paths[%d] = %q for name %q", i, paths[i], names[i])
+		}
+	}
+	_, again := ds.ListPaths(dir, false, now.Add(time.Second), &errs, jsonl)
+	if &again[0] != &paths[0] {
+		t.Fatal("an unchanged listing's paths were joined again")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "c.jsonl"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names, paths = ds.ListPaths(dir, true, now.Add(time.Minute), &errs, jsonl)
+	if len(names) != 3 || len(paths) != 3 || !slices.Contains(paths, filepath.Join(dir, "c.jsonl")) {
+		t.Fatalf("after a new file: names %v, paths %v", names, paths)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if names, paths = ds.ListPaths(dir, true, now.Add(time.Hour), &errs, jsonl); names != nil || paths != nil {
+		t.Fatalf("a folder gone: names %v, paths %v", names, paths)
+	}
+}

@@ -24,7 +24,9 @@
 //     lists a folder again only when its mtime changed, its listing was
 //     not settled or the pass is full, and keeps the last listing of one
 //     it cannot read (codex, gemini, qwen and pi list their session
-//     folders so).
+//     folders so). Dirs.ListPaths also hands out the names joined to the
+//     folder, kept with the listing, and Prune drops the inputs a pass
+//     did not list: an idle pass joins, and allocates, nothing per file.
 //   - FileID, a file's (device, inode): a file replaced at its path (a
 //     rewrite, a restored copy) is read from its start, not continued.
 //   - Book, the checkpoint's ledger: for each entry the store holds, the
