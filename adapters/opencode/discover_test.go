@@ -532,3 +532,60 @@ func TestDiscoverSkipsAnUnchangedDatabase(t *testing.T) {
 		t.Fatalf("periodic full read: fulls %d -> %d, unchanged %d", fulls, r.fulls, r.unchanged)
 	}
 }
+
+// TestIdlePassIsTheLastOne: an adapter that keeps its pass's maps and
+// list from one pass to the next sees, after each change, what a fresh
+// adapter sees; and a pass where nothing changed hands the tracker the
+// same quiet set, with nothing in its list.
+func TestIdlePassIsTheLastOne(t *testing.T) {
+	dir := t.TempDir()
+	db := opencodetest.MustCreate(t, filepath.Join(dir, "opencode.db"))
+	at := time.Now().Add(-time.Hour)
+	fin, _ := db.Finished("/w", at)
+	intr, _ := db.InterruptedMidTool("/w", at)
+	if _, err := db.Child("/w3", at, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	a := newTestAdapter(t, dir, nil)
+	for _, step := range []struct {
+		what   string
+		change func()
+	}{
+		{"the first pass", func() {}},
+		{"a new session", func() { db.Finished("/w2", at) }},
+		{"a tool finished", func() {
+			later := time.Now()
+			if err := db.Part(opencodetest.Part{ID: intr.ToolPartID, MessageID: intr.AssistantMessageID, SessionID: intr.SessionID,
+				Tool: "bash", Status: "completed", Start: at, End: later, Updated: later}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a new message", func() {
+			if err := db.Message(opencodetest.Message{SessionID: fin.SessionID, Created: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a session deleted", func() {
+			if _, err := db.SQL().Exec("DELETE FROM session WHERE id = ?", fin.SessionID); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		step.change()
+		obs := discover(t, a)
+		fresh := discover(t, newTestAdapter(t, dir, nil))
+		got, want := obs.All(), fresh.All()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d sessions, a fresh adapter %d", step.what, len(got), len(want))
+		}
+		for i := range got {
+			if !got[i].Equal(&want[i]) {
+				t.Fatalf("%s: the pass saw\n%+v\na fresh adapter\n%+v", step.what, got[i], want[i])
+			}
+		}
+		again := discover(t, a)
+		if again.Quiet == nil || again.Quiet != obs.Quiet || len(again.Sessions) != 0 {
+			t.Fatalf("%s, then nothing: a new set (%v) or a list of %d", step.what, again.Quiet != obs.Quiet, len(again.Sessions))
+		}
+	}
+}
