@@ -45,12 +45,12 @@ func (a *Adapter) assemble(v *procView, shape uint64) ([]adapters.Observed, *ada
 	var out []adapters.Observed
 	var live []liveOwner
 	reused := false
-	if c.valid && c.shape == shape {
+	if c.valid {
 		loud := a.loudIDs(v, c)
 		for id := range c.forced {
 			loud[id] = true
 		}
-		if sameSet(loud, c.loud) {
+		if sameSet(loud, c.loud) && quietShape(shape, loud, c) == c.shape {
 			out, live = a.buildLoud(v, c)
 			reused = true
 			if quietCheck != nil {
@@ -65,7 +65,7 @@ func (a *Adapter) assemble(v *procView, shape uint64) ([]adapters.Observed, *ada
 		var all []adapters.Observed
 		all, live = a.buildAll(v)
 		a.indexFiles(c)
-		c.shape, c.loud, c.forced = shape, a.loudIDs(v, c), map[string]bool{}
+		c.loud, c.forced = a.loudIDs(v, c), map[string]bool{}
 		// The quiet ones are kept in all's own array (in place: each goes
 		// at or before where it was read): a 10,000-session first start
 		// grew a second array of them by appending, 14 MB of garbage.
@@ -87,6 +87,7 @@ func (a *Adapter) assemble(v *procView, shape uint64) ([]adapters.Observed, *ada
 		// tracker skips a set it decided, so a set is never handed out
 		// for data it was not built from.
 		c.set = adapters.NewQuietSet(slices.Clip(quiet))
+		c.shape = quietShape(shape, c.loud, c)
 		c.valid = true
 	}
 	a.stats.QuietReused += boolCount(reused)

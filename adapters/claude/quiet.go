@@ -20,6 +20,7 @@ import (
 // whether they still hold.
 type quietCache struct {
 	valid bool
+	// shape is quietShape at that build.
 	shape uint64
 	// loud are the ids that were not quiet; set the quiet observations,
 	// stamped, without orphans (added each pass, outside the set).
@@ -79,11 +80,33 @@ func (p *projectState) fileShape() uint64 {
 		p.shapeSum, p.shapeOK = 0, true
 		for _, f := range p.files {
 			if f.read {
-				p.shapeSum += mix(f.serial<<24 ^ f.gen<<2 | 3)
+				p.shapeSum += f.shapeHash()
 			}
 		}
 	}
 	return p.shapeSum
+}
+
+// shapeHash is a read file's share of shapePrint.
+func (f *fileState) shapeHash() uint64 { return mix(f.serial<<24 ^ f.gen<<2 | 3) }
+
+// quietShape is shape without the shares of the transcripts of the loud
+// sessions (as the cache's index knows them): what the quiet
+// observations rest on. A busy session's transcript is read at every
+// pass it writes, and that read changes no quiet observation; taken
+// whole, the shape made each such pass build every session and hand the
+// tracker a new set (52 ms a pass at 10,000 sessions). A transcript of a
+// loud id the index does not know (a new one, another root's) stays in,
+// and a full build follows, as before.
+func quietShape(shape uint64, loud map[string]bool, c *quietCache) uint64 {
+	for id := range loud {
+		for _, ref := range c.byID[id] {
+			if ref.file.read {
+				shape -= ref.file.shapeHash()
+			}
+		}
+	}
+	return shape
 }
 
 // mix is splitmix64's finalizer.

@@ -88,6 +88,18 @@ func TestQuietReuseEqualsFullBuild(t *testing.T) {
 	r.WriteRegistry(t, claudetest.NewEntry(999998, "1", claudetest.HostDomain(), ids[5], cwds[2], "busy", time.Now().Add(-time.Minute)))
 	steady("a registry entry")
 
+	// The registry's session is loud: its transcript growing (a busy
+	// session's, every pass it writes) builds it alone, and the very next
+	// pass hands out the same set.
+	busy := claudetest.NewTranscript(ids[5], cwds[2], time.Now())
+	busy.Turn("go on", "ls", "", "ok")
+	set := pass().Quiet
+	before := a.counters().QuietReused
+	appendTo(t, paths[5], busy.Bytes())
+	if obs := pass(); a.counters().QuietReused != before+1 || obs.Quiet != set {
+		t.Fatalf("a loud session's transcript grew: reused %d, the same set %v", a.counters().QuietReused-before, obs.Quiet == set)
+	}
+
 	more := claudetest.NewTranscript(ids[9], cwds[0], time.Now())
 	more.Turn("more", "ls", "", "ok")
 	appendTo(t, paths[9], more.Bytes())
@@ -129,7 +141,7 @@ func checkShape(t *testing.T, a *Adapter) {
 			var want uint64
 			for _, f := range p.files {
 				if f.read {
-					want += mix(f.serial<<24 ^ f.gen<<2 | 3)
+					want += f.shapeHash()
 				}
 			}
 			if got := p.fileShape(); got != want {
