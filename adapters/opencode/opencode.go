@@ -155,8 +155,7 @@ type Adapter struct {
 	// (kit.Quiet). Guarded by passMu.
 	quiet kit.Quiet
 	// built is the last pass's list of observations, kept to build the
-	// next one in (Split copies out what it hands on), and how many
-	// sessions that pass read. Guarded by passMu.
+	// next one in (Split copies out what it hands on). Guarded by passMu.
 	built []adapters.Observed
 	// sessions, owners and acts are the last pass's maps of what it
 	// read and decided, by session id, cleared for the next pass to fill:
