@@ -292,7 +292,6 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 	if r.paths != nil && len(r.files) == len(r.paths) && slices.EqualFunc(listings, r.listings, listing.same) {
 		return r.paths, errs
 	}
-	seen := map[string]bool{}
 	var paths []string
 	i := len(listings) - len(dayDirs) - 1 // the first day folder's listing
 	add := func(dir string, archived bool) {
@@ -300,10 +299,6 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 		i++
 		for _, n := range l.names {
 			p := filepath.Join(dir, n)
-			if seen[p] {
-				continue
-			}
-			seen[p] = true
 			if r.files[p] == nil {
 				m := rolloutName.FindStringSubmatch(n)
 				t, _ := time.ParseInLocation("2006-01-02T15-04-05", m[1], time.Local)
@@ -324,12 +319,7 @@ func (a *Adapter) listRollouts(r *rootState, full bool, now time.Time) ([]string
 		add(d, false)
 	}
 	add(archived, true)
-	for p := range r.files {
-		if !seen[p] {
-			delete(r.files, p)
-			a.shape++
-		}
-	}
+	a.shape += uint64(kit.Prune(r.files, paths))
 	r.listings, r.paths = listings, paths
 	if r.paths == nil {
 		r.paths = []string{}
