@@ -146,9 +146,15 @@ type Stat struct {
 	// whatever is (a shell, after the agent was suspended or exited).
 	TTY   uint64
 	TPGID int
+	// Kernel is PF_KTHREAD in field 9, the flags: a kernel thread, which
+	// has no command line, environment or working directory of its own.
+	Kernel bool
 	// StartTicks is field 22, the start time in clock ticks since boot.
 	StartTicks uint64
 }
+
+// pfKthread is the kernel's PF_KTHREAD process flag (include/linux/sched.h).
+const pfKthread = 0x00200000
 
 // Exited reports whether the process had exited when its stat was read: a
 // zombie (Z) or dead (X).
@@ -240,6 +246,12 @@ func ParseStat(b []byte) (Stat, error) {
 			if tok[0] == '-' {
 				st.TPGID = -st.TPGID
 			}
+		case 9:
+			flags, ok := parseUint(tok)
+			if !ok {
+				return Stat{}, fmt.Errorf("parse stat %q: bad flags %q", clip(b), tok)
+			}
+			st.Kernel = flags&pfKthread != 0
 		case 22:
 			v, ok := parseUint(tok)
 			if !ok {

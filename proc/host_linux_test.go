@@ -282,6 +282,11 @@ func fixtureRoot(t *testing.T) string {
 	if err := os.Symlink("/home/u/project", filepath.Join(root, "4242/cwd")); err != nil {
 		t.Fatal(err)
 	}
+	// A kernel thread: nothing beside its stat is read (a marker in an
+	// environ file, which no kernel thread has, would show it was).
+	write("2/stat", "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 3\n")
+	write("2/cmdline", "kthreadd\x00")
+	write("2/environ", "CLAUDECODE=1\x00")
 	write("4243/stat", statLine(4243, "claude", 'R', 4242, 123999))
 	write("4243/cmdline", "claude\x00")
 	write("4244/stat", statLine(4244, "defunct", 'Z', 4243, 124000))
@@ -305,8 +310,12 @@ func TestSnapshotFixture(t *testing.T) {
 	if s.BootID != fixtureBoot || s.Taken.Before(before) {
 		t.Fatalf("Snapshot BootID %q Taken %v", s.BootID, s.Taken)
 	}
-	if got, want := slices.Sorted(maps.Keys(s.Procs)), []int{1, 4242, 4243, 4244}; !slices.Equal(got, want) {
+	if got, want := slices.Sorted(maps.Keys(s.Procs)), []int{1, 2, 4242, 4243, 4244}; !slices.Equal(got, want) {
 		t.Fatalf("pids = %v, want %v", got, want)
+	}
+	if k := s.Procs[2]; k.Identity != (Identity{BootID: fixtureBoot, PID: 2, StartTicks: 3}) || k.State != 'S' || k.UID != 0 ||
+		k.Argv != nil || k.Env != nil || k.Cwd != "" {
+		t.Fatalf("kernel thread row = %+v, want its stat alone", *k)
 	}
 	tmux := s.Procs[4242]
 	want := Process{
@@ -370,6 +379,13 @@ func TestSnapshotReal(t *testing.T) {
 	}
 	if sid, err := unix.Getsid(0); err != nil || me.SID != sid || me.PGID != unix.Getpgrp() {
 		t.Fatalf("own session %d, group %d; getsid %d (%v), getpgrp %d", me.SID, me.PGID, sid, err, unix.Getpgrp())
+	}
+	// kthreadd, where the pid namespace shows it: a kernel thread's row
+	// is its stat alone.
+	if st, err := h.Stat(2); err == nil && st.Kernel {
+		if k := s.Procs[2]; k == nil || k.Argv != nil || k.Env != nil || k.Cwd != "" || k.PPID != st.PPID {
+			t.Fatalf("kthreadd's row = %+v", k)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ func TestParseStat(t *testing.T) {
 		{"own session", "13 (py) S 1 14 15 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 56", Stat{PID: 13, Comm: "py", State: 'S', PPID: 1, PGID: 14, SID: 15, TPGID: -1, StartTicks: 56}},
 		{"exactly 22 fields", "12 (c) S 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 55", Stat{PID: 12, Comm: "c", State: 'S', PPID: 3, StartTicks: 55}},
 		{"a terminal's foreground", "13 (claude) S 3 13 13 34817 13 0 0 0 0 0 0 0 0 0 0 0 0 0 66", Stat{PID: 13, Comm: "claude", State: 'S', PPID: 3, PGID: 13, SID: 13, TTY: 34817, TPGID: 13, StartTicks: 66}},
+		{"a kernel thread", "14 (kworker/0:1-events) I 2 0 0 0 -1 69238880 0 0 0 0 0 3 0 0 20 0 1 0 38", Stat{PID: 14, Comm: "kworker/0:1-events", State: 'I', PPID: 2, TPGID: -1, Kernel: true, StartTicks: 38}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
