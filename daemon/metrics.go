@@ -90,7 +90,9 @@ var sessionsDesc = prometheus.NewDesc("sessiond_sessions", "Sessions by agent an
 func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sessionsDesc }
 
 func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
-	recs, err := c.store.List()
+	// The store's own records, read only: a copy of each was ~7 MB of
+	// garbage a scrape at 17,000 sessions (a Prometheus scrapes every 15 s).
+	recs, err := c.store.ListShared()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(sessionsDesc, err)
 		return
