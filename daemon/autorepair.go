@@ -101,7 +101,10 @@ func (a *autoRepair) run(ctx context.Context, passes <-chan struct{}) {
 }
 
 func (a *autoRepair) once(ctx context.Context) {
-	recs, err := a.store.List()
+	// The store's own records, read only (act reads its record again,
+	// a copy, under the action lock): a copy of every record after every
+	// pass was 4 MB of garbage each 5 s at 10,000 sessions.
+	recs, err := a.store.ListShared()
 	if err != nil {
 		return
 	}
