@@ -20,6 +20,11 @@ type Book[V comparable] struct {
 	sums map[string]uint64
 	bad  map[string]bool
 	seed maphash.Seed
+	// live is the set of keys a checkpoint's state has, kept from one
+	// Changes to the next and cleared: made anew it was a map of every
+	// input every 10 s, most of an idle daemon's garbage once its passes
+	// made none.
+	live map[string]bool
 }
 
 // Reset forgets every entry: Restore starts the book over for n entries.
@@ -75,10 +80,15 @@ func (b *Book[V]) SavedBad(key string) {
 }
 
 // Changes begins a checkpoint: the adapter tells it every entry its
-// state has now, then calls End.
+// state has now, then calls End. One checkpoint at a time: the next
+// Changes starts over the set of keys the last one was told.
 func (b *Book[V]) Changes() *Changes[V] {
 	b.init()
-	return &Changes[V]{b: b, put: map[string][]byte{}, puts: map[string]V{}, live: map[string]bool{}}
+	if b.live == nil {
+		b.live = map[string]bool{}
+	}
+	clear(b.live)
+	return &Changes[V]{b: b, put: map[string][]byte{}, puts: map[string]V{}, live: b.live}
 }
 
 // Changes collects one checkpoint.

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -117,8 +118,19 @@ func TestBookGenerations(t *testing.T) {
 			t.Errorf("%s written again after its commit", k)
 		}
 	}
-	if cp, _ := ch.End(func(string) bool { return false }); len(cp.Put) != 0 || !slices.Equal(cp.Del, []string{"d"}) {
-		t.Fatalf("put %d, deleted %v; want d deleted once not kept", len(cp.Put), cp.Del)
+	cp3, commit3 := ch.End(func(string) bool { return false })
+	if len(cp3.Put) != 0 || !slices.Equal(cp3.Del, []string{"d"}) {
+		t.Fatalf("put %d, deleted %v; want d deleted once not kept", len(cp3.Put), cp3.Del)
+	}
+	commit3()
+	// e's input is gone: told the last checkpoint, not this one, it is
+	// deleted (the set of keys told starts over with each Changes).
+	ch = b.Changes()
+	for _, k := range []string{"a", "b"} {
+		ch.Unchanged(k, state[k])
+	}
+	if cp, _ := ch.End(func(string) bool { return false }); len(cp.Put) != 0 || !slices.Equal(cp.Del, []string{"e"}) {
+		t.Fatalf("put %d, deleted %v; want e deleted", len(cp.Put), cp.Del)
 	}
 }
 
@@ -218,5 +230,28 @@ func TestReaderReused(t *testing.T) {
 			t.Fatalf("second ReadSlice: %v, want EOF", err)
 		}
 		PutReader(br)
+	}
+}
+
+// BenchmarkChangesUnchanged is an idle checkpoint's ledger work: 2,000
+// entries, none changed since their save.
+func BenchmarkChangesUnchanged(b *testing.B) {
+	var book Book[uint64]
+	keys := make([]string, 2000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("/home/u/.gemini/tmp/p%d/chats/session-%d.jsonl", i%50, i)
+		book.Saved(keys[i], 1)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ch := book.Changes()
+		for _, k := range keys {
+			if !ch.Unchanged(k, 1) {
+				b.Fatal("changed")
+			}
+		}
+		if cp, _ := ch.End(func(string) bool { return false }); len(cp.Put)+len(cp.Del) != 0 {
+			b.Fatal("a checkpoint of nothing")
+		}
 	}
 }
