@@ -172,8 +172,8 @@ func (h *Host) Stat(pid int) (Stat, error) {
 // ParseStat parses one /proc/<pid>/stat line. The command name sits between
 // the first '(' and the LAST ')', because it may itself contain spaces and
 // parentheses ("1234 (a) b) (c) S 1 ..."); every field after it is numbered
-// from there, state being field 3, ppid field 4, pgrp 5, session 6 and
-// starttime field 22. It is
+// from there, state being field 3, ppid field 4, pgrp 5, session 6, flags
+// 9 and starttime field 22. It is
 // exported so a fuzz target can hammer it.
 func ParseStat(b []byte) (Stat, error) {
 	open := bytes.IndexByte(b, '(')

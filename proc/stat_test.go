@@ -79,6 +79,7 @@ func FuzzParseStat(f *testing.F) {
 	f.Add([]byte(statLine(42, "tmux: server", 'Z', 1, 0)))
 	f.Add([]byte(statLine(2, "kworker/0:1H-kblockd", 'I', 2, 18446744073709551615)))
 	f.Add([]byte("1 (systemd) S 0 1 1 0 -1 4194560 93 0 0 0 0 0 0 0 20 0 1 0 5 0"))
+	f.Add([]byte("14 (kworker/0:1-events) I 2 0 0 0 -1 69238880 0 0 0 0 0 3 0 0 20 0 1 0 38"))
 	f.Add([]byte("7 ()) X 1"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -90,8 +91,12 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("state %q is a separator", st.State)
 		}
 		// Re-rendering what was parsed must parse back to the same thing.
-		line := fmt.Sprintf("%d (%s) %s %d %d %d %d %d 0 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
-			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.PGID, st.SID, st.TTY, st.TPGID, st.StartTicks)
+		flags := 0
+		if st.Kernel {
+			flags = pfKthread
+		}
+		line := fmt.Sprintf("%d (%s) %s %d %d %d %d %d %d 0 0 0 0 0 0 0 0 0 0 0 0 %d 0 0\n",
+			st.PID, st.Comm, string([]byte{st.State}), st.PPID, st.PGID, st.SID, st.TTY, st.TPGID, flags, st.StartTicks)
 		st2, err := ParseStat([]byte(line))
 		if err != nil {
 			t.Fatalf("reparse %q: %v", line, err)
