@@ -22,6 +22,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/sessiond/sessiond/adapters/internal/kit"
 )
 
 // DefaultWindow is the head and tail window a listing reads unless told
@@ -591,12 +593,10 @@ func tailWhole(r io.ReaderAt, size int64, window int, s *Summary, res *Result) e
 // lines longer than maxLine skipped and counted.
 func ReadAppended(r io.ReaderAt, offset, size int64, skipPartial bool, maxLine int, s *Summary) (Result, error) {
 	res := Result{Offset: offset, SkipPartial: skipPartial}
-	br := appendReaders.Get().(*bufio.Reader)
-	br.Reset(io.NewSectionReader(r, offset, size-offset))
-	defer func() {
-		br.Reset(nil)
-		appendReaders.Put(br)
-	}()
+	// A busy session's transcript is read again at every pass it grew,
+	// a few KiB at a time: the line reader is a pooled one.
+	br := kit.Reader(io.NewSectionReader(r, offset, size-offset))
+	defer kit.PutReader(br)
 	var buf []byte
 	var parsed []Line // one line's records, used up before the next
 	for {
@@ -665,12 +665,6 @@ func readLine(r *bufio.Reader, maxLine int, buf []byte) (line []byte, n int, too
 		}
 	}
 }
-
-// appendReaders are ReadAppended's line readers. A busy session's
-// transcript is read again at every pass it grew, a few KiB at a time: a
-// 64 KiB reader made for each read was 64 KiB of garbage per busy
-// session per pass. A line copies what it keeps (Line, Summary).
-var appendReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // bufPool holds read buffers for listings, so a cold pass over thousands
 // of files does not allocate 128 KB per file. Parsed lines copy what they

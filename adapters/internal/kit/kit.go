@@ -72,7 +72,7 @@
 //     Each itself).
 //   - Reader and PutReader, pooled 64 KiB line readers: a first pass reads
 //     every file once, and what a fold keeps it copies out of the buffer
-//     (gemini, copilot).
+//     (gemini, copilot, claude's appended transcript reads).
 //   - Seen and Drift, format drift said out loud: agents change their
 //     formats weekly, and what a reader does not understand (a line or
 //     item type, a status or waitingFor value, a hook event, a field of
